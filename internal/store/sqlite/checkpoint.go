@@ -1,0 +1,83 @@
+package sqlite
+
+// Checkpoints copy the write-ahead log back into the database file so that
+// the log can start over from its beginning. The writer's connection never
+// checkpoints on its own (wal_autocheckpoint=0): copying a thousand pages and
+// syncing the database file inside a commit would stall every caller of the
+// batch. Instead:
+//
+//  1. Every checkpointPages pages the writer adds to the log, it asks the
+//     checkpointer, which copies them with a passive checkpoint on its own
+//     connection while the writer goes on committing.
+//  2. A busy writer keeps adding to the log while a checkpoint runs, so no
+//     checkpoint ever catches up and the log would only grow. Once the log
+//     holds restartPages pages, the checkpointer therefore runs a second
+//     passive checkpoint (copying what came in during the first) and asks
+//     the writer to finish: between two batches the writer runs a passive
+//     checkpoint itself, which copies the little that is left and, as no
+//     transaction is in progress, can copy everything (unless a reader still
+//     needs older pages). The writer's next commit then starts the log over.
+//
+// Step 2 stalls the writer for a few milliseconds (it syncs twice), which is
+// why it is rare: the log grows to roughly restartPages pages (64 MiB; the
+// count is an estimate) and is then reused.
+
+const (
+	// checkpointPages is about how many pages the writer adds to the log
+	// between two checkpoints (SQLite's own default is 1000).
+	checkpointPages = 2000
+	// restartPages is about how long the log grows before it starts over.
+	restartPages = 16384
+)
+
+// checkpointer runs the checkpoints the writer asks for; restart asks for
+// step 2.
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	for restart := range s.ckptRequest {
+		// A failed checkpoint is simply tried again next time.
+		s.cdb.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		if !restart {
+			continue
+		}
+		s.cdb.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		// Wait for the writer's part: two checkpoints cannot run at
+		// once.
+		done := make(chan struct{})
+		select {
+		case s.ckptFinish <- done:
+			<-done
+		case <-s.writerDone:
+		}
+	}
+}
+
+// countPages estimates the pages the batch just committed added to the log
+// and asks for a checkpoint when they add up: every session touched dirties
+// at least one page, and so does every 4 KiB of rows.
+func (w *writer) countPages() {
+	n := 1 + len(w.tent) + w.rowBytes/4096
+	w.rowBytes = 0
+	w.walPages += n
+	w.logPages += n
+	if w.walPages < w.s.opts.checkpointPages {
+		return
+	}
+	w.walPages = 0
+	select {
+	case w.s.ckptRequest <- w.logPages >= w.s.opts.restartPages:
+	default: // one is running
+	}
+}
+
+// finishCheckpoint is the writer's part of step 2, between batches; it closes
+// done when finished.
+func (w *writer) finishCheckpoint(done chan<- struct{}) {
+	defer close(done)
+	var busy, logged, copied int
+	if err := w.st.checkpoint.QueryRow().Scan(&busy, &logged, &copied); err == nil && busy == 0 && logged == copied {
+		w.logPages = 0 // the next commit starts the log over
+	}
+	// Otherwise (a reader holds old pages, or it failed) the next
+	// checkpoint tries again.
+}

@@ -1,0 +1,155 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+)
+
+// Durability. The writer's connection runs with synchronous=NORMAL: a commit
+// writes the batch's pages to the write-ahead log without waiting for the
+// disk. With SyncFull the syncer goroutine then fsyncs the log, and only then
+// are the batch's callers answered and its events published. Meanwhile the
+// writer already commits the next batch, so the disk's flush latency overlaps
+// the next batch's work instead of adding to it.
+//
+// Rows committed but not yet synced are visible to other connections, so
+// every event and request row carries the number of the batch that wrote it
+// (and a resolved request the number of the batch that resolved it), and
+// readers ignore what batches after Store.synced wrote. Batch numbers are
+// epoch<<32 | n, where the epoch goes up each time the store opens, after
+// syncing whatever the previous run left: rows from earlier runs are always
+// visible.
+//
+// Checkpoints do not weaken this: SQLite syncs the log before it copies
+// pages into the database file, and starts the log over only once every
+// frame of it is in the synced database file.
+
+// syncItem is a committed batch waiting for the log to be synced.
+type syncItem struct {
+	batch int64
+	ops   []*op
+}
+
+// openEpoch syncs what an earlier run left in the files, starts a new epoch
+// and returns the first batch number of this run.
+func openEpoch(ctx context.Context, conn *sql.Conn, path string) (int64, error) {
+	for _, name := range []string{path, path + "-wal"} {
+		if err := syncFile(name); err != nil {
+			return 0, err
+		}
+	}
+	var epoch int64
+	if err := conn.QueryRowContext(ctx,
+		"UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value").Scan(&epoch); err != nil {
+		return 0, fmt.Errorf("start epoch: %w", err)
+	}
+	return epoch << 32, nil
+}
+
+func syncFile(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	return nil
+}
+
+// durable takes a committed batch: with a syncer it queues it, without one
+// (SyncNormal) the commit is all the durability there is.
+func (s *Store) durable(it syncItem) {
+	if s.syncQ == nil {
+		s.synced.Store(it.batch)
+		s.finish(it.ops)
+		return
+	}
+	s.syncQ <- it
+}
+
+// syncer syncs the log for whatever batches are queued, then makes them
+// visible, publishes their events and answers their callers, in commit
+// order.
+func (s *Store) syncer() {
+	defer close(s.syncDone)
+	var items []syncItem
+	for it := range s.syncQ {
+		items = append(items[:0], it)
+	more:
+		for {
+			select {
+			case it, ok := <-s.syncQ:
+				if !ok {
+					break more
+				}
+				items = append(items, it)
+			default:
+				break more
+			}
+		}
+		if err := s.syncLog(); err != nil {
+			for _, it := range items {
+				for _, o := range it.ops {
+					o.done <- err
+				}
+			}
+			clear(items)
+			continue
+		}
+		s.synced.Store(items[len(items)-1].batch)
+		for _, it := range items {
+			s.finish(it.ops)
+		}
+		clear(items)
+	}
+}
+
+// syncLog syncs the write-ahead log, unless an earlier sync failed: then the
+// disk may have dropped what it was given, so nothing written since becomes
+// visible or is acknowledged, and the store refuses further writes.
+func (s *Store) syncLog() error {
+	if p := s.broken.Load(); p != nil {
+		return *p
+	}
+	var err error
+	if s.opts.syncHook != nil {
+		err = s.opts.syncHook()
+	}
+	if err == nil {
+		err = s.wal.Sync()
+	}
+	if err != nil {
+		err = fmt.Errorf("sync write-ahead log: %w", err)
+		s.broken.CompareAndSwap(nil, &err)
+		return *s.broken.Load()
+	}
+	return nil
+}
+
+// finish publishes what a durable batch did and answers its callers.
+func (s *Store) finish(batch []*op) {
+	for _, o := range batch {
+		if o.err != nil {
+			continue
+		}
+		switch o.kind {
+		case opAppend, opCreateRequest, opResolveRequest:
+			s.publish(o.sessionID, o.events)
+		case opDeleteSession:
+			s.dropHub(o.sessionID)
+		}
+	}
+	for _, o := range batch {
+		o.done <- o.err
+	}
+}

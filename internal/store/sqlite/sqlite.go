@@ -1,0 +1,396 @@
+// Package sqlite implements store.Store on an embedded SQLite database file
+// (pure Go driver, WAL mode): the daemon's default store.
+//
+// One writer goroutine owns the only write connection. It takes whatever
+// operations are queued, never waiting for more, writes them in one
+// transaction and commits (group commit). With SyncFull the syncer goroutine
+// then syncs the write-ahead log, and only after that are the callers
+// answered and the events published to subscribers (durable.go). Checkpoints
+// run off the writer's path (checkpoint.go). Reads use a pool of read-only
+// connections, and live subscribers are served from an in-memory ring of
+// recent events per session.
+//
+// One Store must own a database file: two processes writing the same file
+// would assign conflicting seqs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/store"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Sync says when a write is acknowledged.
+type Sync int
+
+const (
+	// SyncFull acknowledges a write only once the write-ahead log is
+	// synced to disk: it survives a power failure. The default.
+	SyncFull Sync = iota
+	// SyncNormal acknowledges a write once committed and leaves syncing
+	// to checkpoints: it survives a crash of the process, but the last
+	// writes may be lost if the machine loses power.
+	SyncNormal
+)
+
+// Options tunes a Store. The zero value is the production default.
+type Options struct {
+	Sync Sync
+	// BusyTimeout is how long a connection waits for a lock held by
+	// another connection; default 5s.
+	BusyTimeout time.Duration
+	// ReadConns bounds the read pool; default max(4, GOMAXPROCS).
+	ReadConns int
+	// RingSize is how many recent events per subscribed session are kept in
+	// memory for live subscribers; default 4096. Subscribers behind the
+	// ring read from the database.
+	RingSize int
+
+	// Tests only: batchHook sees every batch before it is written;
+	// syncHook runs before every sync of the log and fails it by
+	// returning an error; checkpointPages and restartPages replace the
+	// constants of checkpoint.go.
+	batchHook                     func(batch []*op)
+	syncHook                      func() error
+	checkpointPages, restartPages int
+}
+
+const (
+	defaultBusyTimeout = 5 * time.Second
+	defaultRingSize    = 4096
+	// ringBytes bounds the payload bytes one ring holds, so sessions with
+	// large events (diffs, file contents) do not pin much memory.
+	ringBytes = 8 << 20
+	// maxBatch bounds the operations committed in one transaction.
+	maxBatch = 1024
+	// pageSize is how many events a subscriber reads from the database at
+	// a time when it is behind the ring.
+	pageSize = 512
+	// subBuffer is the capacity of a subscription channel.
+	subBuffer = 64
+)
+
+// Store is a store.Store on a SQLite file. Create it with Open.
+type Store struct {
+	path  string
+	opts  Options
+	wdb   *sql.DB // the writer's database: one connection
+	rdb   *sql.DB // read-only pool
+	cdb   *sql.DB // the checkpointer's connection
+	reads readStmts
+	w     *writer // owned by its goroutine once started
+
+	ops         chan *op
+	writerDone  chan struct{}
+	syncQ       chan syncItem // committed batches for the syncer; nil with SyncNormal
+	syncDone    chan struct{}
+	wal         *os.File     // the write-ahead log, for the syncer
+	synced      atomic.Int64 // the last batch whose rows readers may see
+	broken      atomic.Pointer[error]
+	ckptRequest chan bool            // the writer asks the checkpointer (see checkpoint.go)
+	ckptFinish  chan chan<- struct{} // the checkpointer asks the writer to finish
+	ckptDone    chan struct{}
+	quit        chan struct{} // closed when the store closes; stops subscribers
+
+	// closeMu guards closed and orders inflight.Add before Close's Wait.
+	closeMu  sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup // public calls in progress
+	subs     sync.WaitGroup // subscriber goroutines
+
+	hubsMu sync.RWMutex
+	hubs   map[string]*hub // sessions with at least one subscriber
+
+	updates keyedMutex // serialises UpdateSession per session
+}
+
+var _ store.Store = (*Store)(nil)
+
+// DefaultPath returns where the daemon keeps its database:
+// $AGENTBOX_DATA_DIR/agentbox.db if set, else
+// $XDG_DATA_HOME/agentbox/agentbox.db (an absolute XDG_DATA_HOME only, as the
+// XDG spec asks), else ~/.local/share/agentbox/agentbox.db.
+func DefaultPath() (string, error) {
+	if dir := os.Getenv("AGENTBOX_DATA_DIR"); dir != "" {
+		return filepath.Join(dir, "agentbox.db"), nil
+	}
+	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" && filepath.IsAbs(dir) {
+		return filepath.Join(dir, "agentbox", "agentbox.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("default database path: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "agentbox", "agentbox.db"), nil
+}
+
+// Open opens (creating it and its parent directories if needed) the database
+// at path, brings its schema up to date and starts the writer.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite store: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	// The driver reads everything after the first '?' as parameters.
+	if strings.ContainsRune(abs, '?') {
+		return nil, fmt.Errorf("open sqlite store %s: path must not contain '?'", path)
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = defaultBusyTimeout
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = max(4, runtime.GOMAXPROCS(0))
+	}
+	if opts.RingSize <= 0 {
+		opts.RingSize = defaultRingSize
+	}
+	if opts.checkpointPages <= 0 {
+		opts.checkpointPages = checkpointPages
+	}
+	if opts.restartPages <= 0 {
+		opts.restartPages = restartPages
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	// Create the file ourselves so it is private; SQLite gives the -wal and
+	// -shm files the database file's permissions.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+
+	s := &Store{
+		path:        abs,
+		opts:        opts,
+		ops:         make(chan *op, maxBatch),
+		writerDone:  make(chan struct{}),
+		ckptRequest: make(chan bool, 1),
+		ckptFinish:  make(chan chan<- struct{}),
+		ckptDone:    make(chan struct{}),
+		syncDone:    make(chan struct{}),
+		quit:        make(chan struct{}),
+		hubs:        make(map[string]*hub),
+	}
+	if err := s.open(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context) error {
+	busy := strconv.FormatInt(s.opts.BusyTimeout.Milliseconds(), 10)
+
+	var err error
+	s.wdb, err = sql.Open("sqlite", dsn(s.path,
+		"busy_timeout("+busy+")",
+		"journal_mode(WAL)",
+		// Commits do not wait for the disk; see durable.go.
+		"synchronous(NORMAL)",
+		"foreign_keys(1)",
+		// Statement journals stay in memory instead of spilling to
+		// temporary files.
+		"temp_store(MEMORY)",
+		// See checkpoint.go.
+		"wal_autocheckpoint(0)",
+	))
+	if err != nil {
+		return err
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	s.wdb.SetConnMaxIdleTime(0)
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		conn.Close()
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		conn.Close()
+		return fmt.Errorf("journal mode is %q, want wal (is the file system local?)", mode)
+	}
+	if err := migrate(ctx, conn); err != nil {
+		conn.Close()
+		return err
+	}
+	first, err := openEpoch(ctx, conn, s.path)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	s.synced.Store(first - 1)
+	if s.opts.Sync == SyncFull {
+		if s.wal, err = os.OpenFile(s.path+"-wal", os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			conn.Close()
+			return err
+		}
+		s.syncQ = make(chan syncItem)
+	}
+	w, err := newWriter(ctx, s, conn, first) // closes conn on failure
+	if err != nil {
+		return err
+	}
+
+	s.rdb, err = sql.Open("sqlite", dsn(s.path,
+		"busy_timeout("+busy+")",
+		"query_only(1)",
+	))
+	if err != nil {
+		w.close()
+		return err
+	}
+	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+	s.rdb.SetConnMaxIdleTime(0)
+	if err := s.reads.prepare(ctx, s.rdb); err != nil {
+		w.close()
+		return err
+	}
+	s.cdb, err = sql.Open("sqlite", dsn(s.path,
+		"busy_timeout("+busy+")",
+		"synchronous(NORMAL)", // which syncs around checkpoints
+	))
+	if err != nil {
+		w.close()
+		return err
+	}
+	s.cdb.SetMaxOpenConns(1)
+	s.w = w
+	go w.run()
+	go s.checkpointer()
+	if s.syncQ != nil {
+		go s.syncer()
+	}
+	return nil
+}
+
+// dsn builds a driver data source name for a plain file path.
+func dsn(path string, pragmas ...string) string {
+	q := url.Values{"_pragma": pragmas}
+	return path + "?" + q.Encode()
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close stops accepting calls, lets the ones in progress finish (queued
+// writes are committed), closes every subscription and the database. It is
+// safe to call more than once.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+
+	s.inflight.Wait() // no more senders on ops after this
+	close(s.ops)
+	<-s.writerDone
+	if s.syncQ != nil {
+		close(s.syncQ)
+		<-s.syncDone
+	}
+	close(s.ckptRequest)
+	<-s.ckptDone
+	close(s.quit)
+	s.subs.Wait()
+	return s.closeDBs()
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	s.reads.close()
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.cdb != nil {
+		errs = append(errs, s.cdb.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	if s.wal != nil {
+		errs = append(errs, s.wal.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite store: %w", err)
+	}
+	return nil
+}
+
+// enter registers a public call; it reports false once the store is closed.
+// Every successful enter must be paired with leave.
+func (s *Store) enter() bool {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+func (s *Store) leave() { s.inflight.Done() }
+
+// keyedMutex is a mutex per key, forgotten when unlocked by its last user.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	sync.Mutex
+	users int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = make(map[string]*keyedEntry)
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.users++
+	k.mu.Unlock()
+
+	e.Lock()
+	return func() {
+		e.Unlock()
+		k.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}

@@ -1,0 +1,575 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// opKind names a write operation.
+type opKind uint8
+
+const (
+	opAppend opKind = iota
+	opCreateRequest
+	opResolveRequest
+	opCreateSession
+	opUpdateSession
+	opDeleteSession
+)
+
+// op is one write handed to the writer. The caller prepares everything that
+// does not depend on the log's state; the writer assigns seqs (and the time
+// of events that have none), writes, commits and answers on done.
+type op struct {
+	kind      opKind
+	ctx       context.Context
+	sessionID string
+	// events to append: for opAppend, or the one requested or resolved
+	// event of a request op. The writer fills Seq, SessionID and a zero
+	// Time in place.
+	events []event.Event
+	// args are the column values of a session row, for create and update.
+	args []any
+	// request is the request to create or (only its id) resolve.
+	request *requestOp
+	err     error
+	done    chan error
+}
+
+type requestOp struct {
+	id      string
+	kind    store.RequestKind
+	payload json.RawMessage
+	created time.Time // zero: the requested event's time
+}
+
+// do hands o to the writer and waits for its answer. The caller must be
+// inside enter/leave, which guarantees the ops channel is still open.
+func (s *Store) do(o *op) error {
+	o.done = make(chan error, 1)
+	select {
+	case s.ops <- o:
+	case <-o.ctx.Done():
+		return o.ctx.Err()
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-o.ctx.Done():
+		// The write may still be committed; like any cancelled call, its
+		// outcome is unknown to the caller.
+		return o.ctx.Err()
+	}
+}
+
+// rowsPerInsert is the most event rows one INSERT statement writes.
+const rowsPerInsert = 32
+
+// eventArgs is the number of columns of an event row.
+const eventArgs = 12
+
+// writer owns the write connection. Only its goroutine touches its fields.
+//
+// A batch is first written optimistically: operations share one
+// transaction without savepoints and their event rows are written together
+// by multi-row INSERTs. Failures that an operation detects before writing
+// anything (unknown session, duplicate, already resolved) fail it alone. Any
+// other failure rolls the transaction back and the batch is written again
+// carefully: each operation in its own savepoint, so that it fails alone.
+type writer struct {
+	s       *Store
+	conn    *sql.Conn
+	st      writeStmts
+	inserts [rowsPerInsert + 1]*sql.Stmt // INSERTs of n event rows, prepared on first use
+	hook    func(batch []*op)            // tests only
+
+	// last is the last committed seq of every session the writer has
+	// seen; a session missing here is looked up in the database.
+	last map[string]int64
+	// tent holds the tentative last seqs of the transaction in progress,
+	// -1 for a session deleted in it; undo restores tent when an operation
+	// fails.
+	tent map[string]int64
+	undo []undoEntry
+	// rows holds the column values of event rows not yet written.
+	rows []any
+	// walPages estimates the pages committed since the last checkpoint
+	// request, logPages since the log last started over; rowBytes counts
+	// the event bytes of the transaction in progress.
+	walPages, logPages, rowBytes int
+	// batch is the number of the batch being written (see durable.go).
+	batch int64
+}
+
+type undoEntry struct {
+	sessionID string
+	prev      int64
+	had       bool
+}
+
+type writeStmts struct {
+	begin, commit, rollback        *sql.Stmt
+	savepoint, release, rollbackTo *sql.Stmt
+	lastSeq                        *sql.Stmt
+	insertSession, updateSession   *sql.Stmt
+	deleteSession                  *sql.Stmt
+	insertRequest, resolveRequest  *sql.Stmt
+	requestState, checkpoint       *sql.Stmt
+}
+
+func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*writer, error) {
+	w := &writer{
+		s:     s,
+		batch: batch,
+		conn:  conn,
+		hook:  s.opts.batchHook,
+		last:  make(map[string]int64),
+		tent:  make(map[string]int64),
+	}
+	st := &w.st
+	var err error
+	prep := func(query string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var stmt *sql.Stmt
+		if stmt, err = conn.PrepareContext(ctx, query); err != nil {
+			err = fmt.Errorf("prepare %q: %w", query, err)
+		}
+		return stmt
+	}
+	st.begin = prep("BEGIN IMMEDIATE")
+	st.commit = prep("COMMIT")
+	st.rollback = prep("ROLLBACK")
+	st.savepoint = prep("SAVEPOINT op")
+	st.release = prep("RELEASE op")
+	st.rollbackTo = prep("ROLLBACK TO op")
+	st.lastSeq = prep(`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1),
+		COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0)`)
+	st.insertSession = prep(`INSERT INTO sessions (` + sessionCols + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
+	st.updateSession = prep(`UPDATE sessions SET (` + sessionCols + `)
+		= (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?`)
+	st.deleteSession = prep(`DELETE FROM sessions WHERE id = ?`)
+	st.insertRequest = prep(`INSERT INTO requests
+		(session_id, id, seq, kind, state, payload, created_at, batch)
+		VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (session_id, id) DO NOTHING`)
+	st.resolveRequest = prep(`UPDATE requests
+		SET state = 'resolved', resolution = ?, resolved_at = ?, resolved_batch = ?
+		WHERE session_id = ? AND id = ? AND state = 'pending'`)
+	st.requestState = prep(`SELECT state FROM requests WHERE session_id = ? AND id = ?`)
+	st.checkpoint = prep(`PRAGMA wal_checkpoint(PASSIVE)`)
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// insert returns the statement inserting n event rows.
+func (w *writer) insert(n int) (*sql.Stmt, error) {
+	if st := w.inserts[n]; st != nil {
+		return st, nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO events (session_id, " + eventCols + ", batch) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+	}
+	st, err := w.conn.PrepareContext(context.Background(), b.String())
+	if err != nil {
+		return nil, fmt.Errorf("prepare insert of %d events: %w", n, err)
+	}
+	w.inserts[n] = st
+	return st, nil
+}
+
+func (w *writer) close() {
+	for _, st := range []*sql.Stmt{w.st.begin, w.st.commit, w.st.rollback, w.st.savepoint, w.st.release,
+		w.st.rollbackTo, w.st.lastSeq, w.st.insertSession, w.st.updateSession, w.st.deleteSession,
+		w.st.insertRequest, w.st.resolveRequest, w.st.requestState, w.st.checkpoint} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	for _, st := range w.inserts {
+		if st != nil {
+			st.Close()
+		}
+	}
+	w.conn.Close()
+}
+
+// run commits batches until the ops channel is closed and drained.
+func (w *writer) run() {
+	defer close(w.s.writerDone)
+	defer w.close()
+	batch := make([]*op, 0, maxBatch)
+	for {
+		var o *op
+		select {
+		case done := <-w.s.ckptFinish:
+			w.finishCheckpoint(done)
+			continue
+		case o = <-w.s.ops:
+		}
+		if o == nil { // closed
+			return
+		}
+		// Take what is already queued, never wait for more. Yielding
+		// first lets the callers just answered queue their next
+		// operation, which keeps batches from splitting in two.
+		runtime.Gosched()
+		batch = append(batch[:0], o)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case o, ok := <-w.s.ops:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		if w.hook != nil {
+			w.hook(batch)
+		}
+		w.commit(batch)
+		clear(batch)
+	}
+}
+
+// commit writes batch in one transaction, then publishes the new events and
+// answers the callers: nobody sees an event before it is durable.
+func (w *writer) commit(batch []*op) {
+	if p := w.s.broken.Load(); p != nil {
+		for _, o := range batch {
+			o.done <- *p
+		}
+		return
+	}
+	now := time.Now().UTC()
+	if err := w.write(batch, now, false); err != nil {
+		w.rollback(batch)
+		if err := w.write(batch, now, true); err != nil {
+			w.rollback(batch)
+			for _, o := range batch {
+				if o.err == nil {
+					o.err = err
+				}
+				o.done <- o.err
+			}
+			return
+		}
+	}
+	w.countPages()
+	for id, seq := range w.tent {
+		if seq < 0 {
+			delete(w.last, id)
+		} else {
+			w.last[id] = seq
+		}
+	}
+	clear(w.tent)
+	w.undo = w.undo[:0]
+	ops := batch
+	if w.s.syncQ != nil {
+		ops = slices.Clone(batch) // the writer reuses batch
+	}
+	w.s.durable(syncItem{batch: w.batch, ops: ops})
+	w.batch++
+}
+
+// write runs batch in one transaction and commits it. An operation that
+// fails alone gets its error in o.err. A returned error means the
+// transaction must be rolled back: when not careful, for any failure that
+// is not an operation's own; when careful, only when the transaction itself
+// failed.
+func (w *writer) write(batch []*op, now time.Time, careful bool) error {
+	if _, err := w.st.begin.Exec(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			continue
+		}
+		if careful {
+			if _, err := w.st.savepoint.Exec(); err != nil {
+				return fmt.Errorf("savepoint: %w", err)
+			}
+		}
+		mark := len(w.undo)
+		err := w.apply(o, now, careful)
+		if err != nil && !careful && !refused(err) {
+			return err
+		}
+		if err != nil {
+			o.err = err
+			w.revert(mark)
+		}
+		if careful {
+			if o.err != nil {
+				clear(w.rows)
+				w.rows = w.rows[:0]
+				if _, err := w.st.rollbackTo.Exec(); err != nil {
+					return fmt.Errorf("rollback to savepoint: %w", err)
+				}
+			}
+			if _, err := w.st.release.Exec(); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+		}
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if _, err := w.st.commit.Exec(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// refused reports whether err is an operation refusing itself before
+// writing anything.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) ||
+		errors.Is(err, store.ErrAlreadyResolved)
+}
+
+// rollback undoes a failed write of batch so it can be written again.
+func (w *writer) rollback(batch []*op) {
+	// SQLite may have rolled back already; then this fails harmlessly.
+	w.st.rollback.Exec()
+	w.revert(0)
+	w.rowBytes = 0
+	clear(w.rows)
+	w.rows = w.rows[:0]
+	for _, o := range batch {
+		o.err = nil
+	}
+}
+
+// apply does the work of one operation. Event rows are queued for flush,
+// which a careful write does at once.
+func (w *writer) apply(o *op, now time.Time, careful bool) error {
+	switch o.kind {
+	case opAppend:
+		last, err := w.lastSeq(o.sessionID)
+		if err != nil {
+			return err
+		}
+		w.queueEvents(o.sessionID, last, o.events, now)
+
+	case opCreateRequest:
+		last, err := w.lastSeq(o.sessionID)
+		if err != nil {
+			return err
+		}
+		r, ev := o.request, &o.events[0]
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		created := r.created
+		if created.IsZero() {
+			created = ev.Time
+		}
+		res, err := w.st.insertRequest.Exec(o.sessionID, r.id, last+1, string(r.kind), text(r.payload),
+			created.UnixNano(), w.batch)
+		if err != nil {
+			return fmt.Errorf("insert request: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("insert request: %w", err)
+		} else if n == 0 {
+			return store.ErrExists
+		}
+		w.queueEvents(o.sessionID, last, o.events, now)
+
+	case opResolveRequest:
+		last, err := w.lastSeq(o.sessionID)
+		if err != nil {
+			return err
+		}
+		ev := &o.events[0]
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		res, err := w.st.resolveRequest.Exec(text(ev.Data), ev.Time.UnixNano(), w.batch, o.sessionID, o.request.id)
+		if err != nil {
+			return fmt.Errorf("resolve request: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("resolve request: %w", err)
+		} else if n == 0 {
+			var state string
+			switch err := w.st.requestState.QueryRow(o.sessionID, o.request.id).Scan(&state); {
+			case errors.Is(err, sql.ErrNoRows):
+				return store.ErrNotFound
+			case err != nil:
+				return fmt.Errorf("read request state: %w", err)
+			default:
+				return store.ErrAlreadyResolved
+			}
+		}
+		w.queueEvents(o.sessionID, last, o.events, now)
+
+	case opCreateSession:
+		// Rows queued for an earlier incarnation of the session go first.
+		if err := w.flush(); err != nil {
+			return err
+		}
+		res, err := w.st.insertSession.Exec(o.args...)
+		if err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		} else if n == 0 {
+			return store.ErrExists
+		}
+		w.setTent(o.sessionID, 0)
+
+	case opUpdateSession:
+		res, err := w.st.updateSession.Exec(append(o.args, o.sessionID)...)
+		if err != nil {
+			return fmt.Errorf("update session: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update session: %w", err)
+		} else if n == 0 {
+			return store.ErrNotFound
+		}
+
+	case opDeleteSession:
+		// The session's queued rows must exist for the cascade to take
+		// them.
+		if err := w.flush(); err != nil {
+			return err
+		}
+		// Events and requests go with it (ON DELETE CASCADE).
+		res, err := w.st.deleteSession.Exec(o.sessionID)
+		if err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		} else if n == 0 {
+			return store.ErrNotFound
+		}
+		w.setTent(o.sessionID, -1)
+
+	default:
+		return fmt.Errorf("unknown operation %d", o.kind)
+	}
+	if careful {
+		return w.flush()
+	}
+	return nil
+}
+
+// queueEvents assigns evs the seqs after last and queues their rows.
+func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, now time.Time) {
+	for i := range evs {
+		ev := &evs[i]
+		ev.Seq = last + int64(i) + 1
+		ev.SessionID = sessionID
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		w.rowBytes += 100 + len(ev.Data) + len(ev.Raw)
+		w.rows = append(w.rows, sessionID, ev.Seq,
+			ev.ID, ev.Time.UnixNano(), int64(ev.Schema), string(ev.Type), string(ev.Source),
+			ev.NativeSessionID, ev.TurnID, text(ev.Data), text(ev.Raw), w.batch)
+	}
+	w.setTent(sessionID, last+int64(len(evs)))
+}
+
+// flush writes the queued event rows.
+func (w *writer) flush() error {
+	rows := w.rows
+	defer func() {
+		clear(rows)
+		w.rows = rows[:0]
+	}()
+	for off := 0; off < len(rows); {
+		n := min((len(rows)-off)/eventArgs, rowsPerInsert)
+		st, err := w.insert(n)
+		if err != nil {
+			return err
+		}
+		if _, err := st.Exec(rows[off : off+n*eventArgs]...); err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		}
+		off += n * eventArgs
+	}
+	return nil
+}
+
+// lastSeq returns the last seq of a session as seen inside the transaction
+// in progress, or ErrNotFound. Only the first use of a session reads the
+// database.
+func (w *writer) lastSeq(sessionID string) (int64, error) {
+	if seq, ok := w.tent[sessionID]; ok {
+		if seq < 0 {
+			return 0, store.ErrNotFound
+		}
+		return seq, nil
+	}
+	if seq, ok := w.last[sessionID]; ok {
+		return seq, nil
+	}
+	var exists bool
+	var seq int64
+	if err := w.st.lastSeq.QueryRow(sessionID).Scan(&exists, &seq); err != nil {
+		return 0, fmt.Errorf("read last seq: %w", err)
+	}
+	if !exists {
+		return 0, store.ErrNotFound
+	}
+	// Tentative, like any state read inside the transaction.
+	w.setTent(sessionID, seq)
+	return seq, nil
+}
+
+func (w *writer) setTent(sessionID string, seq int64) {
+	prev, had := w.tent[sessionID]
+	w.undo = append(w.undo, undoEntry{sessionID, prev, had})
+	w.tent[sessionID] = seq
+}
+
+// revert undoes the tentative changes made since undo had length mark.
+func (w *writer) revert(mark int) {
+	for i := len(w.undo) - 1; i >= mark; i-- {
+		u := w.undo[i]
+		if u.had {
+			w.tent[u.sessionID] = u.prev
+		} else {
+			delete(w.tent, u.sessionID)
+		}
+	}
+	w.undo = w.undo[:mark]
+}
+
+// text is the column value of optional JSON: NULL when empty.
+func text(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
