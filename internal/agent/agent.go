@@ -1,0 +1,198 @@
+// Package agent defines how the session engine drives a coding agent: the
+// Adapter interface every agent implements, its capability flags, and the
+// registry adapters are found in.
+//
+// An adapter speaks its agent's native protocol and translates everything the
+// agent says into universal events (package event), which it hands to the
+// engine through a Host. It never talks to the store, the API or clients.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/agentbox/agentbox/event"
+)
+
+// ErrUnknown is returned (wrapped) when no adapter has the requested name.
+var ErrUnknown = errors.New("unknown agent")
+
+// Capabilities says what an agent can produce or accept. Every flag set to
+// true must be backed by a test of the adapter.
+type Capabilities struct {
+	Text          bool `json:"text"`
+	Deltas        bool `json:"deltas"`
+	Reasoning     bool `json:"reasoning"`
+	ToolCalls     bool `json:"tool_calls"`
+	CommandOutput bool `json:"command_output"`
+	FileChanges   bool `json:"file_changes"`
+	Diffs         bool `json:"diffs"`
+	Permissions   bool `json:"permissions"`
+	Questions     bool `json:"questions"`
+	Images        bool `json:"images"`
+	Plans         bool `json:"plans"`
+	Usage         bool `json:"usage"`
+	Resume        bool `json:"resume"`
+	Interrupt     bool `json:"interrupt"`
+}
+
+// Info describes an adapter for /v1/agents.
+type Info struct {
+	Name         string       `json:"name"`
+	Title        string       `json:"title"`
+	Capabilities Capabilities `json:"capabilities"`
+	// Available is false when the agent cannot run here; Reason says why.
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Installed bool   `json:"installed"`
+}
+
+// Config is what an adapter needs to start one session.
+type Config struct {
+	SessionID      string
+	Model          string
+	Mode           string
+	PermissionMode string
+	Cwd            string
+	Metadata       map[string]string
+	// NativeSessionID is set when resuming a session the agent knows.
+	NativeSessionID string
+}
+
+// Input is one user turn.
+type Input struct {
+	TurnID  string
+	Content []event.ContentPart
+}
+
+// Text joins the input's text parts.
+func (in Input) Text() string {
+	var s string
+	for _, p := range in.Content {
+		if p.Type == event.PartText {
+			s += p.Text
+		}
+	}
+	return s
+}
+
+// Result is how a turn ended, as far as the agent says.
+type Result struct {
+	StopReason event.StopReason
+	Usage      *event.Usage
+	Message    string
+}
+
+// PermissionRequest is what an adapter asks the engine to decide. The engine
+// fills in the ID, appends permission.requested, waits for the client (or the
+// timeout) and returns the decision.
+type PermissionRequest = event.PermissionRequested
+
+// PermissionAnswer is the decision for one permission request.
+type PermissionAnswer struct {
+	Decision event.Decision
+	OptionID string
+	Message  string
+	By       event.DecidedBy
+}
+
+// Question is what an adapter asks the user through the engine.
+type Question = event.QuestionRequested
+
+// Answer is the user's answer to a question.
+type Answer struct {
+	Text      string
+	OptionID  string
+	Cancelled bool
+}
+
+// Host is the engine side of a running session, handed to the adapter. All
+// methods are safe for concurrent use.
+type Host interface {
+	// Emit queues translated events for the session's log, in order, and
+	// returns without waiting for the disk (clients see them only once they
+	// are durable). Events emitted during a turn are stamped with the
+	// turn's ID by the engine. It fails once the session has ended.
+	Emit(ctx context.Context, evs ...event.Event) error
+	// RequestPermission blocks until the request is answered, times out
+	// (deny, by timeout) or ctx ends.
+	RequestPermission(ctx context.Context, req PermissionRequest) (PermissionAnswer, error)
+	// AskQuestion blocks until the question is answered or ctx ends.
+	AskQuestion(ctx context.Context, q Question) (Answer, error)
+	// SetNativeSessionID records the agent's own session id (for resume).
+	SetNativeSessionID(ctx context.Context, id string) error
+}
+
+// Session is one running agent session.
+type Session interface {
+	// Prompt runs one turn to its end and returns how it ended. The engine
+	// cancels ctx to interrupt the turn; the adapter must then stop the
+	// agent's work promptly and return with StopInterrupted.
+	Prompt(ctx context.Context, in Input) (Result, error)
+	// Close stops the agent; it must not hang past ctx's deadline.
+	Close(ctx context.Context) error
+}
+
+// Exiter is implemented by sessions whose agent process can die on its own.
+// Done is closed when it has; Exit says how.
+type Exiter interface {
+	Done() <-chan struct{}
+	Exit() event.SessionEnded
+}
+
+// Adapter starts sessions of one agent.
+type Adapter interface {
+	Info(ctx context.Context) Info
+	Start(ctx context.Context, cfg Config, host Host) (Session, error)
+}
+
+// Registry maps agent names to adapters.
+type Registry struct {
+	mu       sync.RWMutex
+	adapters map[string]Adapter
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{adapters: map[string]Adapter{}} }
+
+// Register adds an adapter. It panics if the name is empty or taken: two
+// adapters with one name is a programming error.
+func (r *Registry) Register(name string, a Adapter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if name == "" {
+		panic("agent: Register with empty name")
+	}
+	if _, dup := r.adapters[name]; dup {
+		panic(fmt.Sprintf("agent: Register called twice for %q", name))
+	}
+	r.adapters[name] = a
+}
+
+// Get returns the adapter for name or an error wrapping ErrUnknown.
+func (r *Registry) Get(name string) (Adapter, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.adapters[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknown, name)
+	}
+	return a, nil
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.adapters))
+	for n := range r.adapters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
