@@ -1,0 +1,22 @@
+package session
+
+import "errors"
+
+// Errors returned (wrapped) by the Manager. The HTTP layer maps them to
+// status codes in one place; see internal/httpapi.
+var (
+	// ErrNotFound: no session, permission or question with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request is malformed in a way the schema cannot catch.
+	ErrInvalid = errors.New("invalid request")
+	// ErrBusy: a turn is already running in the session.
+	ErrBusy = errors.New("a turn is already running")
+	// ErrNotLive: the session has ended, failed or was interrupted.
+	ErrNotLive = errors.New("session is not live")
+	// ErrNoTurn: interrupt with no turn running.
+	ErrNoTurn = errors.New("no turn is running")
+	// ErrUnavailable: the agent exists but cannot run here.
+	ErrUnavailable = errors.New("agent unavailable")
+	// ErrShuttingDown: the daemon is stopping and takes no new work.
+	ErrShuttingDown = errors.New("daemon is shutting down")
+)

@@ -1,0 +1,594 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// live is a session with a running agent. It is the agent.Host handed to the
+// adapter.
+type live struct {
+	m     *Manager
+	id    string
+	agent string
+	sess  agent.Session
+	// ctx ends when the session is torn down.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	native     string
+	turnID     string
+	turnCancel context.CancelCauseFunc
+	turnDone   chan struct{}
+	pending    map[string]chan agent.PermissionAnswer
+	questions  map[string]chan agent.Answer
+	started    map[string]time.Time // item id → start, for tool-call durations
+
+	// The event queue; see pump.
+	queue    []batch
+	queued   int
+	qerr     error
+	wake     chan struct{}
+	pumpStop chan struct{}
+	pumpDone chan struct{}
+}
+
+var _ agent.Host = (*live)(nil)
+
+func (l *live) nativeID() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.native
+}
+
+// Emitted events go through a per-session queue drained by one pump
+// goroutine, which appends everything queued in one store call: an agent
+// streaming deltas is not held to one fsync per event, the order of the
+// session's events is the order they were queued in, and a subscriber still
+// sees an event only after it is durable.
+const maxQueued = 8192 // beyond this, Emit waits for the queue to drain
+
+type batch struct {
+	evs  []event.Event
+	done chan error // nil: nobody waits
+}
+
+// enqueue stamps events and queues them; with wait it returns once they (and
+// everything queued before them) are durable.
+func (l *live) enqueue(evs []event.Event, wait bool) error {
+	l.mu.Lock()
+	b, backlog, err := l.pushLocked(evs, wait)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return l.await(b, backlog)
+}
+
+// pushLocked stamps and queues events. Called with l.mu held.
+func (l *live) pushLocked(evs []event.Event, wait bool) (batch, bool, error) {
+	for i := range evs {
+		if evs[i].Source == "" {
+			evs[i].Source = event.SourceAgent
+		}
+		if evs[i].TurnID == "" {
+			evs[i].TurnID = l.turnID
+		}
+		if evs[i].NativeSessionID == "" {
+			evs[i].NativeSessionID = l.native
+		}
+		l.observe(evs[i])
+	}
+	if l.qerr != nil {
+		return batch{}, false, l.qerr
+	}
+	b := batch{evs: evs}
+	if wait {
+		b.done = make(chan error, 1)
+	}
+	l.queue = append(l.queue, b)
+	l.queued += len(evs)
+	return b, l.queued > maxQueued, nil
+}
+
+// await wakes the pump and, for a waited batch, waits for its commit.
+func (l *live) await(b batch, backlog bool) error {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	if b.done != nil {
+		return <-b.done
+	}
+	if backlog {
+		return l.flush()
+	}
+	return nil
+}
+
+// flush waits until everything queued so far is durable.
+func (l *live) flush() error { return l.enqueue(nil, true) }
+
+// pump appends queued events until the session is torn down.
+func (l *live) pump() {
+	defer close(l.pumpDone)
+	for {
+		select {
+		case <-l.wake:
+		case <-l.pumpStop:
+			l.drain()
+			return
+		}
+		l.drain()
+	}
+}
+
+func (l *live) drain() {
+	for {
+		l.mu.Lock()
+		q := l.queue
+		l.queue, l.queued = nil, 0
+		l.mu.Unlock()
+		if len(q) == 0 {
+			return
+		}
+		var all []event.Event
+		for _, b := range q {
+			all = append(all, b.evs...)
+		}
+		var err error
+		if len(all) > 0 {
+			// Durable writes are not tied to any request or turn context:
+			// an interrupted turn must still record how it ended.
+			_, err = l.m.st.Append(context.Background(), l.id, all...)
+			if err != nil {
+				err = fmt.Errorf("append events: %w", err)
+				l.m.log.Error("appending events", "session", l.id, "count", len(all), "err", err)
+				l.mu.Lock()
+				l.qerr = err
+				l.mu.Unlock()
+			} else {
+				l.m.cfg.Metrics.EventsAppended.Add(float64(len(all)))
+			}
+		}
+		for _, b := range q {
+			if b.done != nil {
+				b.done <- err
+			}
+		}
+	}
+}
+
+// append queues events and waits until they are durable.
+func (l *live) append(_ context.Context, evs ...event.Event) ([]event.Event, error) {
+	return nil, l.enqueue(evs, true)
+}
+
+// observe feeds the tool-call duration metric. Called with l.mu held.
+func (l *live) observe(e event.Event) {
+	if e.Type != event.TypeItemStarted && e.Type != event.TypeItemCompleted {
+		return
+	}
+	var p struct {
+		Item struct {
+			ID   string         `json:"id"`
+			Kind event.ItemKind `json:"kind"`
+		} `json:"item"`
+	}
+	if json.Unmarshal(e.Data, &p) != nil {
+		return
+	}
+	switch p.Item.Kind {
+	case event.ItemMessage, event.ItemReasoning, event.ItemPlan:
+		return
+	}
+	if e.Type == event.TypeItemStarted {
+		l.started[p.Item.ID] = time.Now()
+		return
+	}
+	if t, ok := l.started[p.Item.ID]; ok {
+		delete(l.started, p.Item.ID)
+		l.m.cfg.Metrics.ToolCallDuration.WithLabelValues(string(p.Item.Kind)).Observe(time.Since(t).Seconds())
+	}
+}
+
+// Emit implements agent.Host. It queues the events and returns without
+// waiting for the disk; see pump.
+func (l *live) Emit(_ context.Context, evs ...event.Event) error {
+	return l.enqueue(evs, false)
+}
+
+// SetNativeSessionID implements agent.Host.
+func (l *live) SetNativeSessionID(ctx context.Context, id string) error {
+	l.mu.Lock()
+	l.native = id
+	l.mu.Unlock()
+	_, err := l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
+		s.NativeSessionID = id
+		return nil
+	})
+	return err
+}
+
+// startTurn records the turn's start and the user's message, then runs the
+// turn in its own goroutine.
+func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (string, error) {
+	l.mu.Lock()
+	if l.turnCancel != nil {
+		l.mu.Unlock()
+		return "", fmt.Errorf("%w in session %s (turn %s)", ErrBusy, l.id, l.turnID)
+	}
+	turnID := ids.New(ids.Turn)
+	// The turn's context descends from the session, not from the request:
+	// the request returns as soon as the turn is recorded.
+	tctx, cancel := context.WithCancelCause(l.ctx)
+	l.turnID, l.turnCancel, l.turnDone = turnID, cancel, make(chan struct{})
+	done := l.turnDone
+	l.mu.Unlock()
+
+	fail := func(err error) (string, error) {
+		l.mu.Lock()
+		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
+		l.mu.Unlock()
+		cancel(err)
+		close(done)
+		return "", err
+	}
+	// The status is stored before turn.started announces the turn.
+	if _, err := l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
+		s.Status, s.CurrentTurnID, s.UpdatedAt = store.StatusRunning, turnID, time.Now().UTC()
+		return nil
+	}); err != nil {
+		return fail(err)
+	}
+	user := event.Item{ID: ids.New(ids.Item), Kind: event.ItemMessage, Status: event.StatusCompleted, Role: event.RoleUser, Content: content}
+	if _, err := l.append(ctx,
+		event.New(event.SourceDaemon, &event.TurnStarted{TurnID: turnID}),
+		event.New(event.SourceDaemon, &event.ItemStarted{Item: user}),
+		event.New(event.SourceDaemon, &event.ItemCompleted{Item: user}),
+	); err != nil {
+		_, _ = l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
+			if s.CurrentTurnID == turnID {
+				s.Status, s.CurrentTurnID = store.StatusIdle, ""
+			}
+			return nil
+		})
+		return fail(err)
+	}
+	l.m.wg.Add(1)
+	go l.runTurn(tctx, turnID, content, done)
+	return turnID, nil
+}
+
+func (l *live) runTurn(ctx context.Context, turnID string, content []event.ContentPart, done chan struct{}) {
+	defer l.m.wg.Done()
+	defer close(done)
+	start := time.Now()
+	res, err := l.sess.Prompt(ctx, agent.Input{TurnID: turnID, Content: content})
+	interrupted := ctx.Err() != nil
+	switch {
+	case interrupted:
+		res.StopReason = event.StopInterrupted
+		if res.Message == "" {
+			res.Message = context.Cause(ctx).Error()
+		}
+	case err != nil:
+		res.StopReason = event.StopError
+		res.Message = err.Error()
+		_, _ = l.append(ctx, event.New(event.SourceDaemon, &event.Error{Code: "agent_error", Message: err.Error()}))
+	case res.StopReason == "":
+		res.StopReason = event.StopEndTurn
+	}
+	d := time.Since(start)
+	l.m.cfg.Metrics.TurnDuration.WithLabelValues(l.agent, string(res.StopReason)).Observe(d.Seconds())
+
+	// The session is idle before anyone can see turn.completed, so a client
+	// that sends the next message on seeing it is never told "busy".
+	_, serr := l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
+		if s.Status == store.StatusRunning && s.CurrentTurnID == turnID {
+			s.Status, s.CurrentTurnID, s.UpdatedAt = store.StatusIdle, "", time.Now().UTC()
+		}
+		return nil
+	})
+	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
+		l.m.log.Error("recording session status", "session", l.id, "err", serr)
+	}
+	completed := event.New(event.SourceDaemon, &event.TurnCompleted{
+		TurnID: turnID, StopReason: res.StopReason, Usage: res.Usage, DurationMS: d.Milliseconds(), Message: res.Message,
+	})
+	completed.TurnID = turnID
+	// Queue turn.completed and free the turn slot in one step: the next
+	// turn's events can only be queued after it.
+	l.mu.Lock()
+	b, backlog, err := l.pushLocked([]event.Event{completed}, true)
+	if l.turnID == turnID {
+		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
+	}
+	l.mu.Unlock()
+	if err == nil {
+		err = l.await(b, backlog)
+	}
+	if err != nil {
+		l.m.log.Error("recording turn end", "session", l.id, "turn", turnID, "err", err)
+	}
+}
+
+// RequestPermission implements agent.Host: it records the request, waits for
+// an answer through the API, the timeout or the end of ctx, and records the
+// resolution. Each request is settled on its own; nothing is remembered for
+// the next one.
+func (l *live) RequestPermission(ctx context.Context, req agent.PermissionRequest) (agent.PermissionAnswer, error) {
+	req.ID = ids.New(ids.Permission)
+	if len(req.Options) == 0 {
+		req.Options = []event.PermissionOption{
+			{ID: "allow", Kind: event.OptionAllowOnce, Label: "Allow once"},
+			{ID: "deny", Kind: event.OptionDenyOnce, Label: "Deny"},
+		}
+	}
+	timeout := l.m.cfg.PermissionTimeout
+	exp := time.Now().Add(timeout).UTC()
+	req.ExpiresAt = &exp
+
+	ch := make(chan agent.PermissionAnswer, 1)
+	l.mu.Lock()
+	l.pending[req.ID] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.pending, req.ID)
+		l.mu.Unlock()
+	}()
+
+	// Everything the agent emitted before asking goes first.
+	if err := l.flush(); err != nil {
+		return agent.PermissionAnswer{}, err
+	}
+	payload, _ := json.Marshal(&req)
+	reqEv := event.New(event.SourceAgent, &req)
+	l.stamp(&reqEv)
+	if _, err := l.m.st.CreateRequest(context.WithoutCancel(ctx), store.Request{
+		SessionID: l.id, ID: req.ID, Kind: store.KindPermission, State: store.StatePending, Payload: payload, CreatedAt: time.Now().UTC(),
+	}, reqEv); err != nil {
+		return agent.PermissionAnswer{}, fmt.Errorf("record permission request: %w", err)
+	}
+	l.m.cfg.Metrics.EventsAppended.Inc()
+	start := time.Now()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+
+	var ans agent.PermissionAnswer
+	select {
+	case ans = <-ch:
+	case <-timer.C:
+		ans = l.settlePermission(req.ID, ch, event.ByTimeout, fmt.Sprintf("no answer within %s", timeout))
+	case <-ctx.Done():
+		ans = l.settlePermission(req.ID, ch, event.ByDaemon, "the turn ended before an answer came")
+	}
+	l.m.cfg.Metrics.PermissionWait.WithLabelValues(string(req.Kind)).Observe(time.Since(start).Seconds())
+	l.m.cfg.Metrics.PermissionRequests.WithLabelValues(string(req.Kind), string(ans.Decision), string(ans.By)).Inc()
+	return ans, nil
+}
+
+// settlePermission denies a pending request on the daemon's behalf, unless a
+// user answer won the race, in which case that answer is returned.
+func (l *live) settlePermission(id string, ch chan agent.PermissionAnswer, by event.DecidedBy, msg string) agent.PermissionAnswer {
+	ans := agent.PermissionAnswer{Decision: event.DecisionDeny, By: by, Message: msg}
+	_, err := l.m.st.ResolveRequest(context.Background(), l.id, id, event.New(event.SourceDaemon, &event.PermissionResolved{
+		ID: id, Decision: event.DecisionDeny, By: by, Message: msg,
+	}))
+	if errors.Is(err, store.ErrAlreadyResolved) {
+		// AnswerPermission resolved it first and is about to deliver.
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(time.Second):
+		}
+	} else if err == nil {
+		l.m.cfg.Metrics.EventsAppended.Inc()
+	}
+	return ans
+}
+
+// stamp sets the envelope fields append would set, for events written
+// through the request path of the store.
+func (l *live) stamp(e *event.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e.TurnID, e.NativeSessionID = l.turnID, l.native
+}
+
+// AskQuestion implements agent.Host.
+func (l *live) AskQuestion(ctx context.Context, q agent.Question) (agent.Answer, error) {
+	q.ID = ids.New(ids.Question)
+	timeout := l.m.cfg.QuestionTimeout
+	exp := time.Now().Add(timeout).UTC()
+	q.ExpiresAt = &exp
+	ch := make(chan agent.Answer, 1)
+	l.mu.Lock()
+	l.questions[q.ID] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.questions, q.ID)
+		l.mu.Unlock()
+	}()
+	if err := l.flush(); err != nil {
+		return agent.Answer{}, err
+	}
+	payload, _ := json.Marshal(&q)
+	ev := event.New(event.SourceAgent, &q)
+	l.stamp(&ev)
+	if _, err := l.m.st.CreateRequest(context.WithoutCancel(ctx), store.Request{
+		SessionID: l.id, ID: q.ID, Kind: store.KindQuestion, State: store.StatePending, Payload: payload, CreatedAt: time.Now().UTC(),
+	}, ev); err != nil {
+		return agent.Answer{}, fmt.Errorf("record question: %w", err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var by event.DecidedBy
+	select {
+	case a := <-ch:
+		return a, nil
+	case <-timer.C:
+		by = event.ByTimeout
+	case <-ctx.Done():
+		by = event.ByDaemon
+	}
+	_, err := l.m.st.ResolveRequest(context.Background(), l.id, q.ID, event.New(event.SourceDaemon, &event.QuestionResolved{ID: q.ID, Cancelled: true, By: by}))
+	if errors.Is(err, store.ErrAlreadyResolved) {
+		select {
+		case a := <-ch:
+			return a, nil
+		case <-time.After(time.Second):
+		}
+	}
+	return agent.Answer{Cancelled: true}, nil
+}
+
+// AnswerPermission settles a pending permission request with the client's
+// answer.
+func (m *Manager) AnswerPermission(ctx context.Context, id, pid string, ans agent.PermissionAnswer) (event.Event, error) {
+	if ans.Decision != event.DecisionAllow && ans.Decision != event.DecisionDeny {
+		return event.Event{}, fmt.Errorf("%w: decision must be allow or deny", ErrInvalid)
+	}
+	r, err := m.request(ctx, id, pid, store.KindPermission)
+	if err != nil {
+		return event.Event{}, err
+	}
+	var req event.PermissionRequested
+	if err := json.Unmarshal(r.Payload, &req); err != nil {
+		return event.Event{}, fmt.Errorf("decode stored permission %s: %w", pid, err)
+	}
+	if ans.OptionID != "" {
+		opt, ok := findOption(req.Options, ans.OptionID)
+		if !ok {
+			return event.Event{}, fmt.Errorf("%w: option_id %q is not an option of permission %s", ErrInvalid, ans.OptionID, pid)
+		}
+		allow := opt.Kind == event.OptionAllowOnce || opt.Kind == event.OptionAllowAlways
+		if allow != (ans.Decision == event.DecisionAllow) {
+			return event.Event{}, fmt.Errorf("%w: option %q (%s) contradicts decision %s", ErrInvalid, opt.ID, opt.Kind, ans.Decision)
+		}
+	} else {
+		// Without an explicit option, only a once-only option is chosen:
+		// a session-wide grant must be asked for by name.
+		want := event.OptionAllowOnce
+		if ans.Decision == event.DecisionDeny {
+			want = event.OptionDenyOnce
+		}
+		for _, o := range req.Options {
+			if o.Kind == want {
+				ans.OptionID = o.ID
+				break
+			}
+		}
+	}
+	ans.By = event.ByUser
+	ev, err := m.st.ResolveRequest(ctx, id, pid, event.New(event.SourceDaemon, &event.PermissionResolved{
+		ID: pid, Decision: ans.Decision, By: event.ByUser, OptionID: ans.OptionID, Message: ans.Message,
+	}))
+	if err != nil {
+		return event.Event{}, notFound(err, "permission", pid)
+	}
+	m.cfg.Metrics.EventsAppended.Inc()
+	if l := m.lookup(id); l != nil {
+		l.mu.Lock()
+		ch := l.pending[pid]
+		l.mu.Unlock()
+		if ch != nil {
+			ch <- ans
+		}
+	}
+	return ev, nil
+}
+
+// AnswerQuestion settles a pending question with the client's answer.
+func (m *Manager) AnswerQuestion(ctx context.Context, id, qid string, ans agent.Answer) (event.Event, error) {
+	r, err := m.request(ctx, id, qid, store.KindQuestion)
+	if err != nil {
+		return event.Event{}, err
+	}
+	var q event.QuestionRequested
+	if err := json.Unmarshal(r.Payload, &q); err != nil {
+		return event.Event{}, fmt.Errorf("decode stored question %s: %w", qid, err)
+	}
+	if !ans.Cancelled && ans.Text == "" && ans.OptionID == "" {
+		return event.Event{}, fmt.Errorf("%w: give an answer, an option_id or cancel", ErrInvalid)
+	}
+	if ans.OptionID != "" {
+		found := false
+		for _, o := range q.Options {
+			if o.ID == ans.OptionID {
+				found = true
+				if ans.Text == "" {
+					ans.Text = o.Label
+				}
+			}
+		}
+		if !found {
+			return event.Event{}, fmt.Errorf("%w: option_id %q is not an option of question %s", ErrInvalid, ans.OptionID, qid)
+		}
+	}
+	ev, err := m.st.ResolveRequest(ctx, id, qid, event.New(event.SourceDaemon, &event.QuestionResolved{
+		ID: qid, Answer: ans.Text, OptionID: ans.OptionID, Cancelled: ans.Cancelled, By: event.ByUser,
+	}))
+	if err != nil {
+		return event.Event{}, notFound(err, "question", qid)
+	}
+	m.cfg.Metrics.EventsAppended.Inc()
+	if l := m.lookup(id); l != nil {
+		l.mu.Lock()
+		ch := l.questions[qid]
+		l.mu.Unlock()
+		if ch != nil {
+			ch <- ans
+		}
+	}
+	return ev, nil
+}
+
+func (m *Manager) request(ctx context.Context, id, rid string, kind store.RequestKind) (store.Request, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return store.Request{}, err
+	}
+	r, err := m.st.GetRequest(ctx, id, rid)
+	if err != nil {
+		return store.Request{}, notFound(err, string(kind), rid)
+	}
+	if r.Kind != kind {
+		return store.Request{}, fmt.Errorf("%s %s: %w", kind, rid, ErrNotFound)
+	}
+	if r.State != store.StatePending {
+		return store.Request{}, fmt.Errorf("%s %s: %w", kind, rid, store.ErrAlreadyResolved)
+	}
+	return r, nil
+}
+
+func findOption(opts []event.PermissionOption, id string) (event.PermissionOption, bool) {
+	for _, o := range opts {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return event.PermissionOption{}, false
+}
+
+// stopPump drains the queue and stops the pump; later emits fail.
+func (l *live) stopPump() {
+	l.mu.Lock()
+	if l.qerr == nil {
+		l.qerr = fmt.Errorf("session %s: %w", l.id, ErrNotLive)
+	}
+	l.mu.Unlock()
+	close(l.pumpStop)
+	<-l.pumpDone
+}

@@ -1,0 +1,529 @@
+// Package session is the session engine: it starts agent sessions through
+// their adapters, runs turns detached from API requests, brokers permission
+// and question requests (per request, never cached, with a timeout), and
+// writes every event to the store before anyone can see it.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Timeouts and their ordering: an agent start must finish well within the
+// client's request timeout; a permission waits far longer than one request
+// but ends before a typical turn is abandoned.
+const (
+	DefaultStartTimeout      = 60 * time.Second
+	DefaultPermissionTimeout = 5 * time.Minute
+	DefaultQuestionTimeout   = 30 * time.Minute
+	DefaultCloseTimeout      = 10 * time.Second
+)
+
+// Permission modes (see client.Permission*).
+var permissionModes = map[string]bool{"": true, "default": true, "accept_edits": true, "bypass": true, "plan": true}
+
+// Config configures a Manager.
+type Config struct {
+	Store   store.Store
+	Agents  *agent.Registry
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	// WorkspaceDir holds a fresh directory per session created without a
+	// working directory.
+	WorkspaceDir string
+	// PermissionTimeout denies an unanswered permission request (by:
+	// timeout). Zero means DefaultPermissionTimeout.
+	PermissionTimeout time.Duration
+	// QuestionTimeout cancels an unanswered question. Zero means
+	// DefaultQuestionTimeout.
+	QuestionTimeout time.Duration
+	StartTimeout    time.Duration
+}
+
+// CreateParams are the inputs of Create.
+type CreateParams struct {
+	Agent          string
+	Model          string
+	Mode           string
+	PermissionMode string
+	Cwd            string
+	Metadata       map[string]string
+}
+
+// Manager owns all live sessions. Create one with New, call Recover once
+// before serving, and Shutdown at the end.
+type Manager struct {
+	cfg Config
+	st  store.Store
+	log *slog.Logger
+
+	// base is the parent of every session's context. It is deliberately not
+	// derived from any request: agent processes and turns outlive the HTTP
+	// request that started them and end only through the engine.
+	base       context.Context
+	cancelBase context.CancelFunc
+
+	mu      sync.Mutex
+	live    map[string]*live
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.PermissionTimeout <= 0 {
+		cfg.PermissionTimeout = DefaultPermissionTimeout
+	}
+	if cfg.QuestionTimeout <= 0 {
+		cfg.QuestionTimeout = DefaultQuestionTimeout
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}}
+}
+
+// Agents lists the registered agents.
+func (m *Manager) Agents(ctx context.Context) []agent.Info {
+	names := m.cfg.Agents.Names()
+	out := make([]agent.Info, 0, len(names))
+	for _, n := range names {
+		a, _ := m.cfg.Agents.Get(n)
+		info := a.Info(ctx)
+		info.Name = n
+		out = append(out, info)
+	}
+	return out
+}
+
+// Recover settles what a previous daemon run left behind: every session
+// that was live is marked interrupted (with a session.ended event) and its
+// pending requests are resolved as denied by the daemon. Call it once at
+// start, before serving.
+func (m *Manager) Recover(ctx context.Context) (int, error) {
+	n := 0
+	for _, st := range []store.Status{store.StatusStarting, store.StatusIdle, store.StatusRunning} {
+		for {
+			ss, err := m.st.ListSessions(ctx, store.ListOptions{Status: st, Limit: 500})
+			if err != nil {
+				return n, fmt.Errorf("recover: list %s sessions: %w", st, err)
+			}
+			for _, s := range ss {
+				if err := m.settle(ctx, s.ID, event.EndInterrupted, "the daemon stopped while the session was live", store.StatusInterrupted); err != nil {
+					return n, fmt.Errorf("recover session %s: %w", s.ID, err)
+				}
+				n++
+			}
+			if len(ss) < 500 {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// settle resolves a session's pending requests, appends session.ended and
+// sets its final status.
+func (m *Manager) settle(ctx context.Context, id string, reason event.EndReason, msg string, status store.Status) error {
+	reqs, err := m.st.ListRequests(ctx, id, store.StatePending)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if _, err := m.st.ResolveRequest(ctx, id, r.ID, resolvedEvent(r, event.ByDaemon, msg)); err != nil && !errors.Is(err, store.ErrAlreadyResolved) {
+			return err
+		}
+	}
+	if _, err := m.st.Append(ctx, id, event.New(event.SourceDaemon, &event.SessionEnded{Reason: reason, Message: msg})); err != nil {
+		return err
+	}
+	_, err = m.st.UpdateSession(ctx, id, func(s *store.Session) error {
+		now := time.Now().UTC()
+		s.Status, s.CurrentTurnID, s.EndedAt = status, "", &now
+		return nil
+	})
+	return err
+}
+
+// resolvedEvent builds the daemon's resolution of a pending request.
+func resolvedEvent(r store.Request, by event.DecidedBy, msg string) event.Event {
+	if r.Kind == store.KindQuestion {
+		return event.New(event.SourceDaemon, &event.QuestionResolved{ID: r.ID, Cancelled: true, By: by})
+	}
+	return event.New(event.SourceDaemon, &event.PermissionResolved{ID: r.ID, Decision: event.DecisionDeny, By: by, Message: msg})
+}
+
+// Create validates p, starts the agent and returns the stored session.
+func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, error) {
+	a, err := m.cfg.Agents.Get(p.Agent)
+	if err != nil {
+		return store.Session{}, err
+	}
+	if !permissionModes[p.PermissionMode] {
+		return store.Session{}, fmt.Errorf("%w: permission_mode %q is not one of default, accept_edits, bypass, plan", ErrInvalid, p.PermissionMode)
+	}
+	if info := a.Info(ctx); !info.Available {
+		return store.Session{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, p.Agent, info.Reason)
+	}
+	if p.Cwd != "" {
+		if !filepath.IsAbs(p.Cwd) {
+			return store.Session{}, fmt.Errorf("%w: cwd %q is not an absolute path", ErrInvalid, p.Cwd)
+		}
+		fi, err := os.Stat(p.Cwd)
+		if err != nil || !fi.IsDir() {
+			return store.Session{}, fmt.Errorf("%w: cwd %q is not an existing directory", ErrInvalid, p.Cwd)
+		}
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return store.Session{}, ErrShuttingDown
+	}
+	m.wg.Add(1) // held until the session is fully set up or torn down
+	m.mu.Unlock()
+	defer m.wg.Done()
+
+	now := time.Now().UTC()
+	s := store.Session{
+		ID: ids.New(ids.Session), Agent: p.Agent, Model: p.Model, Mode: p.Mode,
+		PermissionMode: p.PermissionMode, Cwd: p.Cwd, Metadata: p.Metadata,
+		Status: store.StatusStarting, CreatedAt: now, UpdatedAt: now,
+	}
+	if s.Cwd == "" {
+		s.Cwd = filepath.Join(m.cfg.WorkspaceDir, s.ID)
+		if err := os.MkdirAll(s.Cwd, 0o700); err != nil {
+			return store.Session{}, fmt.Errorf("create workspace: %w", err)
+		}
+	}
+	if err := m.st.CreateSession(ctx, s); err != nil {
+		return store.Session{}, fmt.Errorf("create session: %w", err)
+	}
+	m.cfg.Metrics.SessionsCreated.Inc()
+
+	// The session's context descends from the manager's base, not from ctx:
+	// the agent lives on after this request returns.
+	sctx, cancel := context.WithCancel(m.base)
+	l := &live{m: m, id: s.ID, agent: p.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, started: map[string]time.Time{},
+		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
+	go l.pump()
+
+	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
+	sess, err := a.Start(startCtx, agent.Config{
+		SessionID: s.ID, Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode,
+		Cwd: s.Cwd, Metadata: p.Metadata,
+	}, l)
+	cancelStart()
+	if err != nil {
+		l.cancel()
+		l.stopPump()
+		msg := fmt.Sprintf("agent failed to start: %v", err)
+		_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
+		return store.Session{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, p.Agent, err)
+	}
+	l.sess = sess
+	// Only a started session joins the live set, so everything that finds
+	// it there sees its agent.
+	m.mu.Lock()
+	closing := m.closing
+	if !closing {
+		m.live[s.ID] = l
+		m.cfg.Metrics.SessionsActive.Inc()
+	}
+	m.mu.Unlock()
+	if closing {
+		m.endStarted(l, event.SessionEnded{Reason: event.EndInterrupted, Message: "the daemon is shutting down"}, store.StatusInterrupted, DefaultCloseTimeout)
+		return store.Session{}, ErrShuttingDown
+	}
+	// The status is stored before session.started announces it.
+	s, err = m.st.UpdateSession(context.WithoutCancel(ctx), s.ID, func(s *store.Session) error {
+		s.Status, s.UpdatedAt = store.StatusIdle, time.Now().UTC()
+		return nil
+	})
+	if err == nil {
+		_, err = l.append(ctx, event.New(event.SourceDaemon, &event.SessionStarted{
+			Agent: p.Agent, Model: p.Model, Cwd: s.Cwd, NativeSessionID: l.nativeID(),
+		}))
+	}
+	if err != nil {
+		m.terminate(context.Background(), l, event.EndError, "could not record session start", store.StatusFailed)
+		return store.Session{}, fmt.Errorf("record session start: %w", err)
+	}
+	s.NativeSessionID = l.nativeID()
+	if ex, ok := sess.(agent.Exiter); ok {
+		m.wg.Add(1)
+		go m.watchExit(l, ex)
+	}
+	return s, nil
+}
+
+// watchExit ends the session when its agent process dies on its own.
+func (m *Manager) watchExit(l *live, ex agent.Exiter) {
+	defer m.wg.Done()
+	select {
+	case <-ex.Done():
+	case <-l.ctx.Done():
+		return
+	}
+	end := ex.Exit()
+	status := store.StatusEnded
+	if end.Reason == event.EndError {
+		status = store.StatusFailed
+	}
+	m.log.Warn("agent exited", "session", l.id, "agent", l.agent, "reason", end.Reason, "exit_code", end.ExitCode)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*DefaultCloseTimeout)
+	defer cancel()
+	m.end(ctx, l, end, status)
+}
+
+// drop removes l from the live set.
+func (m *Manager) drop(l *live) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live[l.id] != l {
+		return false
+	}
+	delete(m.live, l.id)
+	m.cfg.Metrics.SessionsActive.Dec()
+	return true
+}
+
+// terminate stops a live session's agent and records its end.
+func (m *Manager) terminate(ctx context.Context, l *live, reason event.EndReason, msg string, status store.Status) {
+	m.end(ctx, l, event.SessionEnded{Reason: reason, Message: msg}, status)
+}
+
+// end tears a live session down once: interrupt the turn, wait for it,
+// close the agent, settle pending requests and append session.ended. Waiting
+// for the turn and closing the agent share ctx's deadline.
+func (m *Manager) end(ctx context.Context, l *live, ended event.SessionEnded, status store.Status) {
+	if !m.drop(l) {
+		return
+	}
+	m.endStarted(l, ended, status, timeLeft(ctx))
+}
+
+func timeLeft(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), 0)
+	}
+	return 2 * DefaultCloseTimeout
+}
+
+// endStarted is end for a session no longer (or never) in the live set.
+func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Status, budget time.Duration) {
+	deadline := time.Now().Add(budget)
+	l.mu.Lock()
+	turnDone := l.turnDone
+	if l.turnCancel != nil {
+		l.turnCancel(errors.New(ended.Message))
+	}
+	l.mu.Unlock()
+	if turnDone != nil {
+		select {
+		case <-turnDone:
+		case <-time.After(time.Until(deadline) / 2):
+			m.log.Warn("turn did not stop in time; closing the agent", "session", l.id)
+		}
+	}
+	if l.sess != nil {
+		// Close gets what is left of the budget (at least a moment to
+		// kill a process), detached from any caller.
+		cctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), 100*time.Millisecond))
+		if err := l.sess.Close(cctx); err != nil {
+			m.log.Warn("closing agent", "session", l.id, "err", err)
+		}
+		cancel()
+	}
+	l.cancel()
+	ctx := context.Background()
+	_ = l.flush() // the agent's last events go before the session's end
+	reqs, err := m.st.ListRequests(ctx, l.id, store.StatePending)
+	if err == nil {
+		for _, r := range reqs {
+			_, _ = m.st.ResolveRequest(ctx, l.id, r.ID, resolvedEvent(r, event.ByDaemon, "session ended"))
+		}
+	}
+	// The final status is stored before session.ended is visible.
+	_, err = m.st.UpdateSession(ctx, l.id, func(s *store.Session) error {
+		now := time.Now().UTC()
+		s.Status, s.CurrentTurnID, s.EndedAt, s.UpdatedAt = status, "", &now, now
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.log.Error("recording session status", "session", l.id, "err", err)
+	}
+	if _, err := l.append(ctx, event.New(event.SourceDaemon, &ended)); err != nil {
+		m.log.Error("recording session end", "session", l.id, "err", err)
+	}
+	l.stopPump()
+}
+
+// Get returns a session.
+func (m *Manager) Get(ctx context.Context, id string) (store.Session, error) {
+	s, err := m.st.GetSession(ctx, id)
+	return s, notFound(err, "session", id)
+}
+
+// List lists sessions, newest first.
+func (m *Manager) List(ctx context.Context, opts store.ListOptions) ([]store.Session, error) {
+	return m.st.ListSessions(ctx, opts)
+}
+
+// Delete terminates a live session (its log is kept); with purge it also
+// deletes the session and its log.
+func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
+	if _, err := m.Get(ctx, id); err != nil {
+		return err
+	}
+	if l := m.lookup(id); l != nil {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*DefaultCloseTimeout)
+		m.terminate(tctx, l, event.EndTerminated, "terminated through the API", store.StatusEnded)
+		cancel()
+	}
+	if purge {
+		return notFound(m.st.DeleteSession(ctx, id), "session", id)
+	}
+	return nil
+}
+
+func (m *Manager) lookup(id string) *live {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
+// liveSession returns the live session id or the reason it has none.
+func (m *Manager) liveSession(ctx context.Context, id string) (*live, error) {
+	if l := m.lookup(id); l != nil && l.sess != nil {
+		return l, nil
+	}
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	closing := m.closing
+	m.mu.Unlock()
+	if closing {
+		return nil, ErrShuttingDown
+	}
+	return nil, fmt.Errorf("%w: session %s is %s", ErrNotLive, id, s.Status)
+}
+
+// Send starts a turn with the given user content and returns its id at once;
+// the turn runs detached from ctx.
+func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPart) (string, error) {
+	if len(content) == 0 {
+		return "", fmt.Errorf("%w: a message needs text or content", ErrInvalid)
+	}
+	for i, p := range content {
+		switch p.Type {
+		case event.PartText, event.PartImage, event.PartFile:
+		default:
+			return "", fmt.Errorf("%w: content[%d].type %q is not text, image or file", ErrInvalid, i, p.Type)
+		}
+	}
+	l, err := m.liveSession(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return l.startTurn(ctx, content)
+}
+
+// Interrupt cancels the running turn and returns its id.
+func (m *Manager) Interrupt(ctx context.Context, id string) (string, error) {
+	l, err := m.liveSession(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.turnCancel == nil {
+		return "", fmt.Errorf("%w in session %s", ErrNoTurn, id)
+	}
+	l.turnCancel(errInterrupted)
+	return l.turnID, nil
+}
+
+var errInterrupted = errors.New("interrupted through the API")
+
+// Events reads a page of a session's log.
+func (m *Manager) Events(ctx context.Context, id string, after int64, limit int) ([]event.Event, error) {
+	evs, err := m.st.Events(ctx, id, after, limit)
+	return evs, notFound(err, "session", id)
+}
+
+// Subscribe follows a session's log from after.
+func (m *Manager) Subscribe(ctx context.Context, id string, after int64) (<-chan event.Event, error) {
+	ch, err := m.st.Subscribe(ctx, id, after)
+	return ch, notFound(err, "session", id)
+}
+
+// Requests lists a session's permission and question requests.
+func (m *Manager) Requests(ctx context.Context, id string, state store.RequestState) ([]store.Request, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	return m.st.ListRequests(ctx, id, state)
+}
+
+func notFound(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
+	}
+	return err
+}
+
+// Shutdown stops taking work and ends every live session as interrupted:
+// turns are cancelled and agents closed, each within the deadline of ctx,
+// after which the remaining agents are abandoned (their Close kills them).
+// It never blocks past ctx's deadline.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.closing = true
+	ls := make([]*live, 0, len(m.live))
+	for _, l := range m.live {
+		ls = append(ls, l)
+	}
+	m.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, l := range ls {
+			wg.Go(func() {
+				m.terminate(ctx, l, event.EndInterrupted, "the daemon is shutting down", store.StatusInterrupted)
+			})
+		}
+		wg.Wait()
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		m.cancelBase()
+		return nil
+	case <-ctx.Done():
+		m.cancelBase()
+		return fmt.Errorf("shutdown: %d sessions did not stop in time: %w", len(ls), ctx.Err())
+	}
+}
