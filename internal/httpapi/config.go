@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of [Config].
+const (
+	DefaultMaxBodyBytes    int64 = 1 << 20 // 1 MiB
+	DefaultMaxMessageBytes int64 = 8 << 20 // 8 MiB
+	DefaultHeartbeat             = 15 * time.Second
+	DefaultRetry                 = 3 * time.Second
+	DefaultWriteTimeout          = 10 * time.Second
+)
+
+// Config tunes the API handler. The zero value is usable: no authentication,
+// no CORS, default limits.
+type Config struct {
+	// Token, when not empty, is the bearer token every request except
+	// GET /v1/health must present. The daemon must set one when it listens
+	// on a non-loopback address (see [RequireToken]).
+	Token string
+	// CORSOrigins lists the browser origins allowed to call the API, exactly
+	// as browsers send them ("https://app.example.com"), or "*" for any.
+	// Empty disables CORS.
+	CORSOrigins []string
+	// MaxBodyBytes limits request bodies (default 1 MiB), except those of
+	// POST /v1/sessions/{id}/messages, which MaxMessageBytes limits
+	// (default 8 MiB; messages may carry inline images).
+	MaxBodyBytes    int64
+	MaxMessageBytes int64
+	// Heartbeat is the interval of the comment lines that keep idle event
+	// streams open through proxies (default 15s).
+	Heartbeat time.Duration
+	// Retry is the reconnection delay suggested to SSE clients (default 3s).
+	Retry time.Duration
+	// WriteTimeout bounds each write to an event stream, so a client that
+	// stops reading is dropped instead of holding the stream (default 10s).
+	WriteTimeout time.Duration
+	// Version is the daemon version reported by GET /v1/health.
+	Version string
+	// Started is when the daemon started, for the uptime in GET /v1/health;
+	// zero means when New was called.
+	Started time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.Retry <= 0 {
+		c.Retry = DefaultRetry
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.Started.IsZero() {
+		c.Started = time.Now()
+	}
+	return c
+}
+
+// RequireToken reports whether a daemon listening on addr must require a
+// bearer token, that is whether addr can be reached from other hosts.
+//
+// Loopback addresses ("127.0.0.1:8080", "[::1]:0", "localhost:7000") and unix
+// socket paths ("unix:/run/agentbox.sock", "/run/agentbox.sock") do not; an
+// empty or unspecified host (":8080", "0.0.0.0:80", "[::]:80"), any other IP
+// and any other host name do, since a name may resolve to anything.
+func RequireToken(addr string) bool {
+	if strings.HasPrefix(addr, "unix:") || strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, "@") {
+		return false
+	}
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return true
+	}
+	return !ip.Unmap().IsLoopback()
+}

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"encoding/json"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// This file is the only place where engine, store and agent types meet the
+// wire types of package client.
+
+func toAgent(in agent.Info) client.Agent {
+	c := in.Capabilities
+	return client.Agent{
+		Name:  in.Name,
+		Title: in.Title,
+		Capabilities: client.Capabilities{
+			Text: c.Text, Deltas: c.Deltas, Reasoning: c.Reasoning, ToolCalls: c.ToolCalls,
+			CommandOutput: c.CommandOutput, FileChanges: c.FileChanges, Diffs: c.Diffs,
+			Permissions: c.Permissions, Questions: c.Questions, Images: c.Images,
+			Plans: c.Plans, Usage: c.Usage, Resume: c.Resume, Interrupt: c.Interrupt,
+		},
+		Available: in.Available,
+		Reason:    in.Reason,
+		Installed: in.Installed,
+		Version:   in.Version,
+		Path:      in.Path,
+	}
+}
+
+func toSession(s store.Session) client.Session {
+	return client.Session{
+		ID:              s.ID,
+		Agent:           s.Agent,
+		Model:           s.Model,
+		Mode:            s.Mode,
+		PermissionMode:  s.PermissionMode,
+		Cwd:             s.Cwd,
+		Metadata:        s.Metadata,
+		Status:          string(s.Status),
+		NativeSessionID: s.NativeSessionID,
+		CurrentTurnID:   s.CurrentTurnID,
+		CreatedAt:       s.CreatedAt,
+		UpdatedAt:       s.UpdatedAt,
+		EndedAt:         s.EndedAt,
+	}
+}
+
+func toSessions(in []store.Session) []client.Session {
+	out := make([]client.Session, len(in))
+	for i, s := range in {
+		out[i] = toSession(s)
+	}
+	return out
+}
+
+func toRequest(r store.Request) client.Request {
+	return client.Request{
+		ID:         r.ID,
+		Kind:       string(r.Kind),
+		State:      string(r.State),
+		Payload:    rawOrNil(r.Payload),
+		Resolution: rawOrNil(r.Resolution),
+		CreatedAt:  r.CreatedAt,
+		ResolvedAt: r.ResolvedAt,
+	}
+}
+
+// rawOrNil keeps an absent payload absent (a nil json.RawMessage inside an
+// interface would be written as null even with omitempty).
+func rawOrNil(m json.RawMessage) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func toCreateParams(c client.CreateSession) session.CreateParams {
+	return session.CreateParams{
+		Agent:          c.Agent,
+		Model:          c.Model,
+		Mode:           c.Mode,
+		PermissionMode: c.PermissionMode,
+		Cwd:            c.Cwd,
+		Metadata:       c.Metadata,
+	}
+}
+
+// toContent turns a validated SendMessage into content parts.
+func toContent(m client.SendMessage) []event.ContentPart {
+	if m.Text != "" {
+		return []event.ContentPart{event.TextPart(m.Text)}
+	}
+	return m.Content
+}
+
+func toPermissionAnswer(a client.PermissionAnswer) agent.PermissionAnswer {
+	return agent.PermissionAnswer{
+		Decision: event.Decision(a.Decision),
+		OptionID: a.OptionID,
+		Message:  a.Message,
+		By:       event.ByUser,
+	}
+}
+
+func toAnswer(a client.QuestionAnswer) agent.Answer {
+	return agent.Answer{Text: a.Answer, OptionID: a.OptionID, Cancelled: a.Cancel}
+}
+
+// nonNil makes empty lists encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

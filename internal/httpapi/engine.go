@@ -1,0 +1,31 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Engine is what the API needs from the session engine; *session.Manager
+// implements it.
+type Engine interface {
+	Agents(ctx context.Context) []agent.Info
+	Create(ctx context.Context, p session.CreateParams) (store.Session, error)
+	Get(ctx context.Context, id string) (store.Session, error)
+	List(ctx context.Context, opts store.ListOptions) ([]store.Session, error)
+	// Delete terminates a live session; with purge it also removes its log.
+	Delete(ctx context.Context, id string, purge bool) error
+	// Send starts a turn and returns its id at once.
+	Send(ctx context.Context, id string, content []event.ContentPart) (turnID string, err error)
+	Interrupt(ctx context.Context, id string) (turnID string, err error)
+	AnswerPermission(ctx context.Context, id, pid string, ans agent.PermissionAnswer) (event.Event, error)
+	AnswerQuestion(ctx context.Context, id, qid string, ans agent.Answer) (event.Event, error)
+	Requests(ctx context.Context, id string, state store.RequestState) ([]store.Request, error)
+	Events(ctx context.Context, id string, after int64, limit int) ([]event.Event, error)
+	Subscribe(ctx context.Context, id string, after int64) (<-chan event.Event, error)
+}
+
+var _ Engine = (*session.Manager)(nil)

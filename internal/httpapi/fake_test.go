@@ -1,0 +1,353 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// fakeEngine is a small in-memory Engine that behaves like the real one as
+// far as the API can tell: sessions, a gapless event log per session with
+// catch-up-then-live subscriptions, turns, and permission/question requests.
+type fakeEngine struct {
+	mu       sync.Mutex
+	agents   []agent.Info
+	sessions map[string]*fakeSession
+	order    []string // creation order
+	wake     chan struct{}
+	n        int
+	now      time.Time
+
+	// failWith, when set, is returned by every call that can fail.
+	failWith error
+}
+
+type fakeSession struct {
+	s      store.Session
+	events []event.Event // events[i].Seq == i+1
+	reqs   []store.Request
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{
+		agents: []agent.Info{
+			{Name: "mock", Title: "Mock agent", Available: true, Installed: true, Version: "1.0.0",
+				Capabilities: agent.Capabilities{Text: true, Deltas: true, Permissions: true, Questions: true, Interrupt: true}},
+			{Name: "broken", Title: "Not installed", Available: false, Reason: "not installed"},
+		},
+		sessions: map[string]*fakeSession{},
+		wake:     make(chan struct{}),
+		now:      time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+}
+
+func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, session.ErrNotFound) }
+
+// appendLocked appends events to a session's log, assigning seq, and wakes
+// subscribers.
+func (f *fakeEngine) appendLocked(fs *fakeSession, evs ...event.Event) []event.Event {
+	out := make([]event.Event, 0, len(evs))
+	for _, e := range evs {
+		e.Seq = int64(len(fs.events) + 1)
+		e.ID = fmt.Sprintf("evt_%s_%d", fs.s.ID, e.Seq)
+		e.SessionID = fs.s.ID
+		e.Schema = event.SchemaVersion
+		e.Time = f.now.Add(time.Duration(e.Seq) * time.Millisecond)
+		fs.events = append(fs.events, e)
+		out = append(out, e)
+	}
+	close(f.wake)
+	f.wake = make(chan struct{})
+	return out
+}
+
+// emit appends events to a session from outside (as an agent would).
+func (f *fakeEngine) emit(id string, evs ...event.Event) []event.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appendLocked(f.sessions[id], evs...)
+}
+
+// emitN appends n native events.
+func (f *fakeEngine) emitN(id string, n int) {
+	for i := 0; i < n; i++ {
+		f.emit(id, event.New(event.SourceAgent, &event.Native{NativeType: "tick"}))
+	}
+}
+
+// ask adds a pending permission (kind "permission") or question request.
+func (f *fakeEngine) ask(id string, kind store.RequestKind, rid string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.sessions[id]
+	var ev event.Event
+	if kind == store.KindPermission {
+		ev = event.New(event.SourceDaemon, &event.PermissionRequested{ID: rid, Title: "run ls"})
+	} else {
+		ev = event.New(event.SourceDaemon, &event.QuestionRequested{ID: rid, Prompt: "which?"})
+	}
+	stored := f.appendLocked(fs, ev)[0]
+	fs.reqs = append(fs.reqs, store.Request{SessionID: id, ID: rid, Kind: kind, State: store.StatePending,
+		Payload: stored.Data, CreatedAt: stored.Time})
+}
+
+func (f *fakeEngine) get(id string) (*fakeSession, error) {
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	fs, ok := f.sessions[id]
+	if !ok {
+		return nil, notFound("session", id)
+	}
+	return fs, nil
+}
+
+func (f *fakeEngine) Agents(context.Context) []agent.Info {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.agents)
+}
+
+func (f *fakeEngine) Create(_ context.Context, p session.CreateParams) (store.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return store.Session{}, f.failWith
+	}
+	i := slices.IndexFunc(f.agents, func(a agent.Info) bool { return a.Name == p.Agent })
+	if i < 0 {
+		return store.Session{}, fmt.Errorf("create: %w %q", agent.ErrUnknown, p.Agent)
+	}
+	if !f.agents[i].Available {
+		return store.Session{}, fmt.Errorf("create: %s: %w", p.Agent, session.ErrUnavailable)
+	}
+	f.n++
+	id := fmt.Sprintf("ses_%04d", f.n)
+	t := f.now.Add(time.Duration(f.n) * time.Second)
+	fs := &fakeSession{s: store.Session{ID: id, Agent: p.Agent, Model: p.Model, Mode: p.Mode,
+		PermissionMode: p.PermissionMode, Cwd: p.Cwd, Metadata: p.Metadata, Status: store.StatusIdle,
+		CreatedAt: t, UpdatedAt: t}}
+	f.sessions[id] = fs
+	f.order = append(f.order, id)
+	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionStarted{Agent: p.Agent}))
+	return fs.s, nil
+}
+
+func (f *fakeEngine) Get(_ context.Context, id string) (store.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	return fs.s, nil
+}
+
+func (f *fakeEngine) List(_ context.Context, o store.ListOptions) ([]store.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	var out []store.Session
+	skipping := o.Before != ""
+	for i := len(f.order) - 1; i >= 0; i-- {
+		s := f.sessions[f.order[i]]
+		if s == nil {
+			continue
+		}
+		if skipping {
+			skipping = s.s.ID != o.Before
+			continue
+		}
+		if o.Status != "" && s.s.Status != o.Status {
+			continue
+		}
+		if len(out) == o.Limit {
+			break
+		}
+		out = append(out, s.s)
+	}
+	return out, nil
+}
+
+func (f *fakeEngine) Delete(_ context.Context, id string, purge bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	if fs.s.Status.Live() {
+		fs.s.Status = store.StatusEnded
+		f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionEnded{Reason: event.EndTerminated}))
+	}
+	if purge {
+		delete(f.sessions, id)
+	}
+	return nil
+}
+
+func (f *fakeEngine) Send(_ context.Context, id string, content []event.ContentPart) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !fs.s.Status.Live():
+		return "", fmt.Errorf("send: %w", session.ErrNotLive)
+	case fs.s.CurrentTurnID != "":
+		return "", fmt.Errorf("send: %w", session.ErrBusy)
+	}
+	f.n++
+	turn := fmt.Sprintf("turn_%04d", f.n)
+	fs.s.CurrentTurnID, fs.s.Status = turn, store.StatusRunning
+	start := event.New(event.SourceDaemon, &event.TurnStarted{TurnID: turn})
+	start.TurnID = turn
+	msg := event.New(event.SourceDaemon, &event.Native{NativeType: "user", Payload: mustJSON(content)})
+	msg.TurnID = turn
+	f.appendLocked(fs, start, msg)
+	return turn, nil
+}
+
+func (f *fakeEngine) Interrupt(_ context.Context, id string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return "", err
+	}
+	turn := fs.s.CurrentTurnID
+	if turn == "" {
+		return "", fmt.Errorf("interrupt: %w", session.ErrNoTurn)
+	}
+	fs.s.CurrentTurnID, fs.s.Status = "", store.StatusIdle
+	f.appendLocked(fs, event.New(event.SourceDaemon, &event.TurnCompleted{TurnID: turn, StopReason: event.StopInterrupted}))
+	return turn, nil
+}
+
+func (f *fakeEngine) resolve(id, rid string, kind store.RequestKind, payload event.Payload) (event.Event, error) {
+	fs, err := f.get(id)
+	if err != nil {
+		return event.Event{}, err
+	}
+	i := slices.IndexFunc(fs.reqs, func(r store.Request) bool { return r.ID == rid && r.Kind == kind })
+	if i < 0 {
+		return event.Event{}, fmt.Errorf("%s %q: %w", kind, rid, store.ErrNotFound)
+	}
+	if fs.reqs[i].State == store.StateResolved {
+		return event.Event{}, fmt.Errorf("%s %q: %w", kind, rid, store.ErrAlreadyResolved)
+	}
+	ev := f.appendLocked(fs, event.New(event.SourceDaemon, payload))[0]
+	t := ev.Time
+	fs.reqs[i].State, fs.reqs[i].Resolution, fs.reqs[i].ResolvedAt = store.StateResolved, ev.Data, &t
+	return ev, nil
+}
+
+func (f *fakeEngine) AnswerPermission(_ context.Context, id, pid string, a agent.PermissionAnswer) (event.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resolve(id, pid, store.KindPermission,
+		&event.PermissionResolved{ID: pid, Decision: a.Decision, By: a.By, OptionID: a.OptionID, Message: a.Message})
+}
+
+func (f *fakeEngine) AnswerQuestion(_ context.Context, id, qid string, a agent.Answer) (event.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resolve(id, qid, store.KindQuestion,
+		&event.QuestionResolved{ID: qid, Answer: a.Text, OptionID: a.OptionID, Cancelled: a.Cancelled, By: event.ByUser})
+}
+
+func (f *fakeEngine) Requests(_ context.Context, id string, state store.RequestState) ([]store.Request, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Request
+	for _, r := range fs.reqs {
+		if state == "" || r.State == state {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeEngine) Events(_ context.Context, id string, after int64, limit int) ([]event.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if after >= int64(len(fs.events)) {
+		return nil, nil
+	}
+	rest := fs.events[after:]
+	if len(rest) > limit {
+		rest = rest[:limit]
+	}
+	return slices.Clone(rest), nil
+}
+
+func (f *fakeEngine) Subscribe(ctx context.Context, id string, after int64) (<-chan event.Event, error) {
+	f.mu.Lock()
+	_, err := f.get(id)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan event.Event)
+	go func() {
+		defer close(ch)
+		last := after
+		for {
+			f.mu.Lock()
+			var pending []event.Event
+			if fs := f.sessions[id]; fs != nil && last < int64(len(fs.events)) {
+				pending = slices.Clone(fs.events[last:])
+			}
+			wake := f.wake
+			f.mu.Unlock()
+			for _, e := range pending {
+				select {
+				case ch <- e:
+					last = e.Seq
+				case <-ctx.Done():
+					return
+				}
+			}
+			if len(pending) > 0 {
+				continue
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// ProblemBase prefixes every problem type URI. The URIs are part of the API
+// contract: clients switch on them, so they never change.
+const ProblemBase = "https://agentbox.dev/problems/"
+
+// Problem types, one per kind of failure.
+const (
+	ProblemBadRequest           = ProblemBase + "bad-request"            // 400: malformed JSON, missing body
+	ProblemValidation           = ProblemBase + "validation"             // 422: the input breaks the schema or a rule
+	ProblemUnauthorized         = ProblemBase + "unauthorized"           // 401: missing or wrong bearer token
+	ProblemNotFound             = ProblemBase + "not-found"              // 404: no such route, session, permission or question
+	ProblemMethodNotAllowed     = ProblemBase + "method-not-allowed"     // 405
+	ProblemNotAcceptable        = ProblemBase + "not-acceptable"         // 406
+	ProblemRequestTimeout       = ProblemBase + "request-timeout"        // 408: the body came too slowly
+	ProblemConflict             = ProblemBase + "conflict"               // 409: generic conflict
+	ProblemPayloadTooLarge      = ProblemBase + "payload-too-large"      // 413
+	ProblemUnsupportedMediaType = ProblemBase + "unsupported-media-type" // 415: body is not application/json
+	ProblemUnknownAgent         = ProblemBase + "unknown-agent"          // 422: no agent with that name
+	ProblemBusy                 = ProblemBase + "busy"                   // 409: a turn is already running
+	ProblemNoTurn               = ProblemBase + "no-turn"                // 409: interrupt with no turn running
+	ProblemNotLive              = ProblemBase + "not-live"               // 409: the session has ended
+	ProblemAlreadyResolved      = ProblemBase + "already-resolved"       // 409: the request was answered already
+	ProblemUnavailable          = ProblemBase + "unavailable"            // 503: the agent cannot run here
+	ProblemShuttingDown         = ProblemBase + "shutting-down"          // 503: the daemon is stopping
+	ProblemTimeout              = ProblemBase + "timeout"                // 504: the engine did not answer in time
+	ProblemCancelled            = ProblemBase + "cancelled"              // 499: the client went away
+	ProblemInternal             = ProblemBase + "internal"               // 500: a bug or an unexpected failure; see the logs
+	ProblemOther                = ProblemBase + "other"                  // any other status
+)
+
+const problemContentType = "application/problem+json"
+
+// statusClientClosed is the (nginx) status recorded when the client went away
+// before the answer; the client never sees it.
+const statusClientClosed = 499
+
+var statusTypes = map[int]string{
+	http.StatusBadRequest:            ProblemBadRequest,
+	http.StatusUnauthorized:          ProblemUnauthorized,
+	http.StatusNotFound:              ProblemNotFound,
+	http.StatusMethodNotAllowed:      ProblemMethodNotAllowed,
+	http.StatusNotAcceptable:         ProblemNotAcceptable,
+	http.StatusRequestTimeout:        ProblemRequestTimeout,
+	http.StatusConflict:              ProblemConflict,
+	http.StatusRequestEntityTooLarge: ProblemPayloadTooLarge,
+	http.StatusUnsupportedMediaType:  ProblemUnsupportedMediaType,
+	http.StatusUnprocessableEntity:   ProblemValidation,
+	http.StatusInternalServerError:   ProblemInternal,
+	http.StatusServiceUnavailable:    ProblemUnavailable,
+	http.StatusGatewayTimeout:        ProblemTimeout,
+	statusClientClosed:               ProblemCancelled,
+}
+
+// typeForStatus is the problem type of errors that only have a status, such
+// as those huma raises itself.
+func typeForStatus(status int) string {
+	if t, ok := statusTypes[status]; ok {
+		return t
+	}
+	return ProblemOther
+}
+
+// problem is the error type of the whole API: handlers return it, huma's own
+// errors are built as one (see init), middleware writes it with writeProblem.
+// Its JSON form is client.Problem.
+type problem struct {
+	client.Problem
+	headers http.Header
+}
+
+func newProblem(status int, typ, detail string) *problem {
+	title := http.StatusText(status)
+	if status == statusClientClosed {
+		title = "Client Closed Request"
+	}
+	return &problem{Problem: client.Problem{Type: typ, Title: title, Status: status, Detail: detail}}
+}
+
+func (p *problem) Error() string {
+	if p.Detail != "" {
+		return p.Detail
+	}
+	return p.Title
+}
+
+// GetStatus implements huma.StatusError.
+func (p *problem) GetStatus() int { return p.Status }
+
+// ContentType implements huma.ContentTypeFilter.
+func (p *problem) ContentType(string) string { return problemContentType }
+
+// GetHeaders implements huma.HeadersError.
+func (p *problem) GetHeaders() http.Header { return p.headers }
+
+func (p *problem) withHeader(k, v string) *problem {
+	if p.headers == nil {
+		p.headers = http.Header{}
+	}
+	p.headers.Set(k, v)
+	return p
+}
+
+// writeProblem writes p outside huma (middleware, unknown routes).
+func writeProblem(w http.ResponseWriter, p *problem) {
+	h := w.Header()
+	for k, v := range p.headers {
+		h[k] = v
+	}
+	h.Del("Content-Length")
+	h.Set("Content-Type", problemContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// errorProblem is the one place where Go errors become HTTP problems. Errors
+// that are problems already pass through; engine and store sentinels map to
+// their status and type; anything else is a 500 whose text is logged, never
+// sent.
+func errorProblem(ctx context.Context, err error) *problem {
+	var p *problem
+	if errors.As(err, &p) {
+		return p
+	}
+	var se huma.StatusError
+	if errors.As(err, &se) {
+		return humaProblem(ctx, se.GetStatus(), se.Error(), nil)
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, agent.ErrUnknown):
+		return newProblem(http.StatusUnprocessableEntity, ProblemUnknownAgent, msg)
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		return newProblem(http.StatusNotFound, ProblemNotFound, msg)
+	case errors.Is(err, session.ErrInvalid):
+		return newProblem(http.StatusUnprocessableEntity, ProblemValidation, msg)
+	case errors.Is(err, session.ErrBusy):
+		return newProblem(http.StatusConflict, ProblemBusy, msg)
+	case errors.Is(err, session.ErrNoTurn):
+		return newProblem(http.StatusConflict, ProblemNoTurn, msg)
+	case errors.Is(err, session.ErrNotLive):
+		return newProblem(http.StatusConflict, ProblemNotLive, msg)
+	case errors.Is(err, store.ErrAlreadyResolved):
+		return newProblem(http.StatusConflict, ProblemAlreadyResolved, msg)
+	case errors.Is(err, store.ErrExists):
+		return newProblem(http.StatusConflict, ProblemConflict, msg)
+	case errors.Is(err, session.ErrUnavailable):
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, msg)
+	case errors.Is(err, session.ErrShuttingDown), errors.Is(err, store.ErrClosed):
+		return newProblem(http.StatusServiceUnavailable, ProblemShuttingDown, "The daemon is shutting down.").
+			withHeader("Retry-After", "5")
+	case errors.Is(err, context.DeadlineExceeded):
+		logFor(ctx).WarnContext(ctx, "request timed out", "err", err)
+		return newProblem(http.StatusGatewayTimeout, ProblemTimeout, "The operation timed out.")
+	case errors.Is(err, context.Canceled):
+		return newProblem(statusClientClosed, ProblemCancelled, "The request was cancelled.")
+	}
+	logFor(ctx).ErrorContext(ctx, "internal error", "err", err)
+	return internalProblem(ctx)
+}
+
+func internalProblem(ctx context.Context) *problem {
+	p := newProblem(http.StatusInternalServerError, ProblemInternal, "An internal error occurred; the daemon log has the details.")
+	if ri := infoFrom(ctx); ri != nil {
+		p.Instance = "urn:agentbox:request:" + ri.id
+	}
+	return p
+}
+
+func init() {
+	// Every error huma produces itself (validation, body limits, media
+	// types) goes through these, so it carries a stable type too.
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		return humaProblem(context.Background(), status, msg, errs)
+	}
+	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+		ctx := context.Background()
+		if hctx != nil {
+			ctx = hctx.Context()
+		}
+		return humaProblem(ctx, status, msg, errs)
+	}
+}
+
+// humaProblem converts an error raised by huma into a problem.
+func humaProblem(ctx context.Context, status int, msg string, errs []error) *problem {
+	if status >= 500 {
+		if status == http.StatusInternalServerError {
+			logFor(ctx).ErrorContext(ctx, "internal error", "msg", msg, "errs", errs)
+			return internalProblem(ctx)
+		}
+		return newProblem(status, typeForStatus(status), http.StatusText(status))
+	}
+	if msg == "validation failed" {
+		switch status {
+		case http.StatusBadRequest:
+			msg = "The request body is not valid JSON."
+		case http.StatusUnsupportedMediaType:
+			msg = "Request bodies must be application/json."
+		case http.StatusUnprocessableEntity:
+			msg = "The request is not valid; see errors."
+		}
+	}
+	p := newProblem(status, typeForStatus(status), msg)
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var f client.ProblemField
+		var d huma.ErrorDetailer
+		if errors.As(err, &d) {
+			ed := d.ErrorDetail()
+			f = client.ProblemField{Message: ed.Message, Location: ed.Location, Value: ed.Value}
+		} else {
+			f = client.ProblemField{Message: err.Error()}
+		}
+		if f.Location == "body" {
+			f.Value = nil // the whole body: do not echo it back
+		}
+		f.Value = clip(f.Value)
+		p.Errors = append(p.Errors, f)
+	}
+	return p
+}
+
+// clip shortens long string values echoed back in validation errors and
+// drops other values whose JSON is long (such as a whole body object).
+func clip(v any) any {
+	const max = 256
+	s, ok := v.(string)
+	if !ok {
+		if b, err := json.Marshal(v); err != nil || len(b) > max {
+			return nil
+		}
+		return v
+	}
+	if len(s) <= max {
+		return v
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// validationProblem is a 422 for a rule the schema cannot express.
+func validationProblem(location, message string, value any) *problem {
+	p := newProblem(http.StatusUnprocessableEntity, ProblemValidation, "The request is not valid; see errors.")
+	p.Errors = []client.ProblemField{{Message: message, Location: location, Value: clip(value)}}
+	return p
+}

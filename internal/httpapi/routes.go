@@ -1,0 +1,345 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Inputs and outputs of the operations. Bodies are the wire types of package
+// client; huma derives the schemas, the validation and the spec from them.
+
+// The session ID path parameter. huma does not look into embedded structs
+// for parameters, so each input repeats this field.
+type sessionPath struct {
+	ID string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+}
+
+type healthOutput struct{ Body client.Health }
+
+type agentsOutput struct{ Body client.AgentList }
+
+type createSessionInput struct{ Body client.CreateSession }
+
+type createdOutput struct {
+	Location string `header:"Location" doc:"URL of the new session."`
+	Body     client.Session
+}
+
+type sessionOutput struct{ Body client.Session }
+
+type listSessionsInput struct {
+	Status string `query:"status" enum:"starting,idle,running,ended,failed,interrupted" doc:"Only sessions in this state."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size."`
+	Before string `query:"before" maxLength:"128" doc:"Only sessions created before this session ID (next_before of the previous page)."`
+}
+
+type sessionsOutput struct{ Body client.SessionList }
+
+type deleteSessionInput struct {
+	ID    string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Purge bool   `query:"purge" doc:"Also delete the session's event log and requests."`
+}
+
+type sendMessageInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Body client.SendMessage
+}
+
+// Resolve enforces what the schema cannot: exactly one of text and content,
+// and known content part types.
+func (in *sendMessageInput) Resolve(huma.Context) []error {
+	m := in.Body
+	if (m.Text == "") == (len(m.Content) == 0) {
+		return []error{&huma.ErrorDetail{Location: "body", Message: "exactly one of text and content must be set"}}
+	}
+	var errs []error
+	for i, p := range m.Content {
+		loc := "body.content[" + strconv.Itoa(i) + "]"
+		switch p.Type {
+		case event.PartText:
+			if p.Text == "" {
+				errs = append(errs, &huma.ErrorDetail{Location: loc + ".text", Message: "a text part needs text"})
+			}
+		case event.PartImage, event.PartFile:
+			if p.Data == "" && p.URI == "" && p.Path == "" {
+				errs = append(errs, &huma.ErrorDetail{Location: loc, Message: "an image or file part needs data, uri or path"})
+			}
+		default:
+			errs = append(errs, &huma.ErrorDetail{Location: loc + ".type", Message: "expected one of text, image, file", Value: string(p.Type)})
+		}
+	}
+	return errs
+}
+
+type turnOutput struct{ Body client.Turn }
+
+type permissionInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	PID  string `path:"pid" minLength:"1" maxLength:"128" doc:"Permission request ID."`
+	Body client.PermissionAnswer
+}
+
+type questionInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	QID  string `path:"qid" minLength:"1" maxLength:"128" doc:"Question ID."`
+	Body client.QuestionAnswer
+}
+
+// Resolve requires an answer, an option or a cancel, and not a cancel with
+// an answer.
+func (in *questionInput) Resolve(huma.Context) []error {
+	a := in.Body
+	answered := a.Answer != "" || a.OptionID != ""
+	if a.Cancel == answered {
+		return []error{&huma.ErrorDetail{Location: "body", Message: "set answer or option_id, or cancel alone"}}
+	}
+	return nil
+}
+
+type resolvedOutput struct{ Body client.Resolved }
+
+type requestsInput struct {
+	ID    string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	State string `query:"state" enum:"pending,resolved" doc:"Only requests in this state."`
+}
+
+type requestsOutput struct{ Body client.RequestList }
+
+type eventsInput struct {
+	ID    string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	After int64  `query:"after" minimum:"0" doc:"Return events with seq greater than this (next_after of the previous page)."`
+	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size."`
+}
+
+type eventsOutput struct{ Body client.EventPage }
+
+// Errors every authenticated operation may answer.
+var commonErrors = []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusInternalServerError}
+
+func errs(codes ...int) []int { return append(codes, commonErrors...) }
+
+func (s *server) register(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "getHealth", Method: http.MethodGet, Path: "/v1/health", Tags: []string{"system"},
+		Summary:     "Daemon health",
+		Description: "Answers as long as the daemon serves requests. Needs no token.",
+		Security:    []map[string][]string{},
+		Errors:      []int{http.StatusInternalServerError},
+	}, s.health)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "listAgents", Method: http.MethodGet, Path: "/v1/agents", Tags: []string{"agents"},
+		Summary: "List agents", Description: "Every agent the daemon knows, with its capabilities and whether it can run here.",
+		Errors: errs(),
+	}, s.agents)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "createSession", Method: http.MethodPost, Path: "/v1/sessions", Tags: []string{"sessions"},
+		Summary: "Start a session", Description: "Starts an agent session. The session is usable once its status leaves starting; follow its events.",
+		DefaultStatus: http.StatusCreated,
+		MaxBodyBytes:  s.cfg.MaxBodyBytes + 1, // huma rejects a body of exactly MaxBodyBytes
+		Errors: errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+			http.StatusServiceUnavailable),
+	}, s.createSession)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "listSessions", Method: http.MethodGet, Path: "/v1/sessions", Tags: []string{"sessions"},
+		Summary: "List sessions", Description: "Sessions newest first, paged with before.",
+		Errors: errs(),
+	}, s.listSessions)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "getSession", Method: http.MethodGet, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
+		Summary: "Get a session",
+		Errors:  errs(http.StatusNotFound),
+	}, s.getSession)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "deleteSession", Method: http.MethodDelete, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
+		Summary:       "End a session",
+		Description:   "Terminates the session's agent if it is live. With purge, also deletes its event log.",
+		DefaultStatus: http.StatusNoContent,
+		Errors:        errs(http.StatusNotFound),
+	}, s.deleteSession)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "sendMessage", Method: http.MethodPost, Path: "/v1/sessions/{id}/messages", Tags: []string{"sessions"},
+		Summary:       "Send a message",
+		Description:   "Starts a turn with the message and returns its ID at once; the turn's progress arrives as events. Exactly one of text and content must be set.",
+		DefaultStatus: http.StatusAccepted,
+		MaxBodyBytes:  s.cfg.MaxMessageBytes + 1,
+		// Large bodies (inline images) may come slowly.
+		BodyReadTimeout: 30 * time.Second,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}, s.sendMessage)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "interruptTurn", Method: http.MethodPost, Path: "/v1/sessions/{id}/interrupt", Tags: []string{"sessions"},
+		Summary:       "Interrupt the running turn",
+		Description:   "Asks the agent to stop the running turn and returns its ID; turn.completed with stop_reason interrupted follows.",
+		DefaultStatus: http.StatusAccepted,
+		Errors:        errs(http.StatusNotFound, http.StatusConflict),
+	}, s.interrupt)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "answerPermission", Method: http.MethodPost, Path: "/v1/sessions/{id}/permissions/{pid}", Tags: []string{"requests"},
+		Summary:      "Answer a permission request",
+		Description:  "Settles one pending permission.requested; returns the permission.resolved event as stored.",
+		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
+	}, s.answerPermission)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "answerQuestion", Method: http.MethodPost, Path: "/v1/sessions/{id}/questions/{qid}", Tags: []string{"requests"},
+		Summary:      "Answer a question",
+		Description:  "Answers (or declines) one pending question.requested; returns the question.resolved event as stored.",
+		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
+	}, s.answerQuestion)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "listRequests", Method: http.MethodGet, Path: "/v1/sessions/{id}/requests", Tags: []string{"requests"},
+		Summary: "List permission and question requests", Description: "In creation order.",
+		Errors: errs(http.StatusNotFound),
+	}, s.listRequests)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "listEvents", Method: http.MethodGet, Path: "/v1/sessions/{id}/events", Tags: []string{"events"},
+		Summary:     "Read a session's events",
+		Description: "A page of the session's event log in seq order. Continue with after=next_after while has_more.",
+		Errors:      errs(http.StatusNotFound),
+	}, s.listEvents)
+
+	s.registerStream(api)
+	registerPlainRoutes(api)
+}
+
+func (s *server) fail(ctx context.Context, err error) error { return errorProblem(ctx, err) }
+
+func (s *server) health(context.Context, *struct{}) (*healthOutput, error) {
+	return &healthOutput{Body: client.Health{
+		Status:        "ok",
+		Version:       s.cfg.Version,
+		SchemaVersion: event.SchemaVersion,
+		UptimeMS:      time.Since(s.cfg.Started).Milliseconds(),
+	}}, nil
+}
+
+func (s *server) agents(ctx context.Context, _ *struct{}) (*agentsOutput, error) {
+	infos := s.eng.Agents(ctx)
+	out := make([]client.Agent, len(infos))
+	for i, in := range infos {
+		out[i] = toAgent(in)
+	}
+	return &agentsOutput{Body: client.AgentList{Agents: out}}, nil
+}
+
+func (s *server) createSession(ctx context.Context, in *createSessionInput) (*createdOutput, error) {
+	ss, err := s.eng.Create(ctx, toCreateParams(in.Body))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &createdOutput{Location: "/v1/sessions/" + url.PathEscape(ss.ID), Body: toSession(ss)}, nil
+}
+
+func (s *server) listSessions(ctx context.Context, in *listSessionsInput) (*sessionsOutput, error) {
+	list, err := s.eng.List(ctx, store.ListOptions{Status: store.Status(in.Status), Limit: in.Limit + 1, Before: in.Before})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	var out client.SessionList
+	if len(list) > in.Limit {
+		list = list[:in.Limit]
+		out.NextBefore = list[len(list)-1].ID
+	}
+	out.Sessions = toSessions(list)
+	return &sessionsOutput{Body: out}, nil
+}
+
+func (s *server) getSession(ctx context.Context, in *sessionPath) (*sessionOutput, error) {
+	ss, err := s.eng.Get(ctx, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &sessionOutput{Body: toSession(ss)}, nil
+}
+
+func (s *server) deleteSession(ctx context.Context, in *deleteSessionInput) (*struct{}, error) {
+	if err := s.eng.Delete(ctx, in.ID, in.Purge); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &struct{}{}, nil
+}
+
+func (s *server) sendMessage(ctx context.Context, in *sendMessageInput) (*turnOutput, error) {
+	turn, err := s.eng.Send(ctx, in.ID, toContent(in.Body))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &turnOutput{Body: client.Turn{TurnID: turn}}, nil
+}
+
+func (s *server) interrupt(ctx context.Context, in *sessionPath) (*turnOutput, error) {
+	turn, err := s.eng.Interrupt(ctx, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &turnOutput{Body: client.Turn{TurnID: turn}}, nil
+}
+
+func (s *server) answerPermission(ctx context.Context, in *permissionInput) (*resolvedOutput, error) {
+	ev, err := s.eng.AnswerPermission(ctx, in.ID, in.PID, toPermissionAnswer(in.Body))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &resolvedOutput{Body: client.Resolved{Event: ev}}, nil
+}
+
+func (s *server) answerQuestion(ctx context.Context, in *questionInput) (*resolvedOutput, error) {
+	ev, err := s.eng.AnswerQuestion(ctx, in.ID, in.QID, toAnswer(in.Body))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &resolvedOutput{Body: client.Resolved{Event: ev}}, nil
+}
+
+func (s *server) listRequests(ctx context.Context, in *requestsInput) (*requestsOutput, error) {
+	reqs, err := s.eng.Requests(ctx, in.ID, store.RequestState(in.State))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := make([]client.Request, len(reqs))
+	for i, r := range reqs {
+		out[i] = toRequest(r)
+	}
+	return &requestsOutput{Body: client.RequestList{Requests: out}}, nil
+}
+
+func (s *server) listEvents(ctx context.Context, in *eventsInput) (*eventsOutput, error) {
+	// One more than asked tells whether there is more.
+	evs, err := s.eng.Events(ctx, in.ID, in.After, in.Limit+1)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	page := client.EventPage{NextAfter: in.After}
+	if len(evs) > in.Limit {
+		evs, page.HasMore = evs[:in.Limit], true
+	}
+	if len(evs) > 0 {
+		page.NextAfter = evs[len(evs)-1].Seq
+	}
+	page.Events = nonNil(evs)
+	return &eventsOutput{Body: page}, nil
+}

@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentbox/agentbox/internal/metrics"
+)
+
+// Route patterns the middleware treats specially.
+const (
+	patternHealth = "GET /v1/health"
+	patternStream = "GET /v1/sessions/{id}/events/stream"
+)
+
+type server struct {
+	cfg     Config
+	eng     Engine
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	mux     *http.ServeMux
+	spec    []byte
+}
+
+// New returns the API handler. eng may be nil only to build the OpenAPI
+// document (see [Spec]); m and log may be nil.
+func New(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) http.Handler {
+	s, _ := newServer(cfg, eng, m, log)
+	return s
+}
+
+func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*server, huma.API) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
+	api := humago.New(s.mux, humaConfig())
+	api.UseMiddleware(s.requireJSON(api))
+	s.register(api)
+	s.spec = marshalSpec(api.OpenAPI())
+
+	s.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/openapi+json")
+		_, _ = w.Write(s.spec)
+	})
+	if m != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	}
+	return s, api
+}
+
+// reqInfo is the request-scoped state the middleware hands down.
+type reqInfo struct {
+	id  string
+	log *slog.Logger
+}
+
+type reqInfoKey struct{}
+
+func infoFrom(ctx context.Context) *reqInfo {
+	ri, _ := ctx.Value(reqInfoKey{}).(*reqInfo)
+	return ri
+}
+
+// logFor returns the request's logger, or a discarding one.
+func logFor(ctx context.Context) *slog.Logger {
+	if ri := infoFrom(ctx); ri != nil {
+		return ri.log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ServeHTTP runs the cross-cutting steps in order: request id, metrics and
+// logging, panic recovery, CORS, authentication, then routing (with problem
+// answers for unknown routes and methods).
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h, pattern := s.mux.Handler(r)
+	ri := &reqInfo{id: newRequestID()}
+	ri.log = s.log.With("req_id", ri.id)
+	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+	sw := &statusWriter{ResponseWriter: w}
+	sw.Header().Set("X-Request-Id", ri.id)
+
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			ri.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !sw.wrote {
+				writeProblem(sw, internalProblem(r.Context()))
+			}
+		}
+		s.observe(r, pattern, sw, start)
+	}()
+
+	if s.cors(sw, r) {
+		return
+	}
+	if pattern != patternHealth {
+		if p := s.authenticate(r, pattern == patternStream); p != nil {
+			writeProblem(sw, p)
+			return
+		}
+	}
+	if pattern == "" {
+		// Not found, method not allowed, or a path-cleaning redirect:
+		// let the mux decide, and turn its plain-text errors into problems.
+		h.ServeHTTP(&muxErrorWriter{statusWriter: sw}, r)
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+func (s *server) observe(r *http.Request, pattern string, sw *statusWriter, start time.Time) {
+	d := time.Since(start)
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if r.Context().Err() != nil && !sw.wrote {
+		status = statusClientClosed
+	}
+	route := "unmatched"
+	if pattern != "" {
+		route = pattern
+		if i := strings.IndexByte(pattern, ' '); i >= 0 {
+			route = pattern[i+1:]
+		}
+	}
+	if s.metrics != nil {
+		s.metrics.HTTPDuration.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(status)).Observe(d.Seconds())
+	}
+	// Only the path: the query may hold an access token.
+	if ri := infoFrom(r.Context()); ri != nil {
+		ri.log.DebugContext(r.Context(), "http request",
+			"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+			"bytes", sw.bytes, "duration", d, "remote", r.RemoteAddr)
+	}
+}
+
+// methodLabel bounds the cardinality of the method label.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "OTHER"
+}
+
+// statusWriter records the status and size of a response. It keeps
+// Flush, and Unwrap for http.ResponseController (write deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *statusWriter) FlushError() error {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// muxErrorWriter replaces the mux's text/plain 404 and 405 answers with
+// problems; anything else (redirects) passes through.
+type muxErrorWriter struct {
+	*statusWriter
+	swallow bool
+}
+
+func (w *muxErrorWriter) WriteHeader(code int) {
+	switch code {
+	case http.StatusNotFound:
+		w.swallow = true
+		writeProblem(w.statusWriter, newProblem(code, ProblemNotFound, "No such route."))
+	case http.StatusMethodNotAllowed:
+		w.swallow = true
+		writeProblem(w.statusWriter, newProblem(code, ProblemMethodNotAllowed, "The route does not allow this method."))
+	default:
+		w.statusWriter.WriteHeader(code)
+	}
+}
+
+func (w *muxErrorWriter) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.statusWriter.Write(b)
+}
+
+// requireJSON answers 415 when an operation that takes a body gets one that
+// is not JSON. huma alone would accept a missing Content-Type.
+func (s *server) requireJSON(api huma.API) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		op := ctx.Operation()
+		if op == nil || op.RequestBody == nil {
+			next(ctx)
+			return
+		}
+		r, _ := humago.Unwrap(ctx)
+		if r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
+			_ = huma.WriteErr(api, ctx, http.StatusUnsupportedMediaType,
+				"Request bodies must be application/json; got "+strconv.Quote(r.Header.Get("Content-Type"))+".")
+			return
+		}
+		next(ctx)
+	}
+}
+
+// isJSON reports whether a Content-Type is application/json or
+// application/<anything>+json, with any parameters.
+func isJSON(ct string) bool {
+	mt := ct
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if mt == "application/json" {
+		return true
+	}
+	sub, ok := strings.CutPrefix(mt, "application/")
+	return ok && len(sub) > len("+json") && strings.HasSuffix(sub, "+json") && !strings.ContainsAny(sub, "/ ")
+}
