@@ -1,0 +1,429 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/event"
+)
+
+// DefaultUserAgent is sent when WithUserAgent is not used.
+const DefaultUserAgent = "agentbox-go-client"
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 1 << 20
+
+// unixHost is the Host of requests sent over a unix socket.
+const unixHost = "agentbox"
+
+// Client calls one agentbox daemon. It is safe for concurrent use.
+type Client struct {
+	base      string // scheme://host[/prefix], without a trailing slash
+	hc        *http.Client
+	token     string
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	hc        *http.Client
+	token     string
+	userAgent string
+}
+
+// WithToken sends "Authorization: Bearer token" with every request.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithHTTPClient uses hc for every request instead of a client over
+// http.DefaultTransport. A Timeout on hc also cuts event streams, which then
+// reconnect; prefer contexts for deadlines. With a unix:// base URL, hc's
+// transport must be nil or an *http.Transport, which is cloned to dial the
+// socket.
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.hc = hc } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *config) { c.userAgent = ua } }
+
+// New returns a client for the daemon at baseURL: "http://host:port",
+// "https://host/prefix", or "unix:///path/to.sock" for a daemon listening on
+// a unix socket.
+func New(baseURL string, opts ...Option) (*Client, error) {
+	cfg := config{userAgent: DefaultUserAgent}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL: %w", err)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("client: base URL %q: no query, fragment or credentials allowed", baseURL)
+	}
+	c := &Client{token: cfg.token, userAgent: cfg.userAgent, hc: cfg.hc}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("client: base URL %q has no host", baseURL)
+		}
+		c.base = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+		if c.hc == nil {
+			c.hc = &http.Client{}
+		}
+	case "unix":
+		sock := u.Path
+		if sock == "" {
+			sock = u.Opaque
+		}
+		if u.Host != "" || sock == "" {
+			return nil, fmt.Errorf("client: base URL %q: want unix:///absolute/path.sock", baseURL)
+		}
+		hc, err := unixClient(cfg.hc, sock)
+		if err != nil {
+			return nil, err
+		}
+		c.hc, c.base = hc, "http://"+unixHost
+	default:
+		return nil, fmt.Errorf("client: base URL %q: scheme must be http, https or unix", baseURL)
+	}
+	return c, nil
+}
+
+// unixClient returns a copy of hc (or a new client) whose transport dials
+// the unix socket at path whatever the request's host.
+func unixClient(hc *http.Client, path string) (*http.Client, error) {
+	var t *http.Transport
+	switch {
+	case hc == nil || hc.Transport == nil:
+		t = http.DefaultTransport.(*http.Transport).Clone()
+	default:
+		ht, ok := hc.Transport.(*http.Transport)
+		if !ok {
+			return nil, fmt.Errorf("client: a unix socket needs an *http.Transport, not %T", hc.Transport)
+		}
+		t = ht.Clone()
+	}
+	t.Proxy = nil
+	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}
+	out := &http.Client{}
+	if hc != nil {
+		*out = *hc
+	}
+	out.Transport = t
+	return out, nil
+}
+
+// CloseIdleConnections closes idle keep-alive connections of the client's
+// transport.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Health reports the daemon's status and version.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var out Health
+	err := c.do(ctx, http.MethodGet, "/v1/health", nil, nil, &out)
+	return out, err
+}
+
+// Agents lists the agents the daemon knows and whether each can run.
+func (c *Client) Agents(ctx context.Context) (AgentList, error) {
+	var out AgentList
+	err := c.do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out)
+	return out, err
+}
+
+// CreateSession starts a session; it returns once the agent is ready.
+func (c *Client) CreateSession(ctx context.Context, req CreateSession) (Session, error) {
+	var out Session
+	err := c.do(ctx, http.MethodPost, "/v1/sessions", nil, req, &out)
+	return out, err
+}
+
+// ListOptions filters and pages ListSessions. Sessions come newest first.
+type ListOptions struct {
+	// Status keeps only sessions in that state (StatusIdle, ...); empty: any.
+	Status string
+	// Limit caps the page size; 0 lets the server choose.
+	Limit int
+	// Before continues a listing: pass the previous page's NextBefore.
+	Before string
+}
+
+// ListSessions returns one page of sessions.
+func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (SessionList, error) {
+	q := url.Values{}
+	if opts.Status != "" {
+		q.Set("status", opts.Status)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Before != "" {
+		q.Set("before", opts.Before)
+	}
+	var out SessionList
+	err := c.do(ctx, http.MethodGet, "/v1/sessions", q, nil, &out)
+	return out, err
+}
+
+// GetSession returns one session.
+func (c *Client) GetSession(ctx context.Context, id string) (Session, error) {
+	p, err := sessionPath(id)
+	if err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err = c.do(ctx, http.MethodGet, p, nil, nil, &out)
+	return out, err
+}
+
+// DeleteSession terminates a session; with purge its log is removed too.
+func (c *Client) DeleteSession(ctx context.Context, id string, purge bool) error {
+	p, err := sessionPath(id)
+	if err != nil {
+		return err
+	}
+	q := url.Values{"purge": {strconv.FormatBool(purge)}}
+	return c.do(ctx, http.MethodDelete, p, q, nil, nil)
+}
+
+// SendMessage starts a turn and returns its id at once; follow the turn with
+// Stream or WaitTurn.
+func (c *Client) SendMessage(ctx context.Context, id string, msg SendMessage) (Turn, error) {
+	p, err := sessionPath(id, "messages")
+	if err != nil {
+		return Turn{}, err
+	}
+	var out Turn
+	err = c.do(ctx, http.MethodPost, p, nil, msg, &out)
+	return out, err
+}
+
+// Send is SendMessage with a text message.
+func (c *Client) Send(ctx context.Context, id, text string) (Turn, error) {
+	return c.SendMessage(ctx, id, SendMessage{Text: text})
+}
+
+// Interrupt cancels the running turn and returns its id.
+func (c *Client) Interrupt(ctx context.Context, id string) (Turn, error) {
+	p, err := sessionPath(id, "interrupt")
+	if err != nil {
+		return Turn{}, err
+	}
+	var out Turn
+	err = c.do(ctx, http.MethodPost, p, nil, struct{}{}, &out)
+	return out, err
+}
+
+// AnswerPermission allows or denies one permission request.
+func (c *Client) AnswerPermission(ctx context.Context, id, permissionID string, ans PermissionAnswer) (Resolved, error) {
+	p, err := sessionPath(id, "permissions", permissionID)
+	if err != nil {
+		return Resolved{}, err
+	}
+	var out Resolved
+	err = c.do(ctx, http.MethodPost, p, nil, ans, &out)
+	return out, err
+}
+
+// AnswerQuestion answers (or, with Cancel, declines) one question.
+func (c *Client) AnswerQuestion(ctx context.Context, id, questionID string, ans QuestionAnswer) (Resolved, error) {
+	p, err := sessionPath(id, "questions", questionID)
+	if err != nil {
+		return Resolved{}, err
+	}
+	var out Resolved
+	err = c.do(ctx, http.MethodPost, p, nil, ans, &out)
+	return out, err
+}
+
+// Request states accepted by Requests.
+const (
+	RequestsPending  = "pending"
+	RequestsResolved = "resolved"
+)
+
+// Requests lists a session's permission and question requests in the given
+// state (RequestsPending, RequestsResolved, or "" for both).
+func (c *Client) Requests(ctx context.Context, id, state string) (RequestList, error) {
+	p, err := sessionPath(id, "requests")
+	if err != nil {
+		return RequestList{}, err
+	}
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	var out RequestList
+	err = c.do(ctx, http.MethodGet, p, q, nil, &out)
+	return out, err
+}
+
+// Events reads one page of a session's log: up to limit events with seq
+// greater than after (limit 0 lets the server choose).
+func (c *Client) Events(ctx context.Context, id string, after int64, limit int) (EventPage, error) {
+	p, err := sessionPath(id, "events")
+	if err != nil {
+		return EventPage{}, err
+	}
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out EventPage
+	err = c.do(ctx, http.MethodGet, p, q, nil, &out)
+	return out, err
+}
+
+// EventsAll calls fn for every event after the given seq, reading the log
+// page by page until its end. It stops early when fn returns an error.
+func (c *Client) EventsAll(ctx context.Context, id string, after int64, fn func(event.Event) error) error {
+	for {
+		page, err := c.Events(ctx, id, after, lastSeqPage)
+		if err != nil {
+			return err
+		}
+		for _, ev := range page.Events {
+			if ev.Seq <= after {
+				continue
+			}
+			if err := fn(ev); err != nil {
+				return err
+			}
+			after = ev.Seq
+		}
+		if !page.HasMore || len(page.Events) == 0 {
+			return nil
+		}
+		after = max(after, page.NextAfter)
+	}
+}
+
+// lastSeqPage is the page size LastSeq and EventsAll ask for; the server may
+// answer with less.
+const lastSeqPage = 1000
+
+// LastSeq returns the seq of the last event of a session's log (0 when it is
+// empty). Pass it as after to Stream or WaitTurn before sending a message to
+// an existing session, so that only what follows is seen. It reads the log
+// to its end, one page at a time.
+func (c *Client) LastSeq(ctx context.Context, id string) (int64, error) {
+	var last int64
+	err := c.EventsAll(ctx, id, 0, func(ev event.Event) error {
+		last = ev.Seq
+		return nil
+	})
+	return last, err
+}
+
+// sessionPath builds /v1/sessions/{id}[/more...] with each segment escaped.
+func sessionPath(id string, more ...string) (string, error) {
+	if id == "" {
+		return "", errors.New("client: empty session id")
+	}
+	p := "/v1/sessions/" + url.PathEscape(id)
+	for _, s := range more {
+		if s == "" {
+			return "", errors.New("client: empty request id")
+		}
+		p += "/" + url.PathEscape(s)
+	}
+	return p, nil
+}
+
+// newRequest builds a request to path (already escaped) with the client's
+// headers.
+func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	return req, nil
+}
+
+// do sends one JSON request and decodes a JSON answer into out (when not
+// nil). Non-2xx answers become *APIError.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, path, q, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return readAPIError(resp, method, path)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// readAPIError turns a non-2xx answer into an *APIError.
+func readAPIError(resp *http.Response, method, path string) error {
+	e := &APIError{Method: method, Path: path}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "application/problem+json" || mt == "application/json" {
+		_ = json.Unmarshal(b, &e.Problem) // a broken body still yields the status below
+	}
+	if e.Type == "about:blank" {
+		e.Type = ""
+	}
+	e.Status = resp.StatusCode // the status line is authoritative
+	if e.Title == "" {
+		e.Title = http.StatusText(resp.StatusCode)
+	}
+	if e.Detail == "" && mt == "text/plain" {
+		e.Detail = strings.TrimSpace(string(b[:min(len(b), 512)]))
+	}
+	return e
+}
+
+// drainClose reads a little of what is left so the connection can be
+// reused, then closes the body.
+func drainClose(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	_ = rc.Close()
+}

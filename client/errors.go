@@ -1,0 +1,177 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// ProblemTypeBase prefixes every problem type URI the daemon sends.
+const ProblemTypeBase = "https://agentbox.dev/problems/"
+
+// Problem type URIs, as found in Problem.Type, with the status each comes
+// with.
+const (
+	ProblemBadRequest           = ProblemTypeBase + "bad-request"            // 400: malformed JSON, missing body
+	ProblemValidation           = ProblemTypeBase + "validation"             // 422: the input breaks the schema or a rule
+	ProblemUnauthorized         = ProblemTypeBase + "unauthorized"           // 401: missing or wrong bearer token
+	ProblemNotFound             = ProblemTypeBase + "not-found"              // 404: no such route, session, permission or question
+	ProblemMethodNotAllowed     = ProblemTypeBase + "method-not-allowed"     // 405
+	ProblemNotAcceptable        = ProblemTypeBase + "not-acceptable"         // 406
+	ProblemRequestTimeout       = ProblemTypeBase + "request-timeout"        // 408: the body came too slowly
+	ProblemConflict             = ProblemTypeBase + "conflict"               // 409: generic conflict
+	ProblemPayloadTooLarge      = ProblemTypeBase + "payload-too-large"      // 413
+	ProblemUnsupportedMediaType = ProblemTypeBase + "unsupported-media-type" // 415: body is not application/json
+	ProblemUnknownAgent         = ProblemTypeBase + "unknown-agent"          // 422: no agent with that name
+	ProblemBusy                 = ProblemTypeBase + "busy"                   // 409: a turn is already running
+	ProblemNoTurn               = ProblemTypeBase + "no-turn"                // 409: interrupt with no turn running
+	ProblemNotLive              = ProblemTypeBase + "not-live"               // 409: the session has ended
+	ProblemAlreadyResolved      = ProblemTypeBase + "already-resolved"       // 409: the request was answered already
+	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
+	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
+	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
+	ProblemInternal             = ProblemTypeBase + "internal"               // 500: see the daemon log
+	ProblemOther                = ProblemTypeBase + "other"                  // any other status
+)
+
+// APIError is a non-2xx answer of the API. It embeds the decoded problem
+// document; when the body was not problem+json (a proxy's error page, say),
+// the Problem is synthesised from the status line and Type is left empty.
+type APIError struct {
+	Problem
+	// Method and Path identify the request (no query, no credentials).
+	Method string
+	Path   string
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %d", e.Method, e.Path, e.Status)
+	if e.Title != "" {
+		b.WriteString(" " + e.Title)
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	for i, f := range e.Errors {
+		if i == 3 {
+			fmt.Fprintf(&b, " (and %d more)", len(e.Errors)-i)
+			break
+		}
+		b.WriteString("; ")
+		if f.Location != "" {
+			b.WriteString(f.Location + ": ")
+		}
+		b.WriteString(f.Message)
+	}
+	return b.String()
+}
+
+// Kind returns the problem type's short name ("not-found", "busy", ...).
+// When the server sent no agentbox problem type it is derived from the HTTP
+// status the way the daemon does, so that errors from proxies in between
+// still classify sensibly.
+func (e *APIError) Kind() string {
+	if name, ok := strings.CutPrefix(e.Type, ProblemTypeBase); ok && name != "" {
+		return name
+	}
+	switch e.Status {
+	case http.StatusBadRequest:
+		return "bad-request"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusNotFound:
+		return "not-found"
+	case http.StatusMethodNotAllowed:
+		return "method-not-allowed"
+	case http.StatusNotAcceptable:
+		return "not-acceptable"
+	case http.StatusRequestTimeout:
+		return "request-timeout"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusRequestEntityTooLarge:
+		return "payload-too-large"
+	case http.StatusUnsupportedMediaType:
+		return "unsupported-media-type"
+	case http.StatusUnprocessableEntity:
+		return "validation"
+	case http.StatusInternalServerError:
+		return "internal"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	case http.StatusGatewayTimeout:
+		return "timeout"
+	}
+	return "other"
+}
+
+// Temporary reports whether repeating the same request later may succeed:
+// server-side failures, rate limits, timeouts and a daemon that is starting
+// or stopping.
+func (e *APIError) Temporary() bool {
+	switch e.Status {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return false
+	}
+	return e.Status >= 500
+}
+
+// ProblemKind returns the short problem type of err when it is (or wraps)
+// an *APIError, and "" otherwise.
+func ProblemKind(err error) string {
+	var e *APIError
+	if errors.As(err, &e) {
+		return e.Kind()
+	}
+	return ""
+}
+
+// HasProblemType reports whether err is (or wraps) an *APIError of the given
+// problem type URI, such as ProblemBusy.
+func HasProblemType(err error, typ string) bool {
+	name, ok := strings.CutPrefix(typ, ProblemTypeBase)
+	return ok && name != "" && ProblemKind(err) == name
+}
+
+// IsNotFound reports whether err says the session, request or route does
+// not exist.
+func IsNotFound(err error) bool { return HasProblemType(err, ProblemNotFound) }
+
+// IsUnauthorized reports whether err says the token is missing or wrong.
+func IsUnauthorized(err error) bool { return HasProblemType(err, ProblemUnauthorized) }
+
+// IsValidation reports whether err says the request was malformed.
+func IsValidation(err error) bool { return HasProblemType(err, ProblemValidation) }
+
+// IsConflict reports whether err is the generic conflict problem. The more
+// specific conflicts have their own helpers: IsBusy, IsNoTurn,
+// IsAlreadyResolved and IsNotLive.
+func IsConflict(err error) bool { return HasProblemType(err, ProblemConflict) }
+
+// IsUnknownAgent reports whether err says no agent has the requested name.
+func IsUnknownAgent(err error) bool { return HasProblemType(err, ProblemUnknownAgent) }
+
+// IsBusy reports whether err says a turn is already running in the session.
+func IsBusy(err error) bool { return HasProblemType(err, ProblemBusy) }
+
+// IsNoTurn reports whether err says there is no running turn to interrupt.
+func IsNoTurn(err error) bool { return HasProblemType(err, ProblemNoTurn) }
+
+// IsAlreadyResolved reports whether err says the permission or question was
+// already answered (by another client, the policy or a timeout).
+func IsAlreadyResolved(err error) bool { return HasProblemType(err, ProblemAlreadyResolved) }
+
+// IsNotLive reports whether err says the session has ended.
+func IsNotLive(err error) bool { return HasProblemType(err, ProblemNotLive) }
+
+// IsUnavailable reports whether err says the agent or the daemon cannot
+// serve the request here.
+func IsUnavailable(err error) bool { return HasProblemType(err, ProblemUnavailable) }
+
+// IsShuttingDown reports whether err says the daemon is stopping.
+func IsShuttingDown(err error) bool { return HasProblemType(err, ProblemShuttingDown) }

@@ -1,0 +1,175 @@
+package client
+
+import (
+	"time"
+
+	"github.com/agentbox/agentbox/event"
+)
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status        string `json:"status" doc:"Always \"ok\" when the daemon answers." example:"ok"`
+	Version       string `json:"version" doc:"Daemon version."`
+	SchemaVersion int    `json:"schema_version" doc:"Universal event schema version."`
+	UptimeMS      int64  `json:"uptime_ms" doc:"Milliseconds since the daemon started."`
+}
+
+// Capabilities mirrors an agent's capability flags.
+type Capabilities struct {
+	Text          bool `json:"text"`
+	Deltas        bool `json:"deltas"`
+	Reasoning     bool `json:"reasoning"`
+	ToolCalls     bool `json:"tool_calls"`
+	CommandOutput bool `json:"command_output"`
+	FileChanges   bool `json:"file_changes"`
+	Diffs         bool `json:"diffs"`
+	Permissions   bool `json:"permissions"`
+	Questions     bool `json:"questions"`
+	Images        bool `json:"images"`
+	Plans         bool `json:"plans"`
+	Usage         bool `json:"usage"`
+	Resume        bool `json:"resume"`
+	Interrupt     bool `json:"interrupt"`
+}
+
+// Agent describes one agent the daemon can run.
+type Agent struct {
+	Name         string       `json:"name" example:"mock"`
+	Title        string       `json:"title"`
+	Capabilities Capabilities `json:"capabilities"`
+	Available    bool         `json:"available" doc:"Whether sessions of this agent can start here."`
+	Reason       string       `json:"reason,omitempty" doc:"Why the agent is not available."`
+	Installed    bool         `json:"installed"`
+	Version      string       `json:"version,omitempty"`
+	Path         string       `json:"path,omitempty"`
+}
+
+// AgentList is the answer of GET /v1/agents.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}
+
+// Session states, as reported in Session.Status.
+const (
+	StatusStarting    = "starting"
+	StatusIdle        = "idle"
+	StatusRunning     = "running"
+	StatusEnded       = "ended"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// Session is a session as the API reports it.
+type Session struct {
+	ID              string            `json:"id" example:"ses_0190c0ffee0000000000000000000000"`
+	Agent           string            `json:"agent"`
+	Model           string            `json:"model,omitempty"`
+	Mode            string            `json:"mode,omitempty"`
+	PermissionMode  string            `json:"permission_mode,omitempty"`
+	Cwd             string            `json:"cwd,omitempty"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	Status          string            `json:"status" enum:"starting,idle,running,ended,failed,interrupted"`
+	NativeSessionID string            `json:"native_session_id,omitempty"`
+	CurrentTurnID   string            `json:"current_turn_id,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
+	EndedAt         *time.Time        `json:"ended_at,omitempty"`
+}
+
+// Permission modes a session can be created with.
+const (
+	PermissionDefault     = "default"      // ask for every risky action
+	PermissionAcceptEdits = "accept_edits" // file edits allowed, commands asked
+	PermissionBypass      = "bypass"       // never ask (the sandbox policy still applies)
+	PermissionPlan        = "plan"         // read only: deny every write and command
+)
+
+// CreateSession is the body of POST /v1/sessions.
+type CreateSession struct {
+	Agent          string            `json:"agent" minLength:"1" maxLength:"64" doc:"Agent name, see GET /v1/agents." example:"mock"`
+	Model          string            `json:"model,omitempty" maxLength:"200"`
+	Mode           string            `json:"mode,omitempty" maxLength:"64" doc:"Agent-specific mode."`
+	PermissionMode string            `json:"permission_mode,omitempty" enum:"default,accept_edits,bypass,plan" doc:"How the agent's own approval prompts are settled. Empty means default."`
+	Cwd            string            `json:"cwd,omitempty" maxLength:"4096" doc:"Absolute working directory; empty means a fresh directory under the daemon's data dir."`
+	Metadata       map[string]string `json:"metadata,omitempty" doc:"Free-form labels kept with the session."`
+}
+
+// SessionList is the answer of GET /v1/sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+	// NextBefore, when set, is the value of ?before= for the next page.
+	NextBefore string `json:"next_before,omitempty"`
+}
+
+// SendMessage is the body of POST /v1/sessions/{id}/messages. Exactly one
+// of Text and Content must be set.
+type SendMessage struct {
+	Text    string              `json:"text,omitempty" maxLength:"1048576"`
+	Content []event.ContentPart `json:"content,omitempty" maxItems:"64"`
+}
+
+// Turn is the answer of POST …/messages and …/interrupt.
+type Turn struct {
+	TurnID string `json:"turn_id"`
+}
+
+// PermissionAnswer is the body of POST /v1/sessions/{id}/permissions/{pid}.
+type PermissionAnswer struct {
+	Decision string `json:"decision" enum:"allow,deny"`
+	OptionID string `json:"option_id,omitempty" maxLength:"200" doc:"A specific option from the request; allow_always options are honoured only when named here."`
+	Message  string `json:"message,omitempty" maxLength:"4096" doc:"Told to the agent with a deny."`
+}
+
+// QuestionAnswer is the body of POST /v1/sessions/{id}/questions/{qid}.
+type QuestionAnswer struct {
+	Answer   string `json:"answer,omitempty" maxLength:"65536"`
+	OptionID string `json:"option_id,omitempty" maxLength:"200"`
+	Cancel   bool   `json:"cancel,omitempty" doc:"Decline to answer."`
+}
+
+// Resolved is the answer of the permission and question endpoints: the
+// resolved event as stored.
+type Resolved struct {
+	Event event.Event `json:"event"`
+}
+
+// EventPage is the answer of GET /v1/sessions/{id}/events.
+type EventPage struct {
+	Events []event.Event `json:"events"`
+	// NextAfter is the value of ?after= that continues after this page.
+	NextAfter int64 `json:"next_after"`
+	HasMore   bool  `json:"has_more"`
+}
+
+// Request is a pending or resolved permission/question request.
+type Request struct {
+	ID         string     `json:"id"`
+	Kind       string     `json:"kind" enum:"permission,question"`
+	State      string     `json:"state" enum:"pending,resolved"`
+	Payload    any        `json:"payload"`
+	Resolution any        `json:"resolution,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+}
+
+// RequestList is the answer of GET /v1/sessions/{id}/requests.
+type RequestList struct {
+	Requests []Request `json:"requests"`
+}
+
+// Problem is an RFC 7807 problem+json error body.
+type Problem struct {
+	Type     string         `json:"type" format:"uri" doc:"Stable URI naming the kind of problem; switch on it." example:"https://agentbox.dev/problems/not-found"`
+	Title    string         `json:"title" doc:"Short summary of the problem kind." example:"Not Found"`
+	Status   int            `json:"status" doc:"The HTTP status code." example:"404"`
+	Detail   string         `json:"detail,omitempty" doc:"What went wrong this time."`
+	Instance string         `json:"instance,omitempty" doc:"Identifies this occurrence in the daemon log (internal errors)."`
+	Errors   []ProblemField `json:"errors,omitempty" doc:"Each invalid input, for validation problems."`
+}
+
+// ProblemField locates one validation error.
+type ProblemField struct {
+	Message  string `json:"message" doc:"What is wrong with the input."`
+	Location string `json:"location,omitempty" doc:"Where: body.<field>, query.<name>, header.<name> or path.<name>." example:"body.agent"`
+	Value    any    `json:"value,omitempty" doc:"The offending value, shortened if long."`
+}
