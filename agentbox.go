@@ -1,0 +1,90 @@
+// Package agentbox runs the whole agentbox daemon inside a Go program
+// (embedded mode) and hands back the same client a remote program would use.
+//
+//	srv, err := agentbox.Start(ctx, agentbox.Options{DataDir: dir})
+//	if err != nil { ... }
+//	defer srv.Close()
+//	sess, err := srv.Client().CreateSession(ctx, client.CreateSession{Agent: "mock"})
+package agentbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/daemon"
+)
+
+// Options configures an embedded daemon. The zero value is valid: a loopback
+// listener on a free port, data under the user's data directory.
+type Options struct {
+	// Listen defaults to 127.0.0.1:0 (a free loopback port). A
+	// "unix:/path" listener is also accepted.
+	Listen string
+	// DataDir holds the database and workspaces.
+	DataDir string
+	// Token, when set, is required from clients (the returned Client sends
+	// it).
+	Token string
+	// PermissionTimeout denies unanswered permission requests (default 5m).
+	PermissionTimeout time.Duration
+	// ShutdownTimeout bounds Close (default 10s).
+	ShutdownTimeout time.Duration
+	// Logger receives the daemon's logs (default: discarded).
+	Logger *slog.Logger
+}
+
+// Server is an embedded daemon.
+type Server struct {
+	d      *daemon.Daemon
+	c      *client.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start opens the store, starts serving and returns once the daemon answers
+// requests. The daemon runs until Close; ctx bounds only the start-up.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d, err := daemon.New(ctx, daemon.Config{
+		Listen: opts.Listen, DataDir: opts.DataDir, Token: opts.Token,
+		PermissionTimeout: opts.PermissionTimeout, ShutdownTimeout: opts.ShutdownTimeout, Log: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(d.URL(), client.WithToken(opts.Token))
+	if err != nil {
+		_ = d.Shutdown(ctx)
+		return nil, fmt.Errorf("client for %s: %w", d.URL(), err)
+	}
+	// The daemon's lifetime is the Server's, not the start-up ctx's.
+	runCtx, cancel := context.WithCancel(context.Background())
+	s := &Server{d: d, c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- d.Serve(runCtx) }()
+	if _, err := c.Health(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("embedded daemon did not answer: %w", err)
+	}
+	return s, nil
+}
+
+// Client returns a client connected to the embedded daemon.
+func (s *Server) Client() *client.Client { return s.c }
+
+// URL is the daemon's base URL.
+func (s *Server) URL() string { return s.d.URL() }
+
+// Close shuts the daemon down gracefully: live sessions are marked
+// interrupted and their agents stopped.
+func (s *Server) Close() error {
+	s.cancel()
+	return <-s.done
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/daemon"
+)
+
+// serveCommand maps flags and AGENTBOX_* environment variables onto
+// daemon.Config; flags win over the environment.
+func serveCommand() *cobra.Command {
+	var (
+		cfg      daemon.Config
+		cors     string
+		logLevel string
+		envErrs  []error
+	)
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Errorf("%s=%q: not a duration (e.g. 30s, 5m)", name, v))
+		}
+		return d
+	}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the agentbox daemon",
+		Long: `Run the agentbox daemon: the HTTP/SSE API, the session engine and the event store.
+
+Every flag can also be set with an environment variable (shown in brackets).
+Listening on a non-loopback address requires --token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(envErrs) > 0 {
+				return envErrs[0]
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if cors != "" {
+				cfg.CORSOrigins = strings.Split(cors, ",")
+			}
+			// SIGINT and SIGTERM both mean a graceful shutdown.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			d, err := daemon.New(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			return d.Serve(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", env("AGENTBOX_LISTEN", daemon.DefaultListen), "address: host:port or unix:/path [AGENTBOX_LISTEN]")
+	f.StringVar(&cfg.DataDir, "data-dir", env("AGENTBOX_DATA_DIR", ""), "data directory (default ~/.local/share/agentbox) [AGENTBOX_DATA_DIR]")
+	f.StringVar(&cfg.DBPath, "db", env("AGENTBOX_DB", ""), "SQLite database file (default DATA_DIR/agentbox.db) [AGENTBOX_DB]")
+	f.StringVar(&cfg.Token, "token", env("AGENTBOX_TOKEN", ""), "bearer token clients must send [AGENTBOX_TOKEN]")
+	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback listener without a token")
+	f.StringVar(&cors, "cors-origins", env("AGENTBOX_CORS_ORIGINS", ""), "comma-separated origins allowed by CORS, or * [AGENTBOX_CORS_ORIGINS]")
+	f.DurationVar(&cfg.PermissionTimeout, "permission-timeout", envDuration("AGENTBOX_PERMISSION_TIMEOUT", 5*time.Minute), "deny unanswered permission requests after this [AGENTBOX_PERMISSION_TIMEOUT]")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("AGENTBOX_SHUTDOWN_TIMEOUT", daemon.DefaultShutdownTimeout), "graceful shutdown deadline; agents are killed after it [AGENTBOX_SHUTDOWN_TIMEOUT]")
+	f.DurationVar(&cfg.Heartbeat, "sse-heartbeat", envDuration("AGENTBOX_SSE_HEARTBEAT", 15*time.Second), "SSE keep-alive interval [AGENTBOX_SSE_HEARTBEAT]")
+	f.BoolVar(&cfg.SyncNormal, "sync-normal", os.Getenv("AGENTBOX_SYNC_NORMAL") == "1", "SQLite synchronous=NORMAL: faster; a power loss may drop the last commits (a crash never does) [AGENTBOX_SYNC_NORMAL=1]")
+	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")
+	return cmd
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,544 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// harness runs commands against a fake daemon.
+type harness struct {
+	t   *testing.T
+	srv *fakeapi.Server
+	env map[string]string
+	// signals receives the channel run registers for Ctrl-C.
+	signals chan chan<- os.Signal
+}
+
+func newHarness(t *testing.T, cfg fakeapi.Config) *harness {
+	t.Helper()
+	srv := fakeapi.New(t, cfg)
+	return &harness{t: t, srv: srv, env: map[string]string{EnvURL: srv.URL}, signals: make(chan chan<- os.Signal, 1)}
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run executes the CLI with args; stdin is a string reader (answers
+// prompts) unless in is given.
+func (h *harness) run(ctx context.Context, in io.Reader, args ...string) result {
+	h.t.Helper()
+	e := env{
+		getenv:     func(k string) string { return h.env[k] },
+		isTerminal: func(any) bool { return false },
+		notify: func(c chan<- os.Signal) func() {
+			select {
+			case h.signals <- c:
+			default:
+			}
+			return func() {}
+		},
+	}
+	root := newRoot("1.2.3-test", e)
+	var stdout, stderr bytes.Buffer
+	root.SetArgs(args)
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	if in == nil {
+		in = strings.NewReader("")
+	}
+	root.SetIn(in)
+	code := Execute(ctx, root)
+	return result{stdout.String(), stderr.String(), code}
+}
+
+func (h *harness) client() *client.Client {
+	c, err := client.New(h.srv.URL, client.WithToken(h.env[EnvToken]))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+func (r result) check(t *testing.T, code int, stdout, stderr []string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d", r.code, code)
+	}
+	for _, s := range stdout {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("stdout lacks %q", s)
+		}
+	}
+	for _, s := range stderr {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %q", s)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	r := h.run(t.Context(), nil, "run", "--agent", "mock", "hello", "world")
+	r.check(t, 0,
+		[]string{"● session ses_0001 started · mock", "> hello world\n", "echo: hello world\n", "✓ end_turn", "10 in / 17 out tokens"},
+		[]string{"session ses_0001 (continue with --session ses_0001)"})
+
+	// Continuing shows only the new turn.
+	r = h.run(t.Context(), nil, "run", "--session", "ses_0001", "again")
+	r.check(t, 0, []string{"echo: again"}, nil)
+	if strings.Contains(r.stdout, "hello world") || strings.Contains(r.stdout, "session ses_0001 started") {
+		t.Errorf("the second run shows the first turn:\n%s", r.stdout)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	r := h.run(t.Context(), nil, "--json", "run", "--agent", "mock", "--model", "m", "--permission-mode", "plan", "hi")
+	r.check(t, 0, nil, nil)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	var last event.Event
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &last); err != nil || last.Seq != int64(i+1) {
+			t.Fatalf("line %d %q: %v", i, l, err)
+		}
+	}
+	if last.Type != event.TypeTurnCompleted || r.stderr != "" {
+		t.Fatalf("last event %s, stderr %q", last.Type, r.stderr)
+	}
+	s, err := h.client().GetSession(t.Context(), "ses_0001")
+	if err != nil || s.Model != "m" || s.PermissionMode != "plan" {
+		t.Fatalf("session %+v, %v", s, err)
+	}
+}
+
+// permissionScript asks to run a command and reports the decision as the
+// turn's message.
+func permissionScript(tn *fakeapi.Turn) {
+	ans := tn.Permission(event.PermissionRequested{Kind: event.PermCommand, Title: "Run ls -la"})
+	if ans.Decision == "allow" {
+		tn.Emit(&event.ItemCompleted{Item: event.Item{ID: "c1", Kind: event.ItemCommand, Status: event.StatusCompleted, Command: "ls -la", Output: "total 0\n", ExitCode: new(0)}})
+	}
+	tn.Message = ans.Decision + "/" + ans.OptionID
+}
+
+func TestRunPermissionPrompt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, stdin string
+		in          func(t *testing.T) io.Reader
+		args        []string
+		want        string
+		stdout      []string
+		stderr      []string
+	}{
+		{name: "yes", stdin: "y\n", want: "allow/allow", stdout: []string{"✓ allowed by user", "$ ls -la", "    total 0"}, stderr: []string{"Allow Run ls -la? [y/N] "}},
+		{name: "YES", stdin: "YES\n", want: "allow/allow"},
+		{name: "no", stdin: "n\n", want: "deny/deny", stdout: []string{"✗ denied by user"}, stderr: []string{"Allow Run ls -la? [y/N] "}},
+		{name: "empty line", stdin: "\n", want: "deny/deny"},
+		{name: "end of input", stdin: "", want: "deny/deny", stderr: []string{"no more input"}},
+		{name: "not a terminal", in: devNull, want: "deny/deny", stderr: []string{`permission "Run ls -la" denied: stdin is not a terminal; pass --yes to allow`}},
+		{name: "not a terminal with --yes", in: devNull, args: []string{"--yes"}, want: "allow/allow", stderr: []string{`permission "Run ls -la" allowed (--yes)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, fakeapi.Config{Script: permissionScript})
+			var in io.Reader = strings.NewReader(tt.stdin)
+			if tt.in != nil {
+				in = tt.in(t)
+			}
+			args := append([]string{"run", "--agent", "mock"}, tt.args...)
+			r := h.run(t.Context(), in, append(args, "list files")...)
+			r.check(t, 0, append(tt.stdout, "? permission [command] Run ls -la", "✓ end_turn: "+tt.want), tt.stderr)
+		})
+	}
+}
+
+func devNull(t *testing.T) io.Reader {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func TestRunQuestion(t *testing.T) {
+	t.Parallel()
+	script := func(tn *fakeapi.Turn) {
+		a := tn.Question(event.QuestionRequested{Prompt: "Which branch?", Options: []event.QuestionOption{{ID: "main", Label: "main"}, {ID: "dev", Label: "dev"}}})
+		b := tn.Question(event.QuestionRequested{Prompt: "Commit message?", FreeText: true})
+		c := tn.Question(event.QuestionRequested{Prompt: "Push?", Options: []event.QuestionOption{{ID: "y", Label: "yes"}}})
+		tn.Message = strings.Join([]string{a.OptionID, b.Answer, b.OptionID, c.OptionID, strconv.FormatBool(c.Cancel)}, "|")
+	}
+	h := newHarness(t, fakeapi.Config{Script: script})
+	// "9" is out of range and asked again; "fix it" is free text; "" declines.
+	r := h.run(t.Context(), strings.NewReader("9\n2\nfix it\n\n"), "run", "--agent", "mock", "go")
+	r.check(t, 0,
+		[]string{"? question: Which branch?", "answered: option dev (by user)", "answered: fix it", "cancelled (by user)", "✓ end_turn: dev|fix it|||true"},
+		[]string{"Which branch?\n  1) main\n  2) dev\nPick 1-2 (empty to decline): Please pick 1-2: ", "Commit message?\nAnswer (empty to decline): "})
+}
+
+func TestRunFailedTurn(t *testing.T) {
+	t.Parallel()
+	script := func(tn *fakeapi.Turn) {
+		tn.Emit(&event.Error{Code: "boom", Message: "the model API failed"})
+		tn.Stop, tn.Message = event.StopError, "upstream error"
+	}
+	h := newHarness(t, fakeapi.Config{Script: script})
+	r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
+	r.check(t, 1, []string{"✗ error [boom]: the model API failed", "✗ error: upstream error"}, []string{"agentbox: turn turn_2 failed: upstream error"})
+}
+
+// blockingScript waits for the turn to be interrupted, or for release when
+// stubborn.
+func blockingScript(release <-chan struct{}, stubborn bool) func(*fakeapi.Turn) {
+	return func(tn *fakeapi.Turn) {
+		tn.Emit(&event.ItemStarted{Item: event.Item{ID: "m", Kind: event.ItemMessage, Status: event.StatusInProgress, Role: event.RoleAssistant}})
+		tn.Emit(&event.ItemDelta{ItemID: "m", Field: event.DeltaText, Delta: "working"})
+		done := tn.Context().Done()
+		if stubborn {
+			done = nil
+		}
+		select {
+		case <-done:
+		case <-release:
+		}
+	}
+}
+
+// waitFor polls until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func hasEvent(srv *fakeapi.Server, id string, typ event.Type) bool {
+	for _, ev := range srv.Events(id) {
+		if ev.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRunCtrlC(t *testing.T) {
+	t.Parallel()
+	t.Run("once interrupts the turn", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, fakeapi.Config{Script: blockingScript(nil, false)})
+		go func() {
+			c := <-h.signals
+			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			c <- os.Interrupt
+		}()
+		r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
+		r.check(t, ExitInterrupted, []string{"working", "■ interrupted"}, []string{"interrupting the turn (Ctrl-C again to quit)", "was interrupted"})
+	})
+	t.Run("twice quits", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		defer close(release)
+		h := newHarness(t, fakeapi.Config{Script: blockingScript(release, true)})
+		go func() {
+			c := <-h.signals
+			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			c <- os.Interrupt
+			time.Sleep(20 * time.Millisecond)
+			c <- os.Interrupt
+		}()
+		r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
+		r.check(t, ExitInterrupted, []string{"working"}, []string{"interrupting the turn", "agentbox: interrupted"})
+		if strings.Contains(r.stdout, "■ interrupted") {
+			t.Error("the turn completed although the script ignores interrupts")
+		}
+	})
+	t.Run("a context cancelled by SIGINT counts as Ctrl-C", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, fakeapi.Config{Script: blockingScript(nil, false)})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() {
+			c := <-h.signals
+			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			cancel() // what signal.NotifyContext in main does
+			c <- os.Interrupt
+		}()
+		r := h.run(ctx, nil, "run", "--agent", "mock", "go")
+		r.check(t, ExitInterrupted, []string{"■ interrupted"}, nil)
+	})
+	t.Run("a cancelled context without a signal stops", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		defer close(release)
+		h := newHarness(t, fakeapi.Config{Script: blockingScript(release, true)})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() {
+			<-h.signals
+			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			cancel() // SIGTERM, say
+		}()
+		r := h.run(ctx, nil, "run", "--agent", "mock", "go")
+		r.check(t, 1, nil, []string{"context canceled"})
+	})
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	for _, tt := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"run", "hi"}, ExitUsage, "--agent is required"},
+		{[]string{"run", "--agent", "mock"}, 1, "requires at least 1 arg"},
+		{[]string{"run", "--agent", "mock", "  "}, 1, "the prompt is empty"},
+		{[]string{"run", "--agent", "mock", "--permission-mode", "yolo", "hi"}, ExitUsage, `--permission-mode "yolo"`},
+		{[]string{"run", "--session", "ses_1", "--agent", "mock", "hi"}, ExitUsage, "cannot be combined with --session"},
+		{[]string{"run", "--bogus"}, ExitUsage, "unknown flag: --bogus (see agentbox run --help)"},
+		{[]string{"run", "--agent", "nope", "hi"}, 1, "create session: POST /v1/sessions: 422"},
+		{[]string{"run", "--session", "ses_404", "hi"}, 1, "404 Not Found"},
+		{[]string{"sessions", "list", "--status", "weird"}, ExitUsage, `--status "weird"`},
+		{[]string{"sessions", "events", "x", "--after", "-1"}, ExitUsage, "must not be negative"},
+	} {
+		r := h.run(t.Context(), nil, tt.args...)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("%v: code %d, stderr %q; want %d and %q", tt.args, r.code, r.stderr, tt.code, tt.stderr)
+		}
+	}
+}
+
+func TestSessionsCommands(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	ctx := t.Context()
+	c := h.client()
+	var ids []string
+	for range 3 {
+		s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock", Model: "m1", Metadata: map[string]string{"team": "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	turn, _ := c.Send(ctx, ids[0], "first")
+	if _, err := c.WaitTurn(ctx, ids[0], turn.TurnID, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	r := h.run(ctx, nil, "sessions", "list", "--limit", "2")
+	r.check(t, 0, []string{"ID", "AGENT", "STATUS", ids[2], ids[1], "m1", "idle"}, []string{"more: agentbox sessions list --before " + ids[1]})
+	if strings.Contains(r.stdout, ids[0]) {
+		t.Errorf("--limit 2 listed the third session")
+	}
+	r = h.run(ctx, nil, "--json", "sessions", "list", "--before", ids[1])
+	var list client.SessionList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Sessions) != 1 || list.Sessions[0].ID != ids[0] {
+		t.Fatalf("json list %q: %v", r.stdout, err)
+	}
+
+	r = h.run(ctx, nil, "sessions", "show", ids[0])
+	r.check(t, 0, []string{"ID:", ids[0], "Agent:", "mock", "Status:", "idle", "Metadata.team:", "Cwd:"}, nil)
+	r = h.run(ctx, nil, "--json", "sessions", "show", ids[0])
+	var s client.Session
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.ID != ids[0] {
+		t.Fatalf("json show %q: %v", r.stdout, err)
+	}
+
+	r = h.run(ctx, nil, "sessions", "events", ids[0])
+	r.check(t, 0, []string{"● session " + ids[0] + " started", "> first", "echo: first", "✓ end_turn"}, nil)
+	r = h.run(ctx, nil, "--json", "sessions", "events", ids[0], "--after", "2", "--limit", "3")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 3 || !strings.Contains(lines[0], `"seq":3`) {
+		t.Fatalf("events --after 2 --limit 3:\n%s", r.stdout)
+	}
+
+	r = h.run(ctx, nil, "sessions", "rm", ids[1])
+	r.check(t, 0, []string{"ended " + ids[1]}, nil)
+	r = h.run(ctx, nil, "sessions", "rm", "--purge", ids[2], "ses_nope")
+	r.check(t, 1, []string{"purged " + ids[2]}, []string{"ses_nope: DELETE /v1/sessions/ses_nope: 404"})
+	if _, err := c.GetSession(ctx, ids[2]); !client.IsNotFound(err) {
+		t.Fatalf("purged session still there: %v", err)
+	}
+
+	// tail of an ended session prints its log and returns.
+	r = h.run(ctx, nil, "sessions", "tail", ids[1])
+	r.check(t, 0, []string{"● session ended: terminated"}, nil)
+}
+
+func TestSessionsTailFollows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{Script: permissionScript})
+	ctx := t.Context()
+	c := h.client()
+	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An old session.ended (as before a resume) must not stop the tail.
+	old := h.srv.Append(s.ID, &event.SessionEnded{Reason: event.EndInterrupted})
+
+	var r result
+	var wg sync.WaitGroup
+	wg.Go(func() { r = h.run(ctx, nil, "--json", "sessions", "tail", s.ID) })
+	turn, err := c.Send(ctx, s.ID, "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tail shows the request but does not answer it.
+	waitFor(t, "the permission request", func() bool { return hasEvent(h.srv, s.ID, event.TypePermissionRequested) })
+	time.Sleep(50 * time.Millisecond)
+	if hasEvent(h.srv, s.ID, event.TypePermissionResolved) {
+		t.Fatal("tail answered a permission request")
+	}
+	reqs, _ := c.Requests(ctx, s.ID, client.RequestsPending)
+	if _, err := c.AnswerPermission(ctx, s.ID, reqs.Requests[0].ID, client.PermissionAnswer{Decision: "deny"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTurn(ctx, s.ID, turn.TurnID, old[0].Seq, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSession(ctx, s.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	r.check(t, 0, []string{`"type":"permission.requested"`, `"type":"permission.resolved"`, `"type":"turn.completed"`, `"reason":"terminated"`}, nil)
+}
+
+func TestSessionsTailCtrlC(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	id := h.srv.AddSession()
+	go func() { (<-h.signals) <- os.Interrupt }()
+	r := h.run(t.Context(), nil, "sessions", "tail", id)
+	r.check(t, 0, nil, nil)
+
+	// A context cancelled by SIGINT or SIGTERM also stops it quietly.
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-h.signals
+		cancel()
+	}()
+	r = h.run(ctx, nil, "sessions", "tail", id)
+	r.check(t, 0, nil, nil)
+	if r.stderr != "" {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestAgentsAndVersion(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{Agents: []client.Agent{
+		{Name: "mock", Title: "Mock agent", Available: true, Version: "1.0.0"},
+		{Name: "claude", Title: "Claude Code", Reason: "claude not found on PATH"},
+	}})
+	r := h.run(t.Context(), nil, "agents")
+	r.check(t, 0, []string{"NAME", "mock", "yes", "1.0.0", "claude", "no: claude not found on PATH", "Claude Code"}, nil)
+	r = h.run(t.Context(), nil, "--json", "agents")
+	var list client.AgentList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Agents) != 2 {
+		t.Fatalf("json agents %q: %v", r.stdout, err)
+	}
+
+	r = h.run(t.Context(), nil, "version")
+	r.check(t, 0, []string{"agentbox 1.2.3-test\n", "daemon   fake-1.2.3 (event schema v1) at " + h.srv.URL}, nil)
+	r = h.run(t.Context(), nil, "version", "--url", "http://127.0.0.1:1")
+	r.check(t, 0, []string{"agentbox 1.2.3-test\n"}, []string{"daemon not reachable at http://127.0.0.1:1"})
+	r = h.run(t.Context(), nil, "--json", "version", "--url", "unix:///nonexistent/agentbox.sock")
+	var v struct {
+		Version     string
+		Daemon      *client.Health
+		DaemonError string `json:"daemon_error"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Version != "1.2.3-test" || v.Daemon != nil || v.DaemonError == "" || r.code != 0 {
+		t.Fatalf("json version %q: %v", r.stdout, err)
+	}
+}
+
+func TestTokenHandling(t *testing.T) {
+	t.Parallel()
+	const token = "tok-s3cret-value"
+	h := newHarness(t, fakeapi.Config{Token: token})
+	r := h.run(t.Context(), nil, "agents")
+	r.check(t, 1, nil, []string{"401"})
+
+	h.env[EnvToken] = token
+	r = h.run(t.Context(), nil, "agents")
+	r.check(t, 0, []string{"mock"}, nil)
+	r = h.run(t.Context(), nil, "agents", "--token", "wrong")
+	r.check(t, 1, nil, []string{"401"})
+
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"agents", "--token", "wrong"}, {"version", "--url", "http://127.0.0.1:1"}} {
+		r = h.run(t.Context(), nil, args...)
+		if strings.Contains(r.stdout+r.stderr, token) {
+			t.Errorf("%v printed the token", args)
+		}
+	}
+}
+
+func TestURLFromFlagEnvAndDefault(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	h.env[EnvURL] = "http://127.0.0.1:1"
+	r := h.run(t.Context(), nil, "agents", "--url", h.srv.URL)
+	r.check(t, 0, []string{"mock"}, nil)
+	r = h.run(t.Context(), nil, "agents")
+	r.check(t, 1, nil, []string{"127.0.0.1:1"})
+	delete(h.env, EnvURL)
+	r = h.run(t.Context(), nil, "version")
+	r.check(t, 0, nil, []string{"daemon not reachable at " + DefaultURL})
+}
+
+func TestColor(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{}
+	a := &app{env: env{getenv: func(k string) string { return vars[k] }, isTerminal: func(any) bool { return true }}}
+	if !a.colorFor(io.Discard) {
+		t.Fatal("no colour on a terminal")
+	}
+	vars["NO_COLOR"] = "1"
+	if a.colorFor(io.Discard) {
+		t.Fatal("colour despite NO_COLOR")
+	}
+	delete(vars, "NO_COLOR")
+	vars["TERM"] = "dumb"
+	if a.colorFor(io.Discard) {
+		t.Fatal("colour on a dumb terminal")
+	}
+	a.env.isTerminal = func(any) bool { return false }
+	if !a.interactive(strings.NewReader("")) || a.interactive(os.Stdin) {
+		t.Fatal("interactive: a reader given on purpose is asked, a file that is no terminal is not")
+	}
+}

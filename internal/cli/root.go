@@ -1,0 +1,209 @@
+// Package cli is the agentbox command line: cobra commands that talk to a
+// daemon only through the public client package, and the terminal rendering
+// of session events.
+//
+// The composition root builds the tree with NewRoot, adds the commands that
+// need the daemon's internals (serve, ...) with AddCommand, and runs it with
+// Execute, which maps errors to exit codes.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/agentbox/agentbox/client"
+)
+
+// DefaultURL is the daemon address used when neither --url nor AGENTBOX_URL
+// is set.
+const DefaultURL = "http://127.0.0.1:7777"
+
+// Environment variables read by the CLI.
+const (
+	EnvURL   = "AGENTBOX_URL"
+	EnvToken = "AGENTBOX_TOKEN"
+)
+
+// Exit codes besides 0 and 1.
+const (
+	ExitUsage       = 2   // bad flags
+	ExitInterrupted = 130 // the turn was interrupted, or Ctrl-C twice
+)
+
+// ExitError carries a process exit code with the error to print.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode returns the process exit code for an error returned by the
+// command tree: 0 for nil, the code of an *ExitError, 1 otherwise.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return 1
+}
+
+// Execute runs the command tree under ctx, prints the error if there is one
+// and returns the exit code for os.Exit.
+//
+// ctx should not be cancelled by SIGINT (signal.NotifyContext): run handles
+// Ctrl-C itself, interrupting the turn on the first and quitting on the
+// second. It copes with such a context, but cannot tell SIGTERM apart then.
+func Execute(ctx context.Context, root *cobra.Command) int {
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintf(root.ErrOrStderr(), "%s: %v\n", root.Name(), err)
+	}
+	return ExitCode(err)
+}
+
+// env is what the commands take from the process, replaceable in tests.
+type env struct {
+	getenv func(string) string
+	// isTerminal reports whether a stream (stdin, stdout) is a terminal.
+	isTerminal func(any) bool
+	// notify relays interrupt signals to c until stop is called.
+	notify func(c chan<- os.Signal) (stop func())
+}
+
+func processEnv() env {
+	return env{
+		getenv: os.Getenv,
+		isTerminal: func(v any) bool {
+			f, ok := v.(*os.File)
+			return ok && term.IsTerminal(int(f.Fd()))
+		},
+		notify: func(c chan<- os.Signal) func() {
+			signal.Notify(c, os.Interrupt)
+			return func() { signal.Stop(c) }
+		},
+	}
+}
+
+// app holds the global flags shared by every command.
+type app struct {
+	version string
+	env     env
+	url     string
+	token   string
+	json    bool
+}
+
+// NewRoot returns the agentbox command tree without the daemon commands.
+// The token is never given a default from the environment, so that help
+// output cannot show it.
+func NewRoot(version string) *cobra.Command { return newRoot(version, processEnv()) }
+
+func newRoot(version string, e env) *cobra.Command {
+	a := &app{version: version, env: e}
+	root := &cobra.Command{
+		Use:   "agentbox",
+		Short: "Run coding agents behind one API, sandboxed, with durable sessions",
+		Long: `agentbox runs coding agents (Claude Code, Codex, OpenCode, Gemini, any ACP
+agent) behind one HTTP/SSE API, inside a policy-enforced sandbox, and keeps
+every session as a replayable event log.
+
+These commands talk to a running daemon; see --url.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.url, "url", DefaultURL, "daemon URL: http(s)://host:port or unix:///path/to.sock (env "+EnvURL+")")
+	pf.StringVar(&a.token, "token", "", "bearer token for the daemon (env "+EnvToken+")")
+	pf.BoolVar(&a.json, "json", false, "print JSON (events as JSON lines) instead of text")
+	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.agentsCmd(), a.versionCmd())
+	return root
+}
+
+// endpoint returns the daemon URL and token: a flag given on the command
+// line wins over the environment, which wins over the default.
+func (a *app) endpoint(cmd *cobra.Command) (url, token string) {
+	url, token = a.url, a.token
+	if v := a.env.getenv(EnvURL); v != "" && !cmd.Flags().Changed("url") {
+		url = v
+	}
+	if v := a.env.getenv(EnvToken); v != "" && !cmd.Flags().Changed("token") {
+		token = v
+	}
+	return url, token
+}
+
+// client returns a client for the daemon.
+func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
+	url, token := a.endpoint(cmd)
+	return client.New(url, client.WithToken(token), client.WithUserAgent("agentbox-cli/"+a.version))
+}
+
+// colorFor says whether to colour what goes to w: only terminals, and never
+// when NO_COLOR is set or TERM is dumb.
+func (a *app) colorFor(w io.Writer) bool {
+	return a.env.getenv("NO_COLOR") == "" && a.env.getenv("TERM") != "dumb" && a.env.isTerminal(w)
+}
+
+// interactive says whether prompts can be answered from r: a terminal, or
+// any reader that is not a file (one an embedder or a test passed to
+// SetIn on purpose). Files and pipes are not asked.
+func (a *app) interactive(r io.Reader) bool {
+	if _, ok := r.(*os.File); ok {
+		return a.env.isTerminal(r)
+	}
+	return true
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// jsonLines writes values as one compact JSON document per line.
+type jsonLines struct{ enc *json.Encoder }
+
+func newJSONLines(w io.Writer) *jsonLines {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &jsonLines{enc: enc}
+}
+
+func (j *jsonLines) write(v any) error { return j.enc.Encode(v) }
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

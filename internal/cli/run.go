@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+)
+
+var permissionModes = []string{client.PermissionDefault, client.PermissionAcceptEdits, client.PermissionBypass, client.PermissionPlan}
+
+func (a *app) runCmd() *cobra.Command {
+	var o struct {
+		agent, model, permissionMode, cwd, session string
+		yes                                        bool
+	}
+	cmd := &cobra.Command{
+		Use:   "run [flags] PROMPT...",
+		Short: "Send a prompt to an agent and follow the turn to its end",
+		Long: `Send a prompt to an agent and follow the turn to its end.
+
+A new session is created unless --session names one to continue. The turn is
+shown as it happens; permission requests are asked at the terminal (or denied,
+unless --yes, when stdin is not a terminal) and questions are answered from a
+typed line. Ctrl-C once interrupts the turn, twice quits.
+
+The exit code is 0 when the turn ends normally, 1 when it ends with an error
+and 130 when it was interrupted.`,
+		Example: `  agentbox run --agent claude "fix the failing test"
+  agentbox run --session ses_0190... "now add a changelog entry"
+  agentbox run --agent codex --json "explain main.go" | jq .type`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prompt := strings.Join(args, " ")
+			if strings.TrimSpace(prompt) == "" {
+				return errors.New("the prompt is empty")
+			}
+			if o.session == "" && o.agent == "" {
+				return &ExitError{Code: ExitUsage, Err: errors.New("--agent is required to start a session (or --session to continue one)")}
+			}
+			if o.session != "" && (o.agent != "" || o.model != "" || o.permissionMode != "" || o.cwd != "") {
+				return &ExitError{Code: ExitUsage, Err: errors.New("--agent, --model, --permission-mode and --cwd apply to new sessions; they cannot be combined with --session")}
+			}
+			if o.permissionMode != "" && !slices.Contains(permissionModes, o.permissionMode) {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--permission-mode %q: want one of %s", o.permissionMode, strings.Join(permissionModes, ", "))}
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			id, after := o.session, int64(0)
+			if id == "" {
+				cwd := o.cwd
+				if cwd != "" && !filepath.IsAbs(cwd) {
+					if cwd, err = filepath.Abs(cwd); err != nil {
+						return err
+					}
+				}
+				s, err := c.CreateSession(ctx, client.CreateSession{Agent: o.agent, Model: o.model, PermissionMode: o.permissionMode, Cwd: cwd})
+				if err != nil {
+					return fmt.Errorf("create session: %w", err)
+				}
+				id = s.ID
+				if !a.json {
+					fmt.Fprintf(cmd.ErrOrStderr(), "session %s (continue with --session %s)\n", id, id)
+				}
+			} else if after, err = c.LastSeq(ctx, id); err != nil {
+				return err
+			}
+			turn, err := c.Send(ctx, id, prompt)
+			if err != nil {
+				return fmt.Errorf("send: %w", err)
+			}
+			f := a.newFollower(cmd, c, id)
+			f.prompt, f.interruptTurn, f.yes = true, true, o.yes
+			var tc event.TurnCompleted
+			f.stop = func(_ context.Context, ev event.Event) (bool, error) {
+				if !client.EndOfTurn(turn.TurnID)(ev) {
+					return false, nil
+				}
+				if ev.Type == event.TypeSessionEnded {
+					return true, &ExitError{Code: 1, Err: fmt.Errorf("session %s ended before the turn completed", id)}
+				}
+				p, err := ev.Decode()
+				if err != nil {
+					return true, err
+				}
+				tc = *p.(*event.TurnCompleted)
+				return true, nil
+			}
+			if err := f.follow(ctx, after); err != nil {
+				return err
+			}
+			switch tc.StopReason {
+			case event.StopError:
+				msg := "turn " + turn.TurnID + " failed"
+				if tc.Message != "" {
+					msg += ": " + tc.Message
+				}
+				return &ExitError{Code: 1, Err: errors.New(msg)}
+			case event.StopInterrupted:
+				return &ExitError{Code: ExitInterrupted, Err: errors.New("turn " + turn.TurnID + " was interrupted")}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.agent, "agent", "", "agent to start (see agentbox agents)")
+	fl.StringVar(&o.model, "model", "", "model for the agent")
+	fl.StringVar(&o.permissionMode, "permission-mode", "", "how the agent's approval prompts are settled: "+strings.Join(permissionModes, "|"))
+	fl.StringVar(&o.cwd, "cwd", "", "working directory of the session (default: a fresh one on the daemon)")
+	fl.StringVar(&o.session, "session", "", "continue this session instead of starting one")
+	fl.BoolVarP(&o.yes, "yes", "y", false, "allow permission requests when stdin is not a terminal")
+	return cmd
+}
+
+// newFollower returns a follower writing to the command's streams.
+func (a *app) newFollower(cmd *cobra.Command, c *client.Client, sessionID string) *follower {
+	out := cmd.OutOrStdout()
+	f := &follower{
+		c: c, sessionID: sessionID, in: cmd.InOrStdin(),
+		errw:   &lockedWriter{w: cmd.ErrOrStderr()},
+		notify: a.env.notify,
+	}
+	f.ask = a.interactive(f.in)
+	if a.json {
+		f.jsonOut = newJSONLines(out)
+	} else {
+		f.render = NewRenderer(out, a.colorFor(out))
+	}
+	return f
+}

@@ -1,0 +1,237 @@
+// Package daemon is the composition root: it builds every subsystem (store,
+// agent registry, session engine, HTTP API, metrics), owns their start-up and
+// shutdown order, and is imported only by cmd/agentbox and the embeddable
+// server package. Nothing below it may import it.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/store/sqlite"
+	"github.com/agentbox/agentbox/internal/version"
+)
+
+// Defaults.
+const (
+	DefaultListen          = "127.0.0.1:7777"
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Config is the daemon's configuration; the zero value of each field means
+// its documented default.
+type Config struct {
+	// Listen is host:port, or unix:/path/to.sock. Default DefaultListen.
+	Listen string
+	// DataDir holds the database and session workspaces. Default: the
+	// directory of sqlite.DefaultPath().
+	DataDir string
+	// DBPath overrides the database file. Default DataDir/agentbox.db.
+	DBPath string
+	// Token is the bearer token clients must send. Required when Listen is
+	// not a loopback address, unless InsecureNoAuth is set.
+	Token          string
+	InsecureNoAuth bool
+	// CORSOrigins enables CORS for these origins ("*" for any).
+	CORSOrigins []string
+	// PermissionTimeout denies unanswered permission requests.
+	PermissionTimeout time.Duration
+	// ShutdownTimeout bounds graceful shutdown; agents still running then
+	// are killed.
+	ShutdownTimeout time.Duration
+	// Heartbeat is the SSE keep-alive interval.
+	Heartbeat time.Duration
+	// SyncNormal trades the durability of the last commits on power loss
+	// (never on a process crash) for throughput.
+	SyncNormal bool
+	Log        *slog.Logger
+	// Agents, when set, replaces the built-in agent registry (tests).
+	Agents *agent.Registry
+}
+
+// Daemon is a running agentbox daemon.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	st      store.Store
+	mgr     *session.Manager
+	metrics *metrics.Metrics
+	srv     *http.Server
+	ln      net.Listener
+	url     string
+
+	// handlerCtx is the base context of every HTTP request; cancelling it
+	// ends long-lived SSE streams at shutdown.
+	handlerCtx    context.Context
+	cancelHandler context.CancelFunc
+	shutdownOnce  sync.Once
+	shutdownErr   error
+}
+
+// Agents returns the registry of built-in agents.
+func Agents() *agent.Registry {
+	r := agent.NewRegistry()
+	r.Register("mock", mock.New())
+	return r
+}
+
+// New opens the store, settles sessions a previous run left live, and binds
+// the listener. Call Serve to handle requests.
+func New(ctx context.Context, cfg Config) (*Daemon, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.DataDir == "" {
+		p, err := sqlite.DefaultPath()
+		if err != nil {
+			return nil, fmt.Errorf("data dir: %w (set --data-dir)", err)
+		}
+		cfg.DataDir = filepath.Dir(p)
+	}
+	if cfg.DBPath == "" {
+		cfg.DBPath = filepath.Join(cfg.DataDir, "agentbox.db")
+	}
+	if cfg.Agents == nil {
+		cfg.Agents = Agents()
+	}
+	if cfg.Token == "" && !cfg.InsecureNoAuth && httpapi.RequireToken(cfg.Listen) {
+		return nil, fmt.Errorf("listening on %s (not loopback) needs a bearer token: set --token or AGENTBOX_TOKEN, or pass --insecure-no-auth", cfg.Listen)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+
+	opts := sqlite.Options{}
+	if cfg.SyncNormal {
+		opts.Sync = sqlite.SyncNormal
+	}
+	st, err := sqlite.Open(ctx, cfg.DBPath, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.DBPath, err)
+	}
+	m := metrics.New()
+	mgr := session.New(session.Config{
+		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
+		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
+	})
+	n, err := mgr.Recover(ctx)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if n > 0 {
+		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
+	}
+
+	ln, url, err := listen(cfg.Listen)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, metrics: m, ln: ln, url: url}
+	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
+	h := httpapi.New(httpapi.Config{
+		Token: cfg.Token, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
+		Version: version.String(),
+	}, mgr, m, cfg.Log.With("component", "http"))
+	d.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return d.handlerCtx },
+	}
+	return d, nil
+}
+
+func listen(addr string) (net.Listener, string, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		path = strings.TrimPrefix(path, "//")
+		_ = os.Remove(path)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, "", fmt.Errorf("listen %s: %w", addr, err)
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			ln.Close()
+			return nil, "", fmt.Errorf("chmod %s: %w", path, err)
+		}
+		return ln, "unix://" + path, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, "http://" + ln.Addr().String(), nil
+}
+
+// URL is the base URL clients use (http://host:port or unix:///path).
+func (d *Daemon) URL() string { return d.url }
+
+// Token is the configured bearer token.
+func (d *Daemon) Token() string { return d.cfg.Token }
+
+// Serve handles requests until ctx ends, then shuts down gracefully.
+func (d *Daemon) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- d.srv.Serve(d.ln) }()
+	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", d.cfg.Token != "")
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			_ = d.Shutdown(context.Background())
+			return fmt.Errorf("serve: %w", err)
+		}
+		return d.Shutdown(context.Background())
+	case <-ctx.Done():
+		return d.Shutdown(context.Background())
+	}
+}
+
+// Shutdown stops taking requests, ends live sessions as interrupted (agents
+// get until the shutdown timeout, then are killed) and closes the store. It
+// never blocks much past cfg.ShutdownTimeout.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.shutdownOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, d.cfg.ShutdownTimeout)
+		defer cancel()
+		d.log.Info("shutting down", "timeout", d.cfg.ShutdownTimeout)
+		// Stop accepting; end SSE streams so Shutdown need not wait for
+		// them.
+		srvDone := make(chan error, 1)
+		go func() { srvDone <- d.srv.Shutdown(ctx) }()
+		d.cancelHandler()
+		errs := []error{d.mgr.Shutdown(ctx)}
+		if err := <-srvDone; err != nil {
+			errs = append(errs, err, d.srv.Close())
+		}
+		errs = append(errs, d.st.Close())
+		d.shutdownErr = errors.Join(errs...)
+		if d.shutdownErr != nil {
+			d.log.Warn("shutdown finished with errors", "err", d.shutdownErr)
+		} else {
+			d.log.Info("shut down cleanly")
+		}
+	})
+	return d.shutdownErr
+}
