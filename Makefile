@@ -1,0 +1,21 @@
+# The two commands a newcomer needs are `make demo` and `make test`; the
+# rest are for developers. Every target is a thin wrapper over scripts/.
+.PHONY: demo test build bench lint fmt update-golden
+
+demo:           ## build, start the daemon on embedded defaults, run a demo session
+	./scripts/demo
+
+test:           ## install what the tests need, then run them all
+	./scripts/test
+
+build:          ## static binary in ./bin/agentbox
+	./scripts/build
+
+bench:          ## benchmarks; prints figures and ratios against the goals
+	./scripts/bench
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+update-golden:  ## rewrite golden files and committed generated files
+	go test ./... -run 'Golden|UpToDate' -update
