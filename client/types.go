@@ -92,6 +92,7 @@ type CreateSession struct {
 	PermissionMode string            `json:"permission_mode,omitempty" enum:"default,accept_edits,bypass,plan" doc:"How the agent's own approval prompts are settled. Empty means default."`
 	Cwd            string            `json:"cwd,omitempty" maxLength:"4096" doc:"Absolute working directory; empty means a fresh directory under the daemon's data dir."`
 	Metadata       map[string]string `json:"metadata,omitempty" doc:"Free-form labels kept with the session."`
+	Env            map[string]string `json:"env,omitempty" doc:"Extra environment variables for the agent process (e.g. ANTHROPIC_BASE_URL). They are handed to the agent only and never stored or returned; the agent's environment is otherwise built from scratch."`
 }
 
 // SessionList is the answer of GET /v1/sessions.

@@ -60,6 +60,10 @@ type Config struct {
 	PermissionMode string
 	Cwd            string
 	Metadata       map[string]string
+	// Env holds extra environment variables for the agent process, from
+	// the create request. Adapters build the agent's environment from
+	// scratch and add these; they are never stored.
+	Env map[string]string
 	// NativeSessionID is set when resuming a session the agent knows.
 	NativeSessionID string
 }

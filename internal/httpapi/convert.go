@@ -87,6 +87,7 @@ func toCreateParams(c client.CreateSession) session.CreateParams {
 		PermissionMode: c.PermissionMode,
 		Cwd:            c.Cwd,
 		Metadata:       c.Metadata,
+		Env:            c.Env,
 	}
 }
 

@@ -60,6 +60,8 @@ type CreateParams struct {
 	PermissionMode string
 	Cwd            string
 	Metadata       map[string]string
+	// Env is handed to the adapter only; it is never stored.
+	Env map[string]string
 }
 
 // Manager owns all live sessions. Create one with New, call Recover once
@@ -229,7 +231,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
 	sess, err := a.Start(startCtx, agent.Config{
 		SessionID: s.ID, Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode,
-		Cwd: s.Cwd, Metadata: p.Metadata,
+		Cwd: s.Cwd, Metadata: p.Metadata, Env: p.Env,
 	}, l)
 	cancelStart()
 	if err != nil {
