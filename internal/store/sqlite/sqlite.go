@@ -47,6 +47,9 @@ const (
 	SyncNormal
 )
 
+// ErrInUse is returned by Open when another process has the database open.
+var ErrInUse = errors.New("database in use")
+
 // Options tunes a Store. The zero value is the production default.
 type Options struct {
 	Sync Sync
@@ -87,6 +90,7 @@ const (
 // Store is a store.Store on a SQLite file. Create it with Open.
 type Store struct {
 	path  string
+	lock  *os.File // held while open; see lockFile
 	opts  Options
 	wdb   *sql.DB // the writer's database: one connection
 	rdb   *sql.DB // read-only pool
@@ -180,7 +184,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 
+	lock, err := lockFile(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
 	s := &Store{
+		lock:        lock,
 		path:        abs,
 		opts:        opts,
 		ops:         make(chan *op, maxBatch),
@@ -339,6 +348,10 @@ func (s *Store) closeDBs() error {
 	}
 	if s.wal != nil {
 		errs = append(errs, s.wal.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close())
+		s.lock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close sqlite store: %w", err)

@@ -659,3 +659,25 @@ func TestLogStartsOver(t *testing.T) {
 			fi.Size()>>10, written>>10, limit>>10)
 	}
 }
+
+// TestSecondOpenRefused: seqs live in the writer's memory, so a second store
+// on the same file (another daemon) must be refused, and allowed again once
+// the first is closed.
+func TestSecondOpenRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	first, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(t.Context(), path, Options{}); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second open: %v, want ErrInUse", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatalf("open after close: %v", err)
+	}
+	again.Close()
+}
