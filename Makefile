@@ -14,8 +14,11 @@ build:          ## static binary in ./bin/agentbox
 bench:          ## benchmarks; prints figures and ratios against the goals
 	./scripts/bench
 
+lint:           ## golangci-lint with the project's config (.golangci.yml)
+	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...
+
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 update-golden:  ## rewrite golden files and committed generated files
-	go test ./... -run 'Golden|UpToDate' -update
+	./scripts/update-golden
