@@ -384,3 +384,49 @@ func BenchmarkSSEFanout(b *testing.B) {
 	b.ReportMetric(float64(delivered.Load())/el.Seconds(), "deliveries/s")
 	b.ReportMetric(subscribers, "subscribers")
 }
+
+// TestMetrics runs a turn with an approved and a timed-out permission and
+// checks /metrics reports what the issue asks for, with the right labels.
+func TestMetrics(t *testing.T) {
+	srv := start(t, agentbox.Options{PermissionTimeout: 100 * time.Millisecond})
+	c := srv.Client()
+	s, err := c.CreateSession(t.Context(), client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runTurn(t, c, s.ID, "/scenario permission-write", "allow")
+	// Nobody answers this one: it times out.
+	turn, err := c.Send(t.Context(), s.ID, "/scenario permission-command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTurn(t.Context(), s.ID, turn.TurnID, 0, func(event.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	text := string(body)
+	for _, want := range []string{
+		"agentbox_sessions_created_total 1",
+		"agentbox_sessions_active 1",
+		`agentbox_permission_requests_total{by="user",decision="allow",kind="file_write"} 1`,
+		`agentbox_permission_requests_total{by="timeout",decision="deny",kind="command"} 1`,
+		`agentbox_permission_wait_seconds_count{kind="command"} 1`,
+		`agentbox_turn_duration_seconds_count{agent="mock",stop_reason="end_turn"} 2`,
+		`agentbox_tool_call_duration_seconds_count{kind="file_change"} 1`,
+		`agentbox_http_request_duration_seconds_count{code="201",method="POST",route="/v1/sessions"} 1`,
+		"agentbox_events_appended_total",
+		"go_goroutines",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", text)
+	}
+}
