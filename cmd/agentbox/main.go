@@ -18,6 +18,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	root := cli.NewRoot(version.String())
 	root.AddCommand(serveCommand())
+	root.AddCommand(devCommand())
 	code := cli.Execute(ctx, root)
 	stop()
 	os.Exit(code)

@@ -1,0 +1,63 @@
+// Package fakellm is a deterministic fake LLM provider: an HTTP server on a
+// loopback address that answers the model APIs coding agents call
+// (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini)
+// from a script, so that real agent CLIs and agentbox's own tests run end
+// to end without a model or a network.
+//
+// # Routes
+//
+// Routes match by path suffix, so a base URL with any prefix works:
+//
+//	POST …/messages                      Anthropic Messages (stream or not; ?beta=true too)
+//	POST …/messages/count_tokens         Anthropic token count
+//	POST …/responses                     OpenAI Responses (stream or not)
+//	POST …/chat/completions              OpenAI Chat Completions (stream or not)
+//	POST …/models/<m>:generateContent    Gemini
+//	POST …/models/<m>:streamGenerateContent[?alt=sse]
+//	POST …/models/<m>:countTokens
+//	GET  …/models, …/models/<m>          model lists (Gemini shape under v1beta/v1alpha)
+//
+// Anything else is answered 404 (telemetry-like paths get {}).
+//
+// # Scenarios
+//
+// A Scenario is a script of model answers (Turns): text streamed in chunks,
+// thinking, abstract tool calls, upstream errors and per-chunk delays. The
+// server is stateless: which turn answers a request is computed from the
+// conversation in the request. Turns are consumed in order; a turn with
+// calls is one tool round, a turn without calls ends the agent's answer to
+// a user prompt. For the k-th user prompt (k = the number of final answers
+// already in the history) and the r-th tool round since the last real user
+// message, the server answers with the r-th turn of the k-th group of
+// turns; past the last group it repeats the last group, and past the end of
+// a group it answers "done". So one server serves any number of sessions at
+// once, and a second user message continues the script where the first
+// answer ended. An upstream error leaves nothing in the history, so a
+// client that retries gets the same error again.
+//
+// Requests that offer no tools (title generation, classifiers) get the
+// scenario's NoToolsText; requests that ask for JSON output (Gemini
+// responseMimeType, Chat response_format, Responses text.format, Anthropic
+// output_format) and offer no tools get an object built from the schema:
+// the first enum value, integers at least 1 (Gemini's routing classifier
+// needs complexity_score ≥ 1).
+//
+// An abstract call (write, shell, edit) is mapped onto the tools the
+// request offers, by tool name and by the argument names in each tool's
+// schema (Write/write/write_file with file_path/filePath/path; apply_patch,
+// freeform or not; Bash/bash/exec_command/shell/run_shell_command with a
+// string or an array command; Edit with old_string/new_string or pi's
+// edits:[{oldText,newText}]). Relative paths are made absolute with the
+// scenario's Workdir, else the cwd the agent states in its prompt, else
+// Options.Workdir.
+//
+// The path prefix /s/<name>/ selects scenario <name> for one request (see
+// Server.ScenarioURL); other requests use the server's default scenario.
+//
+// # Request log
+//
+// Every request is recorded (Server.Requests, Server.Wait, Options.LogFile)
+// with credentials redacted: headers such as Authorization, x-api-key,
+// x-goog-api-key and cookies, and query parameters such as key, are stored
+// as "REDACTED". Only a SHA-256 of the key is kept (Request.HasKey).
+package fakellm
