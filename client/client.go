@@ -387,7 +387,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer drainClose(resp.Body)
+	defer drainClose(resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return readAPIError(resp, method, path)
 	}
@@ -421,9 +421,10 @@ func readAPIError(resp *http.Response, method, path string) error {
 	return e
 }
 
-// drainClose reads a little of what is left so the connection can be
-// reused, then closes the body.
-func drainClose(rc io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
-	_ = rc.Close()
+// drainClose reads a little of what is left of resp's body so the
+// connection can be reused, then closes the body. It takes the response, not
+// the body, so that bodyclose sees the body closed.
+func drainClose(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
 }

@@ -167,9 +167,14 @@ func (s *Stream) Err() error { return s.err }
 
 // Close ends the stream and releases its connection. It is idempotent.
 func (s *Stream) Close() error {
+	s.stop()
+	return nil
+}
+
+// stop is Close, for callers inside the package: it cannot fail.
+func (s *Stream) stop() {
 	s.done = true
 	s.disconnect()
-	return nil
 }
 
 // All returns the stream as an iterator of (event, nil) pairs, ending with
@@ -177,7 +182,7 @@ func (s *Stream) Close() error {
 // of the loop closes the stream.
 func (s *Stream) All() iter.Seq2[event.Event, error] {
 	return func(yield func(event.Event, error) bool) {
-		defer s.Close()
+		defer s.stop()
 		for s.Next() {
 			if !yield(s.Event(), nil) {
 				return
@@ -382,13 +387,13 @@ func (s *Stream) connect() error {
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		err := readAPIError(resp, http.MethodGet, p)
-		drainClose(resp.Body)
+		drainClose(resp)
 		cancel(nil)
 		return err
 	}
 	ct := resp.Header.Get("Content-Type")
 	if mt, _, _ := mime.ParseMediaType(ct); resp.StatusCode != http.StatusOK || mt != "text/event-stream" {
-		drainClose(resp.Body)
+		drainClose(resp)
 		cancel(nil)
 		return permanentError{fmt.Errorf("GET %s: answer is %d %q, not 200 text/event-stream", p, resp.StatusCode, ct)}
 	}
@@ -483,7 +488,7 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 // that no event of the turn is missed and no older one is seen.
 func (c *Client) WaitTurn(ctx context.Context, sessionID, turnID string, after int64, fn func(event.Event) error, opts ...StreamOption) (event.TurnCompleted, error) {
 	st := c.Stream(ctx, sessionID, after, append(opts, Until(EndOfTurn(turnID)))...)
-	defer st.Close()
+	defer st.stop()
 	for st.Next() {
 		ev := st.Event()
 		if fn != nil {

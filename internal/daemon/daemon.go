@@ -137,16 +137,16 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	})
 	n, err := mgr.Recover(ctx)
 	if err != nil {
-		st.Close()
+		_ = st.Close() // best effort: the recovery error is the one to report
 		return nil, err
 	}
 	if n > 0 {
 		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
 	}
 
-	ln, url, err := listen(cfg.Listen)
+	ln, url, err := listen(ctx, cfg.Listen)
 	if err != nil {
-		st.Close()
+		_ = st.Close() // best effort: the listen error is the one to report
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, metrics: m, ln: ln, url: url}
@@ -164,11 +164,12 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-func listen(addr string) (net.Listener, string, error) {
+func listen(ctx context.Context, addr string) (net.Listener, string, error) {
+	var lc net.ListenConfig
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		path = strings.TrimPrefix(path, "//")
 		_ = os.Remove(path)
-		ln, err := net.Listen("unix", path)
+		ln, err := lc.Listen(ctx, "unix", path)
 		if err != nil {
 			return nil, "", fmt.Errorf("listen %s: %w", addr, err)
 		}
@@ -178,7 +179,7 @@ func listen(addr string) (net.Listener, string, error) {
 		}
 		return ln, "unix://" + path, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("listen %s: %w", addr, err)
 	}

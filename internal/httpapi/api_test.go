@@ -586,3 +586,24 @@ func TestPanicBecomesProblem(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	response{resp, b}.problem(t, 500, ProblemInternal)
 }
+
+// A handler panicking with http.ErrAbortHandler, even wrapped, aborts its
+// response through net/http instead of becoming a 500 problem.
+func TestAbortHandlerPanicPassesThrough(t *testing.T) {
+	for _, v := range []error{http.ErrAbortHandler, errors.Join(errors.New("client went away"), http.ErrAbortHandler)} {
+		s := &server{cfg: Config{}.withDefaults(), log: slog.New(slog.DiscardHandler), mux: http.NewServeMux()}
+		s.mux.HandleFunc("GET /abort", func(http.ResponseWriter, *http.Request) { panic(v) })
+		rec := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if got := recover(); got != any(v) {
+					t.Errorf("panic(%v): ServeHTTP panicked with %v, want the same value", v, got)
+				}
+			}()
+			s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/abort", nil))
+		}()
+		if rec.Body.Len() != 0 {
+			t.Errorf("panic(%v): wrote %q, want nothing", v, rec.Body)
+		}
+	}
+}

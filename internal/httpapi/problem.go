@@ -260,10 +260,3 @@ func clip(v any) any {
 	}
 	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
-
-// validationProblem is a 422 for a rule the schema cannot express.
-func validationProblem(location, message string, value any) *problem {
-	p := newProblem(http.StatusUnprocessableEntity, ProblemValidation, "The request is not valid; see errors.")
-	p.Errors = []client.ProblemField{{Message: message, Location: location, Value: clip(value)}}
-	return p
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -102,7 +103,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	defer func() {
 		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
+			// A handler aborting its response (http.ErrAbortHandler,
+			// perhaps wrapped) is not a bug: let net/http abort it.
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(v)
 			}
 			ri.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))

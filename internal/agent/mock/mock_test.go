@@ -476,7 +476,7 @@ func TestInterruptWhileAsking(t *testing.T) {
 
 // running starts a turn that says something and then sleeps, and returns
 // once it runs, with a channel closed when Prompt returned.
-func running(t *testing.T, ctx context.Context, h *fakeHost, s agent.Session) (<-chan struct{}, *agent.Result, *error) {
+func running(ctx context.Context, t *testing.T, h *fakeHost, s agent.Session) (<-chan struct{}, *agent.Result, *error) {
 	t.Helper()
 	started := make(chan struct{})
 	var once sync.Once
@@ -499,7 +499,7 @@ func running(t *testing.T, ctx context.Context, h *fakeHost, s agent.Session) (<
 func TestCloseInterruptsAndRefuses(t *testing.T) {
 	h := &fakeHost{}
 	s, _ := start(t, h, "")
-	done, res, err := running(t, t.Context(), h, s)
+	done, res, err := running(t.Context(), t, h, s)
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestOneTurnAtATime(t *testing.T) {
 	h := &fakeHost{}
 	s, _ := start(t, h, "")
 	ctx, cancel := context.WithCancel(t.Context())
-	done, _, _ := running(t, ctx, h, s)
+	done, _, _ := running(ctx, t, h, s)
 	if _, err := prompt(t.Context(), s, "hi"); !errors.Is(err, errBusy) {
 		t.Errorf("a second concurrent turn: %v", err)
 	}

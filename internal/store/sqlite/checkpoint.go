@@ -1,5 +1,7 @@
 package sqlite
 
+import "context"
+
 // Checkpoints copy the write-ahead log back into the database file so that
 // the log can start over from its beginning. The writer's connection never
 // checkpoints on its own (wal_autocheckpoint=0): copying a thousand pages and
@@ -31,16 +33,18 @@ const (
 )
 
 // checkpointer runs the checkpoints the writer asks for; restart asks for
-// step 2.
-func (s *Store) checkpointer() {
+// step 2. ctx is never cancelled: the checkpointer stops when ckptRequest is
+// closed, and a checkpoint interrupted halfway gains nothing.
+func (s *Store) checkpointer(ctx context.Context) {
 	defer close(s.ckptDone)
 	for restart := range s.ckptRequest {
-		// A failed checkpoint is simply tried again next time.
-		s.cdb.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		// A failed checkpoint is simply tried again next time: its error
+		// is deliberately dropped.
+		_, _ = s.cdb.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
 		if !restart {
 			continue
 		}
-		s.cdb.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		_, _ = s.cdb.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
 		// Wait for the writer's part: two checkpoints cannot run at
 		// once.
 		done := make(chan struct{})
@@ -75,7 +79,7 @@ func (w *writer) countPages() {
 func (w *writer) finishCheckpoint(done chan<- struct{}) {
 	defer close(done)
 	var busy, logged, copied int
-	if err := w.st.checkpoint.QueryRow().Scan(&busy, &logged, &copied); err == nil && busy == 0 && logged == copied {
+	if err := w.st.checkpoint.QueryRowContext(w.ctx).Scan(&busy, &logged, &copied); err == nil && busy == 0 && logged == copied {
 		w.logPages = 0 // the next commit starts the log over
 	}
 	// Otherwise (a reader holds old pages, or it failed) the next

@@ -64,7 +64,9 @@ func migrate(ctx context.Context, conn *sql.Conn) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			// Best effort: SQLite may have rolled back already, and
+			// the caller closes conn on error anyway.
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 			err = fmt.Errorf("migrate: %w", err)
 		}
 	}()

@@ -192,7 +192,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (r *readStmts) close() {
 	for _, st := range r.all {
-		st.Close()
+		_ = st.Close() // finalizing a statement reports nothing worth acting on
 	}
 	r.all = nil
 }

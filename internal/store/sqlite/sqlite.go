@@ -202,7 +202,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		hubs:        make(map[string]*hub),
 	}
 	if err := s.open(ctx); err != nil {
-		s.closeDBs()
+		_ = s.closeDBs() // best effort: the open error is the one to report
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
 	return s, nil
@@ -235,32 +235,37 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// conn is the writer's once newWriter is called (it closes conn on
+	// failure); failures before close it here, best effort: the failure is
+	// the error to report.
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			_ = conn.Close()
+		}
+	}()
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		conn.Close()
 		return fmt.Errorf("read journal mode: %w", err)
 	}
 	if !strings.EqualFold(mode, "wal") {
-		conn.Close()
 		return fmt.Errorf("journal mode is %q, want wal (is the file system local?)", mode)
 	}
 	if err := migrate(ctx, conn); err != nil {
-		conn.Close()
 		return err
 	}
 	first, err := openEpoch(ctx, conn, s.path)
 	if err != nil {
-		conn.Close()
 		return err
 	}
 	s.synced.Store(first - 1)
 	if s.opts.Sync == SyncFull {
 		if s.wal, err = os.OpenFile(s.path+"-wal", os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-			conn.Close()
 			return err
 		}
 		s.syncQ = make(chan syncItem)
 	}
+	handedOver = true
 	w, err := newWriter(ctx, s, conn, first) // closes conn on failure
 	if err != nil {
 		return err
@@ -292,7 +297,7 @@ func (s *Store) open(ctx context.Context) error {
 	s.cdb.SetMaxOpenConns(1)
 	s.w = w
 	go w.run()
-	go s.checkpointer()
+	go s.checkpointer(context.WithoutCancel(ctx))
 	if s.syncQ != nil {
 		go s.syncer()
 	}

@@ -87,7 +87,13 @@ const eventArgs = 12
 // other failure rolls the transaction back and the batch is written again
 // carefully: each operation in its own savepoint, so that it fails alone.
 type writer struct {
-	s       *Store
+	s *Store
+	// ctx is the context of every statement the writer runs. It is never
+	// cancelled: the writer stops when the ops channel is closed and
+	// drained, and a statement interrupted halfway would fail its whole
+	// batch. (An operation's own context is checked before it is written,
+	// never passed to the database.)
+	ctx     context.Context
 	conn    *sql.Conn
 	st      writeStmts
 	inserts [rowsPerInsert + 1]*sql.Stmt // INSERTs of n event rows, prepared on first use
@@ -130,6 +136,7 @@ type writeStmts struct {
 func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*writer, error) {
 	w := &writer{
 		s:     s,
+		ctx:   context.WithoutCancel(ctx),
 		batch: batch,
 		conn:  conn,
 		hook:  s.opts.batchHook,
@@ -189,7 +196,7 @@ func (w *writer) insert(n int) (*sql.Stmt, error) {
 		}
 		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
-	st, err := w.conn.PrepareContext(context.Background(), b.String())
+	st, err := w.conn.PrepareContext(w.ctx, b.String())
 	if err != nil {
 		return nil, fmt.Errorf("prepare insert of %d events: %w", n, err)
 	}
@@ -202,15 +209,17 @@ func (w *writer) close() {
 		w.st.rollbackTo, w.st.lastSeq, w.st.insertSession, w.st.updateSession, w.st.deleteSession,
 		w.st.insertRequest, w.st.resolveRequest, w.st.requestState, w.st.checkpoint} {
 		if st != nil {
-			st.Close()
+			_ = st.Close() // finalizing a statement reports nothing worth acting on
 		}
 	}
 	for _, st := range w.inserts {
 		if st != nil {
-			st.Close()
+			_ = st.Close() // likewise
 		}
 	}
-	w.conn.Close()
+	// This returns the connection to wdb, whose Close (in closeDBs)
+	// reports what matters.
+	_ = w.conn.Close()
 }
 
 // run commits batches until the ops channel is closed and drained.
@@ -301,7 +310,7 @@ func (w *writer) commit(batch []*op) {
 // is not an operation's own; when careful, only when the transaction itself
 // failed.
 func (w *writer) write(batch []*op, now time.Time, careful bool) error {
-	if _, err := w.st.begin.Exec(); err != nil {
+	if _, err := w.st.begin.ExecContext(w.ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	for _, o := range batch {
@@ -310,7 +319,7 @@ func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 			continue
 		}
 		if careful {
-			if _, err := w.st.savepoint.Exec(); err != nil {
+			if _, err := w.st.savepoint.ExecContext(w.ctx); err != nil {
 				return fmt.Errorf("savepoint: %w", err)
 			}
 		}
@@ -327,11 +336,11 @@ func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 			if o.err != nil {
 				clear(w.rows)
 				w.rows = w.rows[:0]
-				if _, err := w.st.rollbackTo.Exec(); err != nil {
+				if _, err := w.st.rollbackTo.ExecContext(w.ctx); err != nil {
 					return fmt.Errorf("rollback to savepoint: %w", err)
 				}
 			}
-			if _, err := w.st.release.Exec(); err != nil {
+			if _, err := w.st.release.ExecContext(w.ctx); err != nil {
 				return fmt.Errorf("release savepoint: %w", err)
 			}
 		}
@@ -339,7 +348,7 @@ func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	if _, err := w.st.commit.Exec(); err != nil {
+	if _, err := w.st.commit.ExecContext(w.ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
@@ -354,8 +363,10 @@ func refused(err error) bool {
 
 // rollback undoes a failed write of batch so it can be written again.
 func (w *writer) rollback(batch []*op) {
-	// SQLite may have rolled back already; then this fails harmlessly.
-	w.st.rollback.Exec()
+	// SQLite may have rolled back already; then this fails harmlessly, so
+	// its error is dropped. (Should the transaction still be open, the
+	// next BEGIN fails and so does the batch.)
+	_, _ = w.st.rollback.ExecContext(w.ctx)
 	w.revert(0)
 	w.rowBytes = 0
 	clear(w.rows)
@@ -389,7 +400,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 		if created.IsZero() {
 			created = ev.Time
 		}
-		res, err := w.st.insertRequest.Exec(o.sessionID, r.id, last+1, string(r.kind), text(r.payload),
+		res, err := w.st.insertRequest.ExecContext(w.ctx, o.sessionID, r.id, last+1, string(r.kind), text(r.payload),
 			created.UnixNano(), w.batch)
 		if err != nil {
 			return fmt.Errorf("insert request: %w", err)
@@ -410,7 +421,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 		if ev.Time.IsZero() {
 			ev.Time = now
 		}
-		res, err := w.st.resolveRequest.Exec(text(ev.Data), ev.Time.UnixNano(), w.batch, o.sessionID, o.request.id)
+		res, err := w.st.resolveRequest.ExecContext(w.ctx, text(ev.Data), ev.Time.UnixNano(), w.batch, o.sessionID, o.request.id)
 		if err != nil {
 			return fmt.Errorf("resolve request: %w", err)
 		}
@@ -418,7 +429,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 			return fmt.Errorf("resolve request: %w", err)
 		} else if n == 0 {
 			var state string
-			switch err := w.st.requestState.QueryRow(o.sessionID, o.request.id).Scan(&state); {
+			switch err := w.st.requestState.QueryRowContext(w.ctx, o.sessionID, o.request.id).Scan(&state); {
 			case errors.Is(err, sql.ErrNoRows):
 				return store.ErrNotFound
 			case err != nil:
@@ -434,7 +445,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 		if err := w.flush(); err != nil {
 			return err
 		}
-		res, err := w.st.insertSession.Exec(o.args...)
+		res, err := w.st.insertSession.ExecContext(w.ctx, o.args...)
 		if err != nil {
 			return fmt.Errorf("insert session: %w", err)
 		}
@@ -446,7 +457,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 		w.setTent(o.sessionID, 0)
 
 	case opUpdateSession:
-		res, err := w.st.updateSession.Exec(append(o.args, o.sessionID)...)
+		res, err := w.st.updateSession.ExecContext(w.ctx, append(o.args, o.sessionID)...)
 		if err != nil {
 			return fmt.Errorf("update session: %w", err)
 		}
@@ -463,7 +474,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 			return err
 		}
 		// Events and requests go with it (ON DELETE CASCADE).
-		res, err := w.st.deleteSession.Exec(o.sessionID)
+		res, err := w.st.deleteSession.ExecContext(w.ctx, o.sessionID)
 		if err != nil {
 			return fmt.Errorf("delete session: %w", err)
 		}
@@ -513,7 +524,7 @@ func (w *writer) flush() error {
 		if err != nil {
 			return err
 		}
-		if _, err := st.Exec(rows[off : off+n*eventArgs]...); err != nil {
+		if _, err := st.ExecContext(w.ctx, rows[off:off+n*eventArgs]...); err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
 		off += n * eventArgs
@@ -536,7 +547,7 @@ func (w *writer) lastSeq(sessionID string) (int64, error) {
 	}
 	var exists bool
 	var seq int64
-	if err := w.st.lastSeq.QueryRow(sessionID).Scan(&exists, &seq); err != nil {
+	if err := w.st.lastSeq.QueryRowContext(w.ctx, sessionID).Scan(&exists, &seq); err != nil {
 		return 0, fmt.Errorf("read last seq: %w", err)
 	}
 	if !exists {

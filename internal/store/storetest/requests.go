@@ -306,12 +306,16 @@ func testRequestAtomic(t *testing.T, f Factory) {
 		switch e.Type {
 		case event.TypePermissionRequested:
 			var p event.PermissionRequested
-			json.Unmarshal(e.Data, &p)
+			err = json.Unmarshal(e.Data, &p)
 			id = p.ID
 		case event.TypePermissionResolved:
 			var p event.PermissionResolved
-			json.Unmarshal(e.Data, &p)
+			err = json.Unmarshal(e.Data, &p)
 			id = p.ID
+		}
+		if err != nil {
+			t.Errorf("seq %d: decode %s: %v", e.Seq, e.Type, err)
+			break
 		}
 		r, err := s.GetRequest(ctx(t), "ses_1", id)
 		if err != nil {
