@@ -156,14 +156,6 @@ func (t *Turn) chunks() []string {
 	return splitN(t.Text, 2)
 }
 
-// text returns the whole answer text.
-func (t *Turn) text() string {
-	if len(t.Chunks) > 0 {
-		return strings.Join(t.Chunks, "")
-	}
-	return t.Text
-}
-
 // Validate reports the first problem that would make the scenario
 // misbehave.
 func (s *Scenario) Validate() error {

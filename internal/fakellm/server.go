@@ -475,7 +475,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gzip body: %w", err)
 		}
-		defer zr.Close()
+		defer func() { _ = zr.Close() }() // a read error already surfaced
 		rd = zr
 	case "deflate":
 		b, err := io.ReadAll(rd)

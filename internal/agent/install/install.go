@@ -385,7 +385,7 @@ func (in *installer) lock(ctx context.Context, path string, s Spec, progress io.
 			return func() { unlockFile(f); f.Close() }, nil
 		}
 		if !said {
-			fmt.Fprintf(progress, "agentbox: waiting for another install of %s (lock %s)\n", s.Name, path)
+			_, _ = fmt.Fprintf(progress, "agentbox: waiting for another install of %s (lock %s)\n", s.Name, path)
 			said = true
 		}
 		select {
@@ -419,7 +419,7 @@ func (in *installer) install(ctx context.Context, s Spec, root, target string, p
 	if err != nil {
 		return Installed{}, fmt.Errorf("%w on PATH: agent CLIs are installed from the npm registry, so Node.js and npm are needed (Debian/Ubuntu, as root: apt-get install nodejs npm; or run scripts/setup)", ErrNpmNotFound)
 	}
-	fmt.Fprintf(progress, "agentbox: installing %s (%s) into %s\n", s.Name, pkg, target)
+	_, _ = fmt.Fprintf(progress, "agentbox: installing %s (%s) into %s\n", s.Name, pkg, target) // progress is best effort
 
 	staging, err := os.MkdirTemp(root, ".staging-"+dirName(s)+"-")
 	if err != nil {
@@ -477,7 +477,7 @@ func (in *installer) install(ctx context.Context, s Spec, root, target string, p
 	if !ok {
 		return Installed{}, fmt.Errorf("agent cache: %s vanished right after it was installed", target)
 	}
-	fmt.Fprintf(progress, "agentbox: installed %s %s in %s (%s on disk): %s\n",
+	_, _ = fmt.Fprintf(progress, "agentbox: installed %s %s in %s (%s on disk): %s\n",
 		s.Name, s.Version, in.now().Sub(start).Round(100*time.Millisecond), humanBytes(diskUsage(target)), got.Binary)
 	return got, nil
 }

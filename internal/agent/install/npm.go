@@ -102,7 +102,7 @@ func classifyNpmError(pkg string, runErr error, stderr string) error {
 		return fmt.Errorf("%w: installing %s could not reach %s (check `npm config get registry` and the proxy settings)%s",
 			ErrRegistry, pkg, where, detail)
 	}
-	return fmt.Errorf("%w: npm install %s: %v%s", ErrNpmFailed, pkg, runErr, detail)
+	return fmt.Errorf("%w: npm install %s: %w%s", ErrNpmFailed, pkg, runErr, detail)
 }
 
 // pkgName strips the @version from "@scope/name@version".
@@ -192,7 +192,7 @@ func (in *installer) verify(ctx context.Context, s Spec, root, bin, npm string) 
 	case vctx.Err() != nil:
 		return "", fmt.Errorf("%w: `%s` did not finish within %s", ErrNotRunnable, shown, in.verifyTimeout)
 	case runErr != nil:
-		return "", fmt.Errorf("%w: `%s`: %v\n  %s", ErrNotRunnable, shown, runErr, strings.ReplaceAll(lastLines(text, 10), "\n", "\n  "))
+		return "", fmt.Errorf("%w: `%s`: %w\n  %s", ErrNotRunnable, shown, runErr, strings.ReplaceAll(lastLines(text, 10), "\n", "\n  "))
 	case s.PrintsVersion && !strings.Contains(text, s.Version):
 		return "", fmt.Errorf("%w: `%s` printed %q, which lacks the pinned version %s", ErrNotRunnable, shown, truncate(text, 200), s.Version)
 	}
