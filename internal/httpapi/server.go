@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -32,7 +33,9 @@ type server struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	mux     *http.ServeMux
-	spec    []byte
+	// spec renders the OpenAPI document on first use: it costs more than
+	// the rest of start-up together and most daemons never serve it.
+	spec func() []byte
 }
 
 // New returns the API handler. eng may be nil only to build the OpenAPI
@@ -50,11 +53,11 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 	api := humago.New(s.mux, humaConfig())
 	api.UseMiddleware(s.requireJSON(api))
 	s.register(api)
-	s.spec = marshalSpec(api.OpenAPI())
+	s.spec = sync.OnceValue(func() []byte { return marshalSpec(api.OpenAPI()) })
 
 	s.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/openapi+json")
-		_, _ = w.Write(s.spec)
+		_, _ = w.Write(s.spec())
 	})
 	if m != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))

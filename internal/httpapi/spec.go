@@ -157,5 +157,5 @@ func marshalSpec(o *huma.OpenAPI) []byte {
 // GET /openapi.json serves and api/openapi.json holds.
 func Spec() []byte {
 	s, _ := newServer(Config{}, nil, nil, nil)
-	return s.spec
+	return s.spec()
 }
