@@ -1,0 +1,252 @@
+package claude
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/agent"
+)
+
+// Name is the adapter's registry name.
+const Name = "claude"
+
+// Defaults of Options.
+const (
+	DefaultMaxLine          = 32 << 20 // bytes of one stdout line
+	DefaultInterruptTimeout = 5 * time.Second
+	DefaultCloseGrace       = 2 * time.Second
+	stderrTail              = 8 << 10
+)
+
+// Options configure the adapter. The composition root fills them in.
+type Options struct {
+	// Binary finds the CLI: its path and version, or an error when it is
+	// not installed (e.g. install.Lookup("claude")). Nil means looking up
+	// "claude" in PATH.
+	Binary func() (path, version string, err error)
+	// BaseURL and APIKey are the daemon's defaults for ANTHROPIC_BASE_URL
+	// and ANTHROPIC_API_KEY; a session's own Env overrides them.
+	BaseURL, APIKey string
+	// ExtraEnv is added to every session's environment (before the
+	// session's own Env).
+	ExtraEnv map[string]string
+	// HomeDir is the CLI's HOME: its settings and its session transcripts
+	// (which resume needs) live there. It is shared by the sessions of
+	// this adapter. Empty means a temporary directory made once per
+	// adapter, so sessions can be resumed only while the daemon runs.
+	HomeDir string
+	// Raw keeps the CLI's original line in each event (off by default).
+	Raw bool
+	// MaxLine bounds one stdout line (DefaultMaxLine); a longer line is
+	// skipped and reported as an error event.
+	MaxLine int
+	// InterruptTimeout is how long an interrupt waits for the CLI to end
+	// the turn before the process is killed (DefaultInterruptTimeout).
+	InterruptTimeout time.Duration
+	// CloseGrace is how long Close waits after closing stdin, and again
+	// after SIGTERM, before it escalates (DefaultCloseGrace).
+	CloseGrace time.Duration
+}
+
+// New returns the Claude Code adapter.
+func New(opts Options) agent.Adapter {
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = DefaultMaxLine
+	}
+	if opts.InterruptTimeout <= 0 {
+		opts.InterruptTimeout = DefaultInterruptTimeout
+	}
+	if opts.CloseGrace <= 0 {
+		opts.CloseGrace = DefaultCloseGrace
+	}
+	if opts.Binary == nil {
+		opts.Binary = func() (string, string, error) {
+			p, err := exec.LookPath("claude")
+			return p, "", err
+		}
+	}
+	return &adapter{opts: opts}
+}
+
+type adapter struct {
+	opts Options
+
+	homeOnce sync.Once
+	home     string
+	homeErr  error
+}
+
+var _ agent.Adapter = (*adapter)(nil)
+
+// capabilities says what the adapter produces. Each flag is backed by a
+// test against the real CLI (e2e_test.go) and by the golden transcripts:
+// text, deltas and usage (TestE2EWriteFile), reasoning (TestE2EThinking,
+// hand-partial-thinking), tool calls, file changes and diffs
+// (TestE2EWriteFile, TestE2EWritePermission, stream-tools-bypass), command
+// output (TestE2EPermission, stream-tools-bypass), permissions
+// (TestE2EPermission, TestE2EPermissionModes), questions and plans
+// (TestE2EPlanQuestionAndImage, stream-question, stream-tasks), images
+// (TestE2EPlanQuestionAndImage), resume (TestE2EResume), interrupt
+// (TestE2EInterrupt, TestE2EInterruptWhileAsking).
+var capabilities = agent.Capabilities{
+	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
+	CommandOutput: true, FileChanges: true, Diffs: true,
+	Permissions: true, Questions: true, Images: true, Plans: true,
+	Usage: true, Resume: true, Interrupt: true,
+}
+
+// Info implements agent.Adapter.
+func (a *adapter) Info(context.Context) agent.Info {
+	info := agent.Info{Name: Name, Title: "Claude Code", Capabilities: capabilities}
+	path, version, err := a.opts.Binary()
+	if err != nil || path == "" {
+		info.Reason = "the claude CLI is not installed (run `agentbox agents install claude`)"
+		if err != nil {
+			info.Reason += ": " + err.Error()
+		}
+		return info
+	}
+	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
+	return info
+}
+
+// Permission modes: agentbox's → the CLI's --permission-mode.
+var permissionModes = map[string]string{
+	"": "", "default": "", "accept_edits": "acceptEdits", "bypass": "bypassPermissions", "plan": "plan",
+}
+
+// homeDir returns the CLI's HOME, creating it on first use.
+func (a *adapter) homeDir() (string, error) {
+	a.homeOnce.Do(func() {
+		if a.opts.HomeDir != "" {
+			a.home, a.homeErr = a.opts.HomeDir, os.MkdirAll(a.opts.HomeDir, 0o700)
+			return
+		}
+		a.home, a.homeErr = os.MkdirTemp("", "agentbox-claude-home-")
+	})
+	return a.home, a.homeErr
+}
+
+// command is how a session's process is started.
+type command struct {
+	path string
+	args []string
+	env  []string
+	dir  string
+}
+
+// buildCommand makes the CLI's command line and environment for cfg.
+func (a *adapter) buildCommand(cfg agent.Config, bin, home, sessionID string) (command, error) {
+	mode, ok := permissionModes[cfg.PermissionMode]
+	if !ok {
+		return command{}, fmt.Errorf("claude: unknown permission mode %q", cfg.PermissionMode)
+	}
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--permission-prompt-tool", "stdio", "--include-partial-messages"}
+	if cfg.Model != "" {
+		args = append(args, "--model", cfg.Model)
+	}
+	if mode != "" {
+		args = append(args, "--permission-mode", mode)
+	}
+	if cfg.NativeSessionID != "" {
+		args = append(args, "--resume", cfg.NativeSessionID)
+	} else {
+		args = append(args, "--session-id", sessionID)
+	}
+
+	env := map[string]string{
+		"PATH": filepath.Dir(bin) + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin",
+		"HOME": home,
+		// No telemetry, error reports, update checks or other traffic
+		// than the model API.
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		"DISABLE_TELEMETRY":                        "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		// Offer the model the task-list tools (TaskCreate/TaskUpdate/…),
+		// which -p mode leaves out otherwise; they become plan items.
+		"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1",
+	}
+	if a.opts.BaseURL != "" {
+		env["ANTHROPIC_BASE_URL"] = a.opts.BaseURL
+	}
+	if a.opts.APIKey != "" {
+		env["ANTHROPIC_API_KEY"] = a.opts.APIKey
+	}
+	if mode == "bypassPermissions" && os.Geteuid() == 0 {
+		// As root the CLI refuses to bypass permissions unless it is told
+		// it runs in a sandbox.
+		env["IS_SANDBOX"] = "1"
+	}
+	for k, v := range a.opts.ExtraEnv {
+		env[k] = v
+	}
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	sort.Strings(list)
+	return command{path: bin, args: args, env: list, dir: cfg.Cwd}, nil
+}
+
+// Start implements agent.Adapter: it starts the CLI in the session's
+// directory and returns once the process runs (the CLI says nothing until
+// the first message).
+func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
+	if !filepath.IsAbs(cfg.Cwd) {
+		return nil, fmt.Errorf("claude: the working directory %q is not an absolute path", cfg.Cwd)
+	}
+	if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("claude: the working directory %q is not a directory", cfg.Cwd)
+	}
+	bin, _, err := a.opts.Binary()
+	if err != nil || bin == "" {
+		if err == nil {
+			err = errors.New("no path")
+		}
+		return nil, fmt.Errorf("claude: the CLI is not installed (run `agentbox agents install claude`): %w", err)
+	}
+	home, err := a.homeDir()
+	if err != nil {
+		return nil, fmt.Errorf("claude: home directory: %w", err)
+	}
+	nativeID := cfg.NativeSessionID
+	if nativeID == "" {
+		nativeID = newUUID()
+	}
+	cmd, err := a.buildCommand(cfg, bin, home, nativeID)
+	if err != nil {
+		return nil, err
+	}
+	s, err := startSession(a.opts, cmd, cfg, host, nativeID)
+	if err != nil {
+		return nil, err
+	}
+	if err := host.SetNativeSessionID(ctx, nativeID); err != nil {
+		s.kill()
+		<-s.done
+		return nil, fmt.Errorf("claude: %w", err)
+	}
+	return s, nil
+}
+
+// newUUID returns a random (version 4) UUID, the form --session-id takes.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
