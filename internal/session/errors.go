@@ -20,3 +20,12 @@ var (
 	// ErrShuttingDown: the daemon is stopping and takes no new work.
 	ErrShuttingDown = errors.New("daemon is shutting down")
 )
+
+// endingError is the cause with which a session's teardown cancels its
+// running turn.
+type endingError struct {
+	msg         string
+	agentFailed bool // the agent process died
+}
+
+func (e *endingError) Error() string { return e.msg }

@@ -275,8 +275,19 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	defer close(done)
 	start := time.Now()
 	res, err := l.sess.Prompt(ctx, agent.Input{TurnID: turnID, Content: content})
-	interrupted := ctx.Err() != nil
+	// A turn cancelled because its agent died failed; one cancelled by an
+	// interrupt, a termination or a shutdown was interrupted.
+	var ending *endingError
+	agentFailed := errors.As(context.Cause(ctx), &ending) && ending.agentFailed
+	interrupted := ctx.Err() != nil && !agentFailed
 	switch {
+	case agentFailed && err == nil:
+		err = errors.New(ending.msg)
+		fallthrough
+	case agentFailed:
+		res.StopReason = event.StopError
+		res.Message = err.Error()
+		_, _ = l.append(ctx, event.New(event.SourceDaemon, &event.Error{Code: "agent_exited", Message: err.Error()}))
 	case interrupted:
 		res.StopReason = event.StopInterrupted
 		if res.Message == "" {

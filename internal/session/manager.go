@@ -336,7 +336,14 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 	l.mu.Lock()
 	turnDone := l.turnDone
 	if l.turnCancel != nil {
-		l.turnCancel(errors.New(ended.Message))
+		cause := &endingError{msg: ended.Message, agentFailed: ended.Reason == event.EndError}
+		if cause.msg == "" {
+			cause.msg = "the agent process exited"
+			if ended.ExitCode != nil {
+				cause.msg += fmt.Sprintf(" with code %d", *ended.ExitCode)
+			}
+		}
+		l.turnCancel(cause)
 	}
 	l.mu.Unlock()
 	if turnDone != nil {

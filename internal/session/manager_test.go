@@ -415,6 +415,15 @@ func TestAgentExitEndsSession(t *testing.T) {
 	if got.Status != store.StatusFailed {
 		t.Fatalf("status %s", got.Status)
 	}
+	// The turn the agent died in failed; it was not "interrupted".
+	tail := evs[len(evs)-3:]
+	if fmt.Sprint(types(tail)) != fmt.Sprint([]event.Type{event.TypeError, event.TypeTurnCompleted, event.TypeSessionEnded}) {
+		t.Fatalf("tail %v", types(tail))
+	}
+	tp, _ := tail[1].Decode()
+	if tc := tp.(*event.TurnCompleted); tc.StopReason != event.StopError || tc.Message != "the agent process exited with code 3" {
+		t.Fatalf("turn.completed %+v", tc)
+	}
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, session.ErrNotLive) {
 		t.Fatalf("send to ended session: %v", err)
 	}
