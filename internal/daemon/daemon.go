@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/claude"
+	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
@@ -83,11 +85,36 @@ type Daemon struct {
 	shutdownErr   error
 }
 
-// Agents returns the registry of built-in agents.
-func Agents() *agent.Registry {
+// Agents returns the registry of the agents this daemon runs. dataDir holds
+// their private homes; env is how the daemon reads its own environment (for
+// the LLM providers' default base URLs and keys — the only variables of the
+// daemon an agent ever sees).
+func Agents(dataDir string, env func(string) string) *agent.Registry {
 	r := agent.NewRegistry()
 	r.Register("mock", mock.New())
+	r.Register(claude.Name, claude.New(claude.Options{
+		Binary:  installed(claude.Name),
+		BaseURL: env("ANTHROPIC_BASE_URL"),
+		APIKey:  env("ANTHROPIC_API_KEY"),
+		HomeDir: filepath.Join(dataDir, "agents", claude.Name, "home"),
+	}))
 	return r
+}
+
+// installed finds an agent CLI in the agent cache (see agentbox agents
+// install); it never installs anything itself.
+func installed(name string) func() (string, string, error) {
+	return func() (string, string, error) {
+		in, ok, err := install.Lookup(name)
+		switch {
+		case err != nil:
+			return "", "", err
+		case !ok:
+			dir, _ := install.AgentsDir()
+			return "", "", fmt.Errorf("%s is not in the agent cache %s", name, dir)
+		}
+		return in.Binary, in.Version, nil
+	}
 }
 
 // New opens the store, settles sessions a previous run left live, and binds
@@ -113,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.DBPath = filepath.Join(cfg.DataDir, "agentbox.db")
 	}
 	if cfg.Agents == nil {
-		cfg.Agents = Agents()
+		cfg.Agents = Agents(cfg.DataDir, os.Getenv)
 	}
 	if cfg.Token == "" && !cfg.InsecureNoAuth && httpapi.RequireToken(cfg.Listen) {
 		return nil, fmt.Errorf("listening on %s (not loopback) needs a bearer token: set --token or AGENTBOX_TOKEN, or pass --insecure-no-auth", cfg.Listen)
