@@ -17,6 +17,10 @@ var (
 	ErrNoTurn = errors.New("no turn is running")
 	// ErrUnavailable: the agent exists but cannot run here.
 	ErrUnavailable = errors.New("agent unavailable")
+	// ErrLive: the session already has a running agent (resume).
+	ErrLive = errors.New("session is live")
+	// ErrNotResumable: the agent cannot resume this session.
+	ErrNotResumable = errors.New("session cannot be resumed")
 	// ErrShuttingDown: the daemon is stopping and takes no new work.
 	ErrShuttingDown = errors.New("daemon is shutting down")
 )

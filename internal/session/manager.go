@@ -77,10 +77,11 @@ type Manager struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 
-	mu      sync.Mutex
-	live    map[string]*live
-	closing bool
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	live     map[string]*live
+	resuming map[string]bool
+	closing  bool
+	wg       sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -101,7 +102,7 @@ func New(cfg Config) *Manager {
 		cfg.Metrics = metrics.New()
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}}
+	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}, resuming: map[string]bool{}}
 }
 
 // Agents lists the registered agents.
@@ -221,25 +222,36 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	}
 	m.cfg.Metrics.SessionsCreated.Inc()
 
+	return m.launch(ctx, s, a, p.Env, false)
+}
+
+// launch starts the agent of a stored session (new, or resumed from its
+// native session id), joins it to the live set and records session.started.
+func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, env map[string]string, resumed bool) (store.Session, error) {
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: p.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, started: map[string]time.Time{},
+	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, started: map[string]time.Time{},
 		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
 	go l.pump()
 
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
-	sess, err := a.Start(startCtx, agent.Config{
-		SessionID: s.ID, Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode,
-		Cwd: s.Cwd, Metadata: p.Metadata, Env: p.Env,
-	}, l)
+	cfg := agent.Config{
+		SessionID: s.ID, Model: s.Model, Mode: s.Mode, PermissionMode: s.PermissionMode,
+		Cwd: s.Cwd, Metadata: s.Metadata, Env: env,
+	}
+	if resumed {
+		cfg.NativeSessionID = s.NativeSessionID
+		l.native = s.NativeSessionID
+	}
+	sess, err := a.Start(startCtx, cfg, l)
 	cancelStart()
 	if err != nil {
 		l.cancel()
 		l.stopPump()
 		msg := fmt.Sprintf("agent failed to start: %v", err)
 		_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
-		return store.Session{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, p.Agent, err)
+		return store.Session{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.Agent, err)
 	}
 	l.sess = sess
 	// Only a started session joins the live set, so everything that finds
@@ -257,12 +269,12 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	}
 	// The status is stored before session.started announces it.
 	s, err = m.st.UpdateSession(context.WithoutCancel(ctx), s.ID, func(s *store.Session) error {
-		s.Status, s.UpdatedAt = store.StatusIdle, time.Now().UTC()
+		s.Status, s.UpdatedAt, s.EndedAt = store.StatusIdle, time.Now().UTC(), nil
 		return nil
 	})
 	if err == nil {
 		_, err = l.append(ctx, event.New(event.SourceDaemon, &event.SessionStarted{
-			Agent: p.Agent, Model: p.Model, Cwd: s.Cwd, NativeSessionID: l.nativeID(),
+			Agent: s.Agent, Model: s.Model, Cwd: s.Cwd, NativeSessionID: l.nativeID(), Resumed: resumed,
 		}))
 	}
 	if err != nil {
@@ -535,4 +547,60 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.cancelBase()
 		return fmt.Errorf("shutdown: %d sessions did not stop in time: %w", len(ls), ctx.Err())
 	}
+}
+
+// Resume starts a new agent process for a session that is no longer live
+// (interrupted by a daemon restart, ended or failed), continuing the agent's
+// own conversation through its native session id. env is handed to the
+// agent like at create (it was never stored, so a client that passed keys
+// passes them again).
+func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) (store.Session, error) {
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	a, err := m.cfg.Agents.Get(s.Agent)
+	if err != nil {
+		return store.Session{}, err
+	}
+	info := a.Info(ctx)
+	switch {
+	case s.Status.Live():
+		return store.Session{}, fmt.Errorf("%w: session %s is %s", ErrLive, id, s.Status)
+	case !info.Capabilities.Resume:
+		return store.Session{}, fmt.Errorf("%w: agent %s cannot resume sessions", ErrNotResumable, s.Agent)
+	case s.NativeSessionID == "":
+		return store.Session{}, fmt.Errorf("%w: session %s never got a native session id from %s", ErrNotResumable, id, s.Agent)
+	case !info.Available:
+		return store.Session{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, s.Agent, info.Reason)
+	}
+	m.mu.Lock()
+	switch {
+	case m.closing:
+		m.mu.Unlock()
+		return store.Session{}, ErrShuttingDown
+	case m.live[id] != nil || m.resuming[id]:
+		m.mu.Unlock()
+		return store.Session{}, fmt.Errorf("%w: session %s is being resumed", ErrLive, id)
+	}
+	m.resuming[id] = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.resuming, id)
+		m.mu.Unlock()
+		m.wg.Done()
+	}()
+	s, err = m.st.UpdateSession(ctx, id, func(s *store.Session) error {
+		if s.Status.Live() {
+			return fmt.Errorf("%w: session %s is %s", ErrLive, id, s.Status)
+		}
+		s.Status, s.UpdatedAt = store.StatusStarting, time.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		return store.Session{}, notFound(err, "session", id)
+	}
+	return m.launch(ctx, s, a, env, true)
 }

@@ -21,13 +21,23 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testAgent is a tiny adapter whose behaviour is chosen by the prompt text.
-type testAgent struct{ exit chan struct{} }
-
-func (a *testAgent) Info(context.Context) agent.Info {
-	return agent.Info{Title: "test", Available: true, Installed: true}
+type testAgent struct {
+	exit     chan struct{}
+	noResume bool
+	mu       sync.Mutex
+	resumed  []string // native ids it was asked to resume
 }
 
-func (a *testAgent) Start(_ context.Context, _ agent.Config, h agent.Host) (agent.Session, error) {
+func (a *testAgent) Info(context.Context) agent.Info {
+	return agent.Info{Title: "test", Available: true, Installed: true, Capabilities: agent.Capabilities{Resume: !a.noResume}}
+}
+
+func (a *testAgent) Start(_ context.Context, cfg agent.Config, h agent.Host) (agent.Session, error) {
+	if cfg.NativeSessionID != "" {
+		a.mu.Lock()
+		a.resumed = append(a.resumed, cfg.NativeSessionID)
+		a.mu.Unlock()
+	}
 	if err := h.SetNativeSessionID(context.Background(), "native-1"); err != nil {
 		return nil, err
 	}
@@ -544,4 +554,58 @@ func TestShutdownInterruptsLiveSessions(t *testing.T) {
 	if _, err := m.Create(t.Context(), session.CreateParams{Agent: "test"}); !errors.Is(err, session.ErrShuttingDown) {
 		t.Fatalf("create after shutdown: %v", err)
 	}
+}
+
+func TestResume(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	ta := &testAgent{exit: make(chan struct{})}
+	reg := agent.NewRegistry()
+	reg.Register("test", ta)
+	reg.Register("noresume", &testAgent{exit: make(chan struct{}), noResume: true})
+	old := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	s, err := old.Create(t.Context(), session.CreateParams{Agent: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := old.Create(t.Context(), session.CreateParams{Agent: "noresume"})
+	if _, err := old.Resume(t.Context(), s.ID, nil); !errors.Is(err, session.ErrLive) {
+		t.Fatalf("resume of a live session: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	if _, err := m.Resume(t.Context(), n.ID, nil); !errors.Is(err, session.ErrNotResumable) {
+		t.Fatalf("resume without the capability: %v", err)
+	}
+	if _, err := m.Resume(t.Context(), "ses_nope", nil); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("resume of an unknown session: %v", err)
+	}
+	before, _ := m.Events(t.Context(), s.ID, 0, 1000)
+	got, err := m.Resume(t.Context(), s.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusIdle || got.EndedAt != nil {
+		t.Fatalf("resumed session %+v", got)
+	}
+	ta.mu.Lock()
+	resumed := fmt.Sprint(ta.resumed)
+	ta.mu.Unlock()
+	if resumed != "[native-1]" {
+		t.Fatalf("adapter asked to resume %s", resumed)
+	}
+	evs := waitFor(t, m, s.ID, before[len(before)-1].Seq, event.TypeSessionStarted)
+	p, _ := evs[len(evs)-1].Decode()
+	if !p.(*event.SessionStarted).Resumed {
+		t.Fatal("session.started does not say resumed")
+	}
+	if _, err := m.Send(t.Context(), s.ID, []event.ContentPart{event.TextPart("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, m, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
 }
