@@ -228,6 +228,19 @@ func (c *Client) Interrupt(ctx context.Context, id string) (Turn, error) {
 	return out, err
 }
 
+// Resume starts a new agent process for a session that is not live
+// (interrupted by a daemon restart, ended or failed), continuing the agent's
+// own conversation. req may be the zero value.
+func (c *Client) Resume(ctx context.Context, id string, req ResumeSession) (Session, error) {
+	p, err := sessionPath(id, "resume")
+	if err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err = c.do(ctx, http.MethodPost, p, nil, req, &out)
+	return out, err
+}
+
 // AnswerPermission allows or denies one permission request.
 func (c *Client) AnswerPermission(ctx context.Context, id, permissionID string, ans PermissionAnswer) (Resolved, error) {
 	p, err := sessionPath(id, "permissions", permissionID)

@@ -26,6 +26,8 @@ const (
 	ProblemUnknownAgent         = ProblemTypeBase + "unknown-agent"          // 422: no agent with that name
 	ProblemBusy                 = ProblemTypeBase + "busy"                   // 409: a turn is already running
 	ProblemNoTurn               = ProblemTypeBase + "no-turn"                // 409: interrupt with no turn running
+	ProblemLive                 = ProblemTypeBase + "live"                   // 409: resume of a session that is live
+	ProblemNotResumable         = ProblemTypeBase + "not-resumable"          // 409: the agent cannot resume the session
 	ProblemNotLive              = ProblemTypeBase + "not-live"               // 409: the session has ended
 	ProblemAlreadyResolved      = ProblemTypeBase + "already-resolved"       // 409: the request was answered already
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
@@ -161,6 +163,9 @@ func IsBusy(err error) bool { return HasProblemType(err, ProblemBusy) }
 
 // IsNoTurn reports whether err says there is no running turn to interrupt.
 func IsNoTurn(err error) bool { return HasProblemType(err, ProblemNoTurn) }
+
+// IsNotResumable reports a resume the session's agent cannot do.
+func IsNotResumable(err error) bool { return HasProblemType(err, ProblemNotResumable) }
 
 // IsAlreadyResolved reports whether err says the permission or question was
 // already answered (by another client, the policy or a timeout).

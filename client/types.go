@@ -95,6 +95,11 @@ type CreateSession struct {
 	Env            map[string]string `json:"env,omitempty" doc:"Extra environment variables for the agent process (e.g. ANTHROPIC_BASE_URL). They are handed to the agent only and never stored or returned; the agent's environment is otherwise built from scratch."`
 }
 
+// ResumeSession is the (optional) body of POST /v1/sessions/{id}/resume.
+type ResumeSession struct {
+	Env map[string]string `json:"env,omitempty" doc:"Extra environment variables for the new agent process, as at create; never stored."`
+}
+
 // SessionList is the answer of GET /v1/sessions.
 type SessionList struct {
 	Sessions []Session `json:"sessions"`

@@ -272,8 +272,18 @@ func TestMessagesAndInterrupt(t *testing.T) {
 		t.Fatalf("errors = %+v", p.Errors)
 	}
 
+	h.do("POST", base+"/resume", "").problem(t, 409, ProblemLive)
 	h.do("DELETE", base, "").ok(t, 204, nil)
 	h.do("POST", base+"/messages", `{"text":"late"}`).problem(t, 409, ProblemNotLive)
+	h.do("POST", base+"/resume", `{"bogus":1}`).problem(t, 422, ProblemValidation)
+	var resumed client.Session
+	h.do("POST", base+"/resume", `{"env":{"ANTHROPIC_BASE_URL":"http://127.0.0.1:1"}}`).ok(t, 200, &resumed)
+	if resumed.Status != client.StatusIdle || h.eng.lastEnv["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1" {
+		t.Fatalf("resumed %+v with env %v", resumed, h.eng.lastEnv)
+	}
+	h.do("DELETE", base, "").ok(t, 204, nil)
+	h.do("POST", base+"/resume", "").ok(t, 200, &resumed)
+	h.do("POST", "/v1/sessions/ses_nope/resume", "").problem(t, 404, ProblemNotFound)
 	h.do("POST", "/v1/sessions/ses_nope/messages", `{"text":"x"}`).problem(t, 404, ProblemNotFound)
 	h.do("POST", "/v1/sessions/ses_nope/interrupt", "").problem(t, 404, ProblemNotFound)
 }
@@ -416,6 +426,7 @@ func TestErrorMapping(t *testing.T) {
 		{store.ErrClosed, 503, ProblemShuttingDown},
 		{session.ErrInvalid, 422, ProblemValidation},
 		{store.ErrExists, 409, ProblemConflict},
+		{session.ErrNotResumable, 409, ProblemNotResumable},
 		{errors.New("disk full at /var/lib/secret"), 500, ProblemInternal},
 	} {
 		h := newHarness(t, Config{})

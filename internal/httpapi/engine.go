@@ -18,6 +18,8 @@ type Engine interface {
 	List(ctx context.Context, opts store.ListOptions) ([]store.Session, error)
 	// Delete terminates a live session; with purge it also removes its log.
 	Delete(ctx context.Context, id string, purge bool) error
+	// Resume starts a new agent process for a session that is not live.
+	Resume(ctx context.Context, id string, env map[string]string) (store.Session, error)
 	// Send starts a turn and returns its id at once.
 	Send(ctx context.Context, id string, content []event.ContentPart) (turnID string, err error)
 	Interrupt(ctx context.Context, id string) (turnID string, err error)

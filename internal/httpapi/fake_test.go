@@ -28,6 +28,7 @@ type fakeEngine struct {
 
 	// failWith, when set, is returned by every call that can fail.
 	failWith error
+	lastEnv  map[string]string // the env of the last Resume
 }
 
 type fakeSession struct {
@@ -221,6 +222,22 @@ func (f *fakeEngine) Send(_ context.Context, id string, content []event.ContentP
 	msg.TurnID = turn
 	f.appendLocked(fs, start, msg)
 	return turn, nil
+}
+
+func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string) (store.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	if fs.s.Status.Live() {
+		return store.Session{}, fmt.Errorf("resume: %w", session.ErrLive)
+	}
+	fs.s.Status, fs.s.EndedAt = store.StatusIdle, nil
+	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionStarted{Agent: fs.s.Agent, Resumed: true}))
+	f.lastEnv = env
+	return fs.s, nil
 }
 
 func (f *fakeEngine) Interrupt(_ context.Context, id string) (string, error) {

@@ -35,6 +35,8 @@ const (
 	ProblemUnknownAgent         = ProblemBase + "unknown-agent"          // 422: no agent with that name
 	ProblemBusy                 = ProblemBase + "busy"                   // 409: a turn is already running
 	ProblemNoTurn               = ProblemBase + "no-turn"                // 409: interrupt with no turn running
+	ProblemLive                 = ProblemBase + "live"                   // 409: resume of a session that is live
+	ProblemNotResumable         = ProblemBase + "not-resumable"          // 409: the agent cannot resume the session
 	ProblemNotLive              = ProblemBase + "not-live"               // 409: the session has ended
 	ProblemAlreadyResolved      = ProblemBase + "already-resolved"       // 409: the request was answered already
 	ProblemUnavailable          = ProblemBase + "unavailable"            // 503: the agent cannot run here
@@ -155,6 +157,10 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusConflict, ProblemBusy, msg)
 	case errors.Is(err, session.ErrNoTurn):
 		return newProblem(http.StatusConflict, ProblemNoTurn, msg)
+	case errors.Is(err, session.ErrLive):
+		return newProblem(http.StatusConflict, ProblemLive, msg)
+	case errors.Is(err, session.ErrNotResumable):
+		return newProblem(http.StatusConflict, ProblemNotResumable, msg)
 	case errors.Is(err, session.ErrNotLive):
 		return newProblem(http.StatusConflict, ProblemNotLive, msg)
 	case errors.Is(err, store.ErrAlreadyResolved):

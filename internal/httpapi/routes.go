@@ -36,6 +36,11 @@ type createdOutput struct {
 
 type sessionOutput struct{ Body client.Session }
 
+type resumeInput struct {
+	ID   string                `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Body *client.ResumeSession `required:"false"`
+}
+
 type listSessionsInput struct {
 	Status string `query:"status" enum:"starting,idle,running,ended,failed,interrupted" doc:"Only sessions in this state."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size."`
@@ -184,6 +189,16 @@ func (s *server) register(api huma.API) {
 	}, s.sendMessage)
 
 	huma.Register(api, huma.Operation{
+		OperationID: "resumeSession", Method: http.MethodPost, Path: "/v1/sessions/{id}/resume", Tags: []string{"sessions"},
+		Summary: "Resume a session",
+		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended or failed), " +
+			"continuing the agent's own conversation; session.started with resumed true follows. Needs an agent with the resume capability.",
+		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}, s.resumeSession)
+
+	huma.Register(api, huma.Operation{
 		OperationID: "interruptTurn", Method: http.MethodPost, Path: "/v1/sessions/{id}/interrupt", Tags: []string{"sessions"},
 		Summary:       "Interrupt the running turn",
 		Description:   "Asks the agent to stop the running turn and returns its ID; turn.completed with stop_reason interrupted follows.",
@@ -270,6 +285,18 @@ func (s *server) listSessions(ctx context.Context, in *listSessionsInput) (*sess
 
 func (s *server) getSession(ctx context.Context, in *sessionPath) (*sessionOutput, error) {
 	ss, err := s.eng.Get(ctx, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &sessionOutput{Body: toSession(ss)}, nil
+}
+
+func (s *server) resumeSession(ctx context.Context, in *resumeInput) (*sessionOutput, error) {
+	var env map[string]string
+	if in.Body != nil {
+		env = in.Body.Env
+	}
+	ss, err := s.eng.Resume(ctx, in.ID, env)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
