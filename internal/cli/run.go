@@ -19,6 +19,7 @@ var permissionModes = []string{client.PermissionDefault, client.PermissionAccept
 func (a *app) runCmd() *cobra.Command {
 	var o struct {
 		agent, model, permissionMode, cwd, session string
+		env                                        []string
 		yes                                        bool
 	}
 	cmd := &cobra.Command{
@@ -64,7 +65,11 @@ and 130 when it was interrupted.`,
 						return err
 					}
 				}
-				s, err := c.CreateSession(ctx, client.CreateSession{Agent: o.agent, Model: o.model, PermissionMode: o.permissionMode, Cwd: cwd})
+				env, err := parseEnv(o.env)
+				if err != nil {
+					return err
+				}
+				s, err := c.CreateSession(ctx, client.CreateSession{Agent: o.agent, Model: o.model, PermissionMode: o.permissionMode, Cwd: cwd, Env: env})
 				if err != nil {
 					return fmt.Errorf("create session: %w", err)
 				}
@@ -117,6 +122,7 @@ and 130 when it was interrupted.`,
 	fl.StringVar(&o.model, "model", "", "model for the agent")
 	fl.StringVar(&o.permissionMode, "permission-mode", "", "how the agent's approval prompts are settled: "+strings.Join(permissionModes, "|"))
 	fl.StringVar(&o.cwd, "cwd", "", "working directory of the session (default: a fresh one on the daemon)")
+	fl.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the agent's environment, e.g. ANTHROPIC_BASE_URL (repeatable; never stored)")
 	fl.StringVar(&o.session, "session", "", "continue this session instead of starting one")
 	fl.BoolVarP(&o.yes, "yes", "y", false, "allow permission requests when stdin is not a terminal")
 	return cmd

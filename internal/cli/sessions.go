@@ -26,7 +26,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsRmCmd())
+	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsRmCmd())
 	return cmd
 }
 
@@ -231,6 +231,40 @@ Ctrl-C. Requests are shown, not answered; use run to answer them.`,
 	return cmd
 }
 
+func (a *app) sessionsResumeCmd() *cobra.Command {
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Start a new agent process for a session that is not live, continuing its conversation",
+		Long: `Resume a session that was interrupted by a daemon restart, ended or failed: the
+daemon starts the agent again on its own session id (for agents that can resume).
+Continue it with: agentbox run --session ID "..."`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := parseEnv(env)
+			if err != nil {
+				return err
+			}
+			req := client.ResumeSession{Env: e}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Resume(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return newJSONLines(cmd.OutOrStdout()).write(s)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "resumed %s (%s, %s)\n", s.ID, s.Agent, s.Status)
+			return err
+		},
+	}
+	cmd.Flags().StringArrayVar(&env, "env", nil, "NAME=VALUE for the agent's environment (repeatable; never stored)")
+	return cmd
+}
+
 func (a *app) sessionsRmCmd() *cobra.Command {
 	var purge bool
 	cmd := &cobra.Command{
@@ -283,4 +317,20 @@ func formatTime(t time.Time) string {
 		return ""
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// parseEnv reads repeated --env NAME=VALUE flags.
+func parseEnv(kvs []string) (map[string]string, error) {
+	var env map[string]string
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--env %q: want NAME=VALUE", kv)}
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = v
+	}
+	return env, nil
 }
