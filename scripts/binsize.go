@@ -42,6 +42,11 @@ func main() {
 		if err != nil || n == 0 {
 			continue
 		}
+		// Only code and read-only data are in the file; D/B symbols
+		// include the bss, which costs no bytes on disk.
+		if t := f[2]; t != "T" && t != "t" && t != "R" && t != "r" {
+			continue
+		}
 		sym := strings.Join(f[3:], " ")
 		sizes[owner(sym, mods)] += n
 		total += n
@@ -92,8 +97,9 @@ func owner(sym string, mods []string) string {
 			return m
 		}
 	}
-	if i := strings.IndexAny(sym, "./"); i > 0 && !strings.Contains(sym[:i], ".") {
-		return "std/runtime"
+	sym = strings.TrimPrefix(sym, "vendor/")
+	if i := strings.IndexAny(sym, "./*"); i > 0 {
+		return "std: " + sym[:i]
 	}
-	return "std/runtime"
+	return "std: other"
 }
