@@ -33,6 +33,7 @@ const (
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
+	ProblemCancelled            = ProblemTypeBase + "cancelled"              // 499: the client went away (logs and metrics only)
 	ProblemInternal             = ProblemTypeBase + "internal"               // 500: see the daemon log
 	ProblemOther                = ProblemTypeBase + "other"                  // any other status
 )

@@ -223,12 +223,12 @@ func TestSessionLifecycle(t *testing.T) {
 	if len(page.Sessions) != 1 || page.Sessions[0].ID != s2.ID {
 		t.Fatalf("ended = %+v", page)
 	}
-	h.do("GET", "/v1/sessions?status=bogus", "").problem(t, 422, ProblemValidation)
+	h.do("GET", "/v1/sessions?status=bogus", "").problem(t, 422, client.ProblemValidation)
 
 	// Purge removes it.
 	h.do("DELETE", "/v1/sessions/"+s3.ID+"?purge=true", "").ok(t, 204, nil)
-	h.do("GET", "/v1/sessions/"+s3.ID, "").problem(t, 404, ProblemNotFound)
-	h.do("DELETE", "/v1/sessions/"+s3.ID, "").problem(t, 404, ProblemNotFound)
+	h.do("GET", "/v1/sessions/"+s3.ID, "").problem(t, 404, client.ProblemNotFound)
+	h.do("DELETE", "/v1/sessions/"+s3.ID, "").problem(t, 404, client.ProblemNotFound)
 
 	// An empty list is [], not null.
 	h2 := newHarness(t, Config{})
@@ -249,33 +249,33 @@ func TestMessagesAndInterrupt(t *testing.T) {
 	if turn.TurnID == "" {
 		t.Fatal("no turn id")
 	}
-	h.do("POST", base+"/messages", `{"text":"again"}`).problem(t, 409, ProblemBusy)
+	h.do("POST", base+"/messages", `{"text":"again"}`).problem(t, 409, client.ProblemBusy)
 
 	var stopped client.Turn
 	h.do("POST", base+"/interrupt", "").ok(t, 202, &stopped)
 	if stopped != turn {
 		t.Fatalf("interrupted %v, want %v", stopped, turn)
 	}
-	h.do("POST", base+"/interrupt", "").problem(t, 409, ProblemNoTurn)
+	h.do("POST", base+"/interrupt", "").problem(t, 409, client.ProblemNoTurn)
 
 	h.do("POST", base+"/messages", `{"content":[{"type":"text","text":"hi"},{"type":"image","mime_type":"image/png","data":"aGk="}]}`).ok(t, 202, &turn)
 	h.do("POST", base+"/interrupt", "").ok(t, 202, nil)
 
 	for _, body := range []string{`{}`, `{"text":""}`, `{"content":[]}`, `{"text":"a","content":[{"type":"text","text":"b"}]}`} {
-		p := h.do("POST", base+"/messages", body).problem(t, 422, ProblemValidation)
+		p := h.do("POST", base+"/messages", body).problem(t, 422, client.ProblemValidation)
 		if len(p.Errors) == 0 {
 			t.Fatalf("%s: no errors[] in %+v", body, p)
 		}
 	}
-	p := h.do("POST", base+"/messages", `{"content":[{"type":"video"}]}`).problem(t, 422, ProblemValidation)
+	p := h.do("POST", base+"/messages", `{"content":[{"type":"video"}]}`).problem(t, 422, client.ProblemValidation)
 	if p.Errors[0].Location != "body.content[0].type" {
 		t.Fatalf("errors = %+v", p.Errors)
 	}
 
-	h.do("POST", base+"/resume", "").problem(t, 409, ProblemLive)
+	h.do("POST", base+"/resume", "").problem(t, 409, client.ProblemLive)
 	h.do("DELETE", base, "").ok(t, 204, nil)
-	h.do("POST", base+"/messages", `{"text":"late"}`).problem(t, 409, ProblemNotLive)
-	h.do("POST", base+"/resume", `{"bogus":1}`).problem(t, 422, ProblemValidation)
+	h.do("POST", base+"/messages", `{"text":"late"}`).problem(t, 409, client.ProblemNotLive)
+	h.do("POST", base+"/resume", `{"bogus":1}`).problem(t, 422, client.ProblemValidation)
 	var resumed client.Session
 	h.do("POST", base+"/resume", `{"env":{"ANTHROPIC_BASE_URL":"http://127.0.0.1:1"}}`).ok(t, 200, &resumed)
 	if resumed.Status != client.StatusIdle || h.eng.lastEnv["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1" {
@@ -283,9 +283,9 @@ func TestMessagesAndInterrupt(t *testing.T) {
 	}
 	h.do("DELETE", base, "").ok(t, 204, nil)
 	h.do("POST", base+"/resume", "").ok(t, 200, &resumed)
-	h.do("POST", "/v1/sessions/ses_nope/resume", "").problem(t, 404, ProblemNotFound)
-	h.do("POST", "/v1/sessions/ses_nope/messages", `{"text":"x"}`).problem(t, 404, ProblemNotFound)
-	h.do("POST", "/v1/sessions/ses_nope/interrupt", "").problem(t, 404, ProblemNotFound)
+	h.do("POST", "/v1/sessions/ses_nope/resume", "").problem(t, 404, client.ProblemNotFound)
+	h.do("POST", "/v1/sessions/ses_nope/messages", `{"text":"x"}`).problem(t, 404, client.ProblemNotFound)
+	h.do("POST", "/v1/sessions/ses_nope/interrupt", "").problem(t, 404, client.ProblemNotFound)
 }
 
 func TestPermissionsAndQuestions(t *testing.T) {
@@ -314,18 +314,18 @@ func TestPermissionsAndQuestions(t *testing.T) {
 	if pr := p.(*event.PermissionResolved); pr.Decision != event.DecisionAllow || pr.By != event.ByUser || pr.OptionID != "once" {
 		t.Fatalf("payload = %+v", pr)
 	}
-	h.do("POST", base+"/permissions/perm_1", `{"decision":"deny"}`).problem(t, 409, ProblemAlreadyResolved)
-	h.do("POST", base+"/permissions/perm_404", `{"decision":"deny"}`).problem(t, 404, ProblemNotFound)
-	h.do("POST", base+"/permissions/perm_1", `{"decision":"maybe"}`).problem(t, 422, ProblemValidation)
-	h.do("POST", base+"/permissions/perm_1", `{}`).problem(t, 422, ProblemValidation)
+	h.do("POST", base+"/permissions/perm_1", `{"decision":"deny"}`).problem(t, 409, client.ProblemAlreadyResolved)
+	h.do("POST", base+"/permissions/perm_404", `{"decision":"deny"}`).problem(t, 404, client.ProblemNotFound)
+	h.do("POST", base+"/permissions/perm_1", `{"decision":"maybe"}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", base+"/permissions/perm_1", `{}`).problem(t, 422, client.ProblemValidation)
 
-	h.do("POST", base+"/questions/q_1", `{"answer":"a","cancel":true}`).problem(t, 422, ProblemValidation)
-	h.do("POST", base+"/questions/q_1", `{}`).problem(t, 422, ProblemValidation)
+	h.do("POST", base+"/questions/q_1", `{"answer":"a","cancel":true}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", base+"/questions/q_1", `{}`).problem(t, 422, client.ProblemValidation)
 	h.do("POST", base+"/questions/q_1", `{"answer":"blue"}`).ok(t, 200, &res)
 	if res.Event.Type != event.TypeQuestionResolved {
 		t.Fatalf("resolved = %+v", res)
 	}
-	h.do("POST", base+"/questions/q_1", `{"cancel":true}`).problem(t, 409, ProblemAlreadyResolved)
+	h.do("POST", base+"/questions/q_1", `{"cancel":true}`).problem(t, 409, client.ProblemAlreadyResolved)
 
 	h.do("GET", base+"/requests?state=resolved", "").ok(t, 200, &reqs)
 	if len(reqs.Requests) != 2 || reqs.Requests[1].Resolution == nil || reqs.Requests[1].ResolvedAt == nil {
@@ -335,8 +335,8 @@ func TestPermissionsAndQuestions(t *testing.T) {
 	if len(reqs.Requests) != 2 {
 		t.Fatalf("all = %+v", reqs)
 	}
-	h.do("GET", base+"/requests?state=done", "").problem(t, 422, ProblemValidation)
-	h.do("GET", "/v1/sessions/ses_nope/requests", "").problem(t, 404, ProblemNotFound)
+	h.do("GET", base+"/requests?state=done", "").problem(t, 422, client.ProblemValidation)
+	h.do("GET", "/v1/sessions/ses_nope/requests", "").problem(t, 404, client.ProblemNotFound)
 }
 
 func TestEventsPaging(t *testing.T) {
@@ -364,9 +364,9 @@ func TestEventsPaging(t *testing.T) {
 		t.Fatalf("past the end = %s", r.body)
 	}
 	for _, q := range []string{"after=-1", "after=abc", "after=99999999999999999999", "limit=0", "limit=1001", "limit=x", "bogus=1"} {
-		h.do("GET", base+"?"+q, "").problem(t, 422, ProblemValidation)
+		h.do("GET", base+"?"+q, "").problem(t, 422, client.ProblemValidation)
 	}
-	h.do("GET", "/v1/sessions/ses_nope/events", "").problem(t, 404, ProblemNotFound)
+	h.do("GET", "/v1/sessions/ses_nope/events", "").problem(t, 404, client.ProblemNotFound)
 }
 
 func TestBadInput(t *testing.T) {
@@ -374,28 +374,28 @@ func TestBadInput(t *testing.T) {
 	s := h.createSession()
 	msgs := "/v1/sessions/" + s.ID + "/messages"
 
-	h.do("POST", "/v1/sessions", `{"agent":`).problem(t, 400, ProblemBadRequest)
-	h.do("POST", "/v1/sessions", `not json`).problem(t, 400, ProblemBadRequest)
-	p := h.do("POST", "/v1/sessions", `{"agent":"mock","colour":"red"}`).problem(t, 422, ProblemValidation)
+	h.do("POST", "/v1/sessions", `{"agent":`).problem(t, 400, client.ProblemBadRequest)
+	h.do("POST", "/v1/sessions", `not json`).problem(t, 400, client.ProblemBadRequest)
+	p := h.do("POST", "/v1/sessions", `{"agent":"mock","colour":"red"}`).problem(t, 422, client.ProblemValidation)
 	if len(p.Errors) != 1 || p.Errors[0].Location != "body.colour" {
 		t.Fatalf("unknown field problem = %+v", p)
 	}
-	h.do("POST", "/v1/sessions", `{"agent":""}`).problem(t, 422, ProblemValidation)
-	h.do("POST", "/v1/sessions", `{"agent":"mock","permission_mode":"yolo"}`).problem(t, 422, ProblemValidation)
-	h.do("POST", "/v1/sessions", `{"agent":"nope"}`).problem(t, 422, ProblemUnknownAgent)
-	h.do("POST", "/v1/sessions", `{"agent":"broken"}`).problem(t, 503, ProblemUnavailable)
-	h.do("POST", "/v1/sessions", "").problem(t, 400, ProblemBadRequest)
-	h.do("GET", "/v1/sessions/ses_nope", "").problem(t, 404, ProblemNotFound)
+	h.do("POST", "/v1/sessions", `{"agent":""}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", "/v1/sessions", `{"agent":"mock","permission_mode":"yolo"}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", "/v1/sessions", `{"agent":"nope"}`).problem(t, 422, client.ProblemUnknownAgent)
+	h.do("POST", "/v1/sessions", `{"agent":"broken"}`).problem(t, 503, client.ProblemUnavailable)
+	h.do("POST", "/v1/sessions", "").problem(t, 400, client.ProblemBadRequest)
+	h.do("GET", "/v1/sessions/ses_nope", "").problem(t, 404, client.ProblemNotFound)
 
 	// Media types.
-	h.do("POST", "/v1/sessions", `{"agent":"mock"}`, "Content-Type", "text/plain").problem(t, 415, ProblemUnsupportedMediaType)
-	h.do("POST", "/v1/sessions", `agent=mock`, "Content-Type", "application/x-www-form-urlencoded").problem(t, 415, ProblemUnsupportedMediaType)
-	h.do("POST", "/v1/sessions", `{"agent":"mock"}`, "Content-Type", "").problem(t, 415, ProblemUnsupportedMediaType)
+	h.do("POST", "/v1/sessions", `{"agent":"mock"}`, "Content-Type", "text/plain").problem(t, 415, client.ProblemUnsupportedMediaType)
+	h.do("POST", "/v1/sessions", `agent=mock`, "Content-Type", "application/x-www-form-urlencoded").problem(t, 415, client.ProblemUnsupportedMediaType)
+	h.do("POST", "/v1/sessions", `{"agent":"mock"}`, "Content-Type", "").problem(t, 415, client.ProblemUnsupportedMediaType)
 	h.do("POST", "/v1/sessions", `{"agent":"mock"}`, "Content-Type", "application/json; charset=utf-8").ok(t, 201, nil)
 
 	// Sizes: the general limit, and the larger one of messages.
 	big := `{"agent":"mock","model":"` + strings.Repeat("m", 1100) + `"}`
-	h.do("POST", "/v1/sessions", big).problem(t, 413, ProblemPayloadTooLarge)
+	h.do("POST", "/v1/sessions", big).problem(t, 413, client.ProblemPayloadTooLarge)
 	exact := `{"agent":"mock","cwd":"/` + strings.Repeat("d", 1024-len(`{"agent":"mock","cwd":"/"}`)) + `"}`
 	if len(exact) != 1024 {
 		t.Fatalf("len %d", len(exact))
@@ -404,16 +404,16 @@ func TestBadInput(t *testing.T) {
 	img := `{"content":[{"type":"image","mime_type":"image/png","data":"` + strings.Repeat("A", 2000) + `"}]}`
 	h.do("POST", msgs, img).ok(t, 202, nil)
 	huge := `{"content":[{"type":"image","mime_type":"image/png","data":"` + strings.Repeat("A", 5000) + `"}]}`
-	h.do("POST", msgs, huge).problem(t, 413, ProblemPayloadTooLarge)
+	h.do("POST", msgs, huge).problem(t, 413, client.ProblemPayloadTooLarge)
 
 	// Routing.
-	h.do("GET", "/v2/nothing", "").problem(t, 404, ProblemNotFound)
+	h.do("GET", "/v2/nothing", "").problem(t, 404, client.ProblemNotFound)
 	r := h.do("PUT", "/v1/sessions", `{}`)
-	r.problem(t, 405, ProblemMethodNotAllowed)
+	r.problem(t, 405, client.ProblemMethodNotAllowed)
 	if allow := r.Header.Get("Allow"); !strings.Contains(allow, "POST") {
 		t.Fatalf("Allow = %q", allow)
 	}
-	h.do("GET", "/v1/health?x=1", "").problem(t, 422, ProblemValidation)
+	h.do("GET", "/v1/health?x=1", "").problem(t, 422, client.ProblemValidation)
 }
 
 func TestErrorMapping(t *testing.T) {
@@ -422,12 +422,12 @@ func TestErrorMapping(t *testing.T) {
 		status int
 		typ    string
 	}{
-		{session.ErrShuttingDown, 503, ProblemShuttingDown},
-		{store.ErrClosed, 503, ProblemShuttingDown},
-		{session.ErrInvalid, 422, ProblemValidation},
-		{store.ErrExists, 409, ProblemConflict},
-		{session.ErrNotResumable, 409, ProblemNotResumable},
-		{errors.New("disk full at /var/lib/secret"), 500, ProblemInternal},
+		{session.ErrShuttingDown, 503, client.ProblemShuttingDown},
+		{store.ErrClosed, 503, client.ProblemShuttingDown},
+		{session.ErrInvalid, 422, client.ProblemValidation},
+		{store.ErrExists, 409, client.ProblemConflict},
+		{session.ErrNotResumable, 409, client.ProblemNotResumable},
+		{errors.New("disk full at /var/lib/secret"), 500, client.ProblemInternal},
 	} {
 		h := newHarness(t, Config{})
 		h.eng.failWith = tc.err
@@ -452,27 +452,27 @@ func TestAuth(t *testing.T) {
 	s := h.createSession()
 
 	r := h.do("GET", "/v1/agents", "", "Authorization", "")
-	r.problem(t, 401, ProblemUnauthorized)
+	r.problem(t, 401, client.ProblemUnauthorized)
 	if r.Header.Get("WWW-Authenticate") != `Bearer realm="agentbox"` {
 		t.Fatalf("WWW-Authenticate = %q", r.Header.Get("WWW-Authenticate"))
 	}
 	for _, a := range []string{"Bearer wrong", "Bearer " + testToken + "x", "Basic " + testToken, "Bearer", testToken} {
 		r = h.do("GET", "/v1/agents", "", "Authorization", a)
-		r.problem(t, 401, ProblemUnauthorized)
+		r.problem(t, 401, client.ProblemUnauthorized)
 		if !strings.Contains(r.Header.Get("WWW-Authenticate"), "invalid_token") {
 			t.Fatalf("%q: WWW-Authenticate = %q", a, r.Header.Get("WWW-Authenticate"))
 		}
 	}
 	h.do("GET", "/v1/agents", "", "Authorization", "bearer "+testToken).ok(t, 200, nil)
 	h.do("GET", "/v1/health", "", "Authorization", "").ok(t, 200, nil)
-	h.do("GET", "/metrics", "", "Authorization", "").problem(t, 401, ProblemUnauthorized)
-	h.do("GET", "/openapi.json", "", "Authorization", "").problem(t, 401, ProblemUnauthorized)
-	h.do("GET", "/v2/unknown", "", "Authorization", "").problem(t, 401, ProblemUnauthorized)
+	h.do("GET", "/metrics", "", "Authorization", "").problem(t, 401, client.ProblemUnauthorized)
+	h.do("GET", "/openapi.json", "", "Authorization", "").problem(t, 401, client.ProblemUnauthorized)
+	h.do("GET", "/v2/unknown", "", "Authorization", "").problem(t, 401, client.ProblemUnauthorized)
 	h.do("GET", "/metrics", "").ok(t, 200, nil)
 
 	// access_token only on the stream route.
-	h.do("GET", "/v1/sessions/"+s.ID+"?access_token="+testToken, "", "Authorization", "").problem(t, 401, ProblemUnauthorized)
-	h.do("GET", "/v1/sessions/"+s.ID+"/events/stream?access_token=nope", "", "Authorization", "").problem(t, 401, ProblemUnauthorized)
+	h.do("GET", "/v1/sessions/"+s.ID+"?access_token="+testToken, "", "Authorization", "").problem(t, 401, client.ProblemUnauthorized)
+	h.do("GET", "/v1/sessions/"+s.ID+"/events/stream?access_token=nope", "", "Authorization", "").problem(t, 401, client.ProblemUnauthorized)
 	// (a good access_token on the stream route is tested in sse_test.go)
 
 	if strings.Contains(h.logs.String(), testToken) {
@@ -503,7 +503,7 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("ACAO for another origin = %q", r.Header.Get("Access-Control-Allow-Origin"))
 	}
 	r = h.do("OPTIONS", "/v1/sessions", "", "Authorization", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
-	r.problem(t, 401, ProblemUnauthorized)
+	r.problem(t, 401, client.ProblemUnauthorized)
 
 	star := newHarness(t, Config{CORSOrigins: []string{"*"}})
 	r = star.do("GET", "/v1/agents", "", "Origin", "https://any.example")
@@ -522,8 +522,8 @@ func TestMetrics(t *testing.T) {
 	h := newHarness(t, Config{})
 	s := h.createSession()
 	h.do("GET", "/v1/sessions/"+s.ID, "").ok(t, 200, nil)
-	h.do("GET", "/v1/sessions/nope", "").problem(t, 404, ProblemNotFound)
-	h.do("GET", "/nowhere/"+s.ID, "").problem(t, 404, ProblemNotFound)
+	h.do("GET", "/v1/sessions/nope", "").problem(t, 404, client.ProblemNotFound)
+	h.do("GET", "/nowhere/"+s.ID, "").problem(t, 404, client.ProblemNotFound)
 	r := h.do("GET", "/metrics", "")
 	r.ok(t, 200, nil)
 	body := string(r.body)
@@ -595,7 +595,7 @@ func TestPanicBecomesProblem(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	response{resp, b}.problem(t, 500, ProblemInternal)
+	response{resp, b}.problem(t, 500, client.ProblemInternal)
 }
 
 // A handler panicking with http.ErrAbortHandler, even wrapped, aborts its

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/client"
 )
 
 // authenticate checks the bearer token. It returns nil when the request may
@@ -28,7 +30,7 @@ func (s *server) authenticate(r *http.Request, allowQuery bool) *problem {
 	case allowQuery && q.Has("access_token"):
 		tok = q.Get("access_token")
 	default:
-		return newProblem(http.StatusUnauthorized, ProblemUnauthorized, "A bearer token is required.").
+		return newProblem(http.StatusUnauthorized, client.ProblemUnauthorized, "A bearer token is required.").
 			withHeader("WWW-Authenticate", `Bearer realm="agentbox"`)
 	}
 	if !tokenEqual(tok, s.cfg.Token) {
@@ -38,7 +40,7 @@ func (s *server) authenticate(r *http.Request, allowQuery bool) *problem {
 }
 
 func invalidToken() *problem {
-	return newProblem(http.StatusUnauthorized, ProblemUnauthorized, "The bearer token is not valid.").
+	return newProblem(http.StatusUnauthorized, client.ProblemUnauthorized, "The bearer token is not valid.").
 		withHeader("WWW-Authenticate", `Bearer realm="agentbox", error="invalid_token"`)
 }
 

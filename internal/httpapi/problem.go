@@ -16,36 +16,8 @@ import (
 	"github.com/agentbox/agentbox/internal/store"
 )
 
-// ProblemBase prefixes every problem type URI. The URIs are part of the API
-// contract: clients switch on them, so they never change.
-const ProblemBase = "https://agentbox.dev/problems/"
-
-// Problem types, one per kind of failure.
-const (
-	ProblemBadRequest           = ProblemBase + "bad-request"            // 400: malformed JSON, missing body
-	ProblemValidation           = ProblemBase + "validation"             // 422: the input breaks the schema or a rule
-	ProblemUnauthorized         = ProblemBase + "unauthorized"           // 401: missing or wrong bearer token
-	ProblemNotFound             = ProblemBase + "not-found"              // 404: no such route, session, permission or question
-	ProblemMethodNotAllowed     = ProblemBase + "method-not-allowed"     // 405
-	ProblemNotAcceptable        = ProblemBase + "not-acceptable"         // 406
-	ProblemRequestTimeout       = ProblemBase + "request-timeout"        // 408: the body came too slowly
-	ProblemConflict             = ProblemBase + "conflict"               // 409: generic conflict
-	ProblemPayloadTooLarge      = ProblemBase + "payload-too-large"      // 413
-	ProblemUnsupportedMediaType = ProblemBase + "unsupported-media-type" // 415: body is not application/json
-	ProblemUnknownAgent         = ProblemBase + "unknown-agent"          // 422: no agent with that name
-	ProblemBusy                 = ProblemBase + "busy"                   // 409: a turn is already running
-	ProblemNoTurn               = ProblemBase + "no-turn"                // 409: interrupt with no turn running
-	ProblemLive                 = ProblemBase + "live"                   // 409: resume of a session that is live
-	ProblemNotResumable         = ProblemBase + "not-resumable"          // 409: the agent cannot resume the session
-	ProblemNotLive              = ProblemBase + "not-live"               // 409: the session has ended
-	ProblemAlreadyResolved      = ProblemBase + "already-resolved"       // 409: the request was answered already
-	ProblemUnavailable          = ProblemBase + "unavailable"            // 503: the agent cannot run here
-	ProblemShuttingDown         = ProblemBase + "shutting-down"          // 503: the daemon is stopping
-	ProblemTimeout              = ProblemBase + "timeout"                // 504: the engine did not answer in time
-	ProblemCancelled            = ProblemBase + "cancelled"              // 499: the client went away
-	ProblemInternal             = ProblemBase + "internal"               // 500: a bug or an unexpected failure; see the logs
-	ProblemOther                = ProblemBase + "other"                  // any other status
-)
+// The problem type URIs are part of the API contract and are defined once,
+// in the public client package (client.Problem*), which clients switch on.
 
 const problemContentType = "application/problem+json"
 
@@ -54,20 +26,20 @@ const problemContentType = "application/problem+json"
 const statusClientClosed = 499
 
 var statusTypes = map[int]string{
-	http.StatusBadRequest:            ProblemBadRequest,
-	http.StatusUnauthorized:          ProblemUnauthorized,
-	http.StatusNotFound:              ProblemNotFound,
-	http.StatusMethodNotAllowed:      ProblemMethodNotAllowed,
-	http.StatusNotAcceptable:         ProblemNotAcceptable,
-	http.StatusRequestTimeout:        ProblemRequestTimeout,
-	http.StatusConflict:              ProblemConflict,
-	http.StatusRequestEntityTooLarge: ProblemPayloadTooLarge,
-	http.StatusUnsupportedMediaType:  ProblemUnsupportedMediaType,
-	http.StatusUnprocessableEntity:   ProblemValidation,
-	http.StatusInternalServerError:   ProblemInternal,
-	http.StatusServiceUnavailable:    ProblemUnavailable,
-	http.StatusGatewayTimeout:        ProblemTimeout,
-	statusClientClosed:               ProblemCancelled,
+	http.StatusBadRequest:            client.ProblemBadRequest,
+	http.StatusUnauthorized:          client.ProblemUnauthorized,
+	http.StatusNotFound:              client.ProblemNotFound,
+	http.StatusMethodNotAllowed:      client.ProblemMethodNotAllowed,
+	http.StatusNotAcceptable:         client.ProblemNotAcceptable,
+	http.StatusRequestTimeout:        client.ProblemRequestTimeout,
+	http.StatusConflict:              client.ProblemConflict,
+	http.StatusRequestEntityTooLarge: client.ProblemPayloadTooLarge,
+	http.StatusUnsupportedMediaType:  client.ProblemUnsupportedMediaType,
+	http.StatusUnprocessableEntity:   client.ProblemValidation,
+	http.StatusInternalServerError:   client.ProblemInternal,
+	http.StatusServiceUnavailable:    client.ProblemUnavailable,
+	http.StatusGatewayTimeout:        client.ProblemTimeout,
+	statusClientClosed:               client.ProblemCancelled,
 }
 
 // typeForStatus is the problem type of errors that only have a status, such
@@ -76,7 +48,7 @@ func typeForStatus(status int) string {
 	if t, ok := statusTypes[status]; ok {
 		return t
 	}
-	return ProblemOther
+	return client.ProblemOther
 }
 
 // problem is the error type of the whole API: handlers return it, huma's own
@@ -148,42 +120,42 @@ func errorProblem(ctx context.Context, err error) *problem {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, agent.ErrUnknown):
-		return newProblem(http.StatusUnprocessableEntity, ProblemUnknownAgent, msg)
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnknownAgent, msg)
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, store.ErrNotFound):
-		return newProblem(http.StatusNotFound, ProblemNotFound, msg)
+		return newProblem(http.StatusNotFound, client.ProblemNotFound, msg)
 	case errors.Is(err, session.ErrInvalid):
-		return newProblem(http.StatusUnprocessableEntity, ProblemValidation, msg)
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
 	case errors.Is(err, session.ErrBusy):
-		return newProblem(http.StatusConflict, ProblemBusy, msg)
+		return newProblem(http.StatusConflict, client.ProblemBusy, msg)
 	case errors.Is(err, session.ErrNoTurn):
-		return newProblem(http.StatusConflict, ProblemNoTurn, msg)
+		return newProblem(http.StatusConflict, client.ProblemNoTurn, msg)
 	case errors.Is(err, session.ErrLive):
-		return newProblem(http.StatusConflict, ProblemLive, msg)
+		return newProblem(http.StatusConflict, client.ProblemLive, msg)
 	case errors.Is(err, session.ErrNotResumable):
-		return newProblem(http.StatusConflict, ProblemNotResumable, msg)
+		return newProblem(http.StatusConflict, client.ProblemNotResumable, msg)
 	case errors.Is(err, session.ErrNotLive):
-		return newProblem(http.StatusConflict, ProblemNotLive, msg)
+		return newProblem(http.StatusConflict, client.ProblemNotLive, msg)
 	case errors.Is(err, store.ErrAlreadyResolved):
-		return newProblem(http.StatusConflict, ProblemAlreadyResolved, msg)
+		return newProblem(http.StatusConflict, client.ProblemAlreadyResolved, msg)
 	case errors.Is(err, store.ErrExists):
-		return newProblem(http.StatusConflict, ProblemConflict, msg)
+		return newProblem(http.StatusConflict, client.ProblemConflict, msg)
 	case errors.Is(err, session.ErrUnavailable):
-		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, msg)
+		return newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, msg)
 	case errors.Is(err, session.ErrShuttingDown), errors.Is(err, store.ErrClosed):
-		return newProblem(http.StatusServiceUnavailable, ProblemShuttingDown, "The daemon is shutting down.").
+		return newProblem(http.StatusServiceUnavailable, client.ProblemShuttingDown, "The daemon is shutting down.").
 			withHeader("Retry-After", "5")
 	case errors.Is(err, context.DeadlineExceeded):
 		logFor(ctx).WarnContext(ctx, "request timed out", "err", err)
-		return newProblem(http.StatusGatewayTimeout, ProblemTimeout, "The operation timed out.")
+		return newProblem(http.StatusGatewayTimeout, client.ProblemTimeout, "The operation timed out.")
 	case errors.Is(err, context.Canceled):
-		return newProblem(statusClientClosed, ProblemCancelled, "The request was cancelled.")
+		return newProblem(statusClientClosed, client.ProblemCancelled, "The request was cancelled.")
 	}
 	logFor(ctx).ErrorContext(ctx, "internal error", "err", err)
 	return internalProblem(ctx)
 }
 
 func internalProblem(ctx context.Context) *problem {
-	p := newProblem(http.StatusInternalServerError, ProblemInternal, "An internal error occurred; the daemon log has the details.")
+	p := newProblem(http.StatusInternalServerError, client.ProblemInternal, "An internal error occurred; the daemon log has the details.")
 	if ri := infoFrom(ctx); ri != nil {
 		p.Instance = "urn:agentbox:request:" + ri.id
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/metrics"
 )
 
@@ -222,10 +223,10 @@ func (w *muxErrorWriter) WriteHeader(code int) {
 	switch code {
 	case http.StatusNotFound:
 		w.swallow = true
-		writeProblem(w.statusWriter, newProblem(code, ProblemNotFound, "No such route."))
+		writeProblem(w.statusWriter, newProblem(code, client.ProblemNotFound, "No such route."))
 	case http.StatusMethodNotAllowed:
 		w.swallow = true
-		writeProblem(w.statusWriter, newProblem(code, ProblemMethodNotAllowed, "The route does not allow this method."))
+		writeProblem(w.statusWriter, newProblem(code, client.ProblemMethodNotAllowed, "The route does not allow this method."))
 	default:
 		w.statusWriter.WriteHeader(code)
 	}

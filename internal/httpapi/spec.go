@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/agentbox/agentbox/client"
 )
 
 // APIVersion is the version of the API contract (info.version in the spec).
@@ -67,27 +69,27 @@ func humaConfig() huma.Config {
 // problemTable lists the problem types for the spec's description.
 func problemTable() string {
 	rows := map[string]string{
-		ProblemBadRequest:           "400: the body is not valid JSON, or is missing",
-		ProblemValidation:           "422: the input breaks the schema or a rule; see errors[]",
-		ProblemUnauthorized:         "401: the bearer token is missing or wrong",
-		ProblemNotFound:             "404: no such route, session, permission request or question",
-		ProblemMethodNotAllowed:     "405: the route exists, the method does not",
-		ProblemNotAcceptable:        "406: no acceptable response format",
-		ProblemRequestTimeout:       "408: the body was sent too slowly",
-		ProblemConflict:             "409: the request conflicts with the current state",
-		ProblemPayloadTooLarge:      "413: the body is larger than the limit",
-		ProblemUnsupportedMediaType: "415: the body is not application/json",
-		ProblemUnknownAgent:         "422: no agent has that name",
-		ProblemBusy:                 "409: a turn is already running in the session",
-		ProblemNoTurn:               "409: no turn is running",
-		ProblemNotLive:              "409: the session has ended",
-		ProblemAlreadyResolved:      "409: the request was already answered",
-		ProblemUnavailable:          "503: the agent cannot run on this host",
-		ProblemShuttingDown:         "503: the daemon is stopping; retry elsewhere or later",
-		ProblemTimeout:              "504: the operation timed out",
-		ProblemInternal:             "500: an unexpected failure; the daemon log has details (see instance)",
-		ProblemCancelled:            "499: the client went away (recorded in logs and metrics; never received)",
-		ProblemOther:                "any other status",
+		client.ProblemBadRequest:           "400: the body is not valid JSON, or is missing",
+		client.ProblemValidation:           "422: the input breaks the schema or a rule; see errors[]",
+		client.ProblemUnauthorized:         "401: the bearer token is missing or wrong",
+		client.ProblemNotFound:             "404: no such route, session, permission request or question",
+		client.ProblemMethodNotAllowed:     "405: the route exists, the method does not",
+		client.ProblemNotAcceptable:        "406: no acceptable response format",
+		client.ProblemRequestTimeout:       "408: the body was sent too slowly",
+		client.ProblemConflict:             "409: the request conflicts with the current state",
+		client.ProblemPayloadTooLarge:      "413: the body is larger than the limit",
+		client.ProblemUnsupportedMediaType: "415: the body is not application/json",
+		client.ProblemUnknownAgent:         "422: no agent has that name",
+		client.ProblemBusy:                 "409: a turn is already running in the session",
+		client.ProblemNoTurn:               "409: no turn is running",
+		client.ProblemNotLive:              "409: the session has ended",
+		client.ProblemAlreadyResolved:      "409: the request was already answered",
+		client.ProblemUnavailable:          "503: the agent cannot run on this host",
+		client.ProblemShuttingDown:         "503: the daemon is stopping; retry elsewhere or later",
+		client.ProblemTimeout:              "504: the operation timed out",
+		client.ProblemInternal:             "500: an unexpected failure; the daemon log has details (see instance)",
+		client.ProblemCancelled:            "499: the client went away (recorded in logs and metrics; never received)",
+		client.ProblemOther:                "any other status",
 	}
 	keys := make([]string, 0, len(rows))
 	for k := range rows {

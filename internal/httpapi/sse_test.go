@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 )
 
@@ -295,23 +296,23 @@ func TestSSEBadRequests(t *testing.T) {
 	s := h.createSession()
 	path := "/v1/sessions/" + s.ID + "/events/stream"
 	for _, v := range []string{"abc", "-1", "+1", "1.5", "0x10", "99999999999999999999"} {
-		p := h.do("GET", path, "", "Last-Event-ID", v).problem(t, 422, ProblemValidation)
+		p := h.do("GET", path, "", "Last-Event-ID", v).problem(t, 422, client.ProblemValidation)
 		if len(p.Errors) != 1 || p.Errors[0].Location != "header.Last-Event-ID" {
 			t.Fatalf("Last-Event-ID %q: %+v", v, p)
 		}
-		p = h.do("GET", path+"?after="+v, "").problem(t, 422, ProblemValidation)
+		p = h.do("GET", path+"?after="+v, "").problem(t, 422, client.ProblemValidation)
 		if len(p.Errors) != 1 || p.Errors[0].Location != "query.after" {
 			t.Fatalf("after %q: %+v", v, p)
 		}
 	}
-	h.do("GET", "/v1/sessions/ses_nope/events/stream", "").problem(t, 404, ProblemNotFound)
+	h.do("GET", "/v1/sessions/ses_nope/events/stream", "").problem(t, 404, client.ProblemNotFound)
 }
 
 func TestSSEAccessToken(t *testing.T) {
 	h := newHarness(t, Config{Token: testToken})
 	s := h.createSession()
 	path := "/v1/sessions/" + s.ID + "/events/stream"
-	h.do("GET", path, "", "Authorization", "").problem(t, 401, ProblemUnauthorized)
+	h.do("GET", path, "", "Authorization", "").problem(t, 401, client.ProblemUnauthorized)
 	c := h.openStream(path+"?access_token="+testToken, "Authorization", "")
 	c.expectSeqs(1)
 	if strings.Contains(h.logs.String(), testToken) {
