@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +34,9 @@ type live struct {
 	turnDone   chan struct{}
 	pending    map[string]chan agent.PermissionAnswer
 	questions  map[string]chan agent.Answer
-	started    map[string]time.Time // item id → start, for tool-call durations
+	// open holds the items started and not yet completed: for tool-call
+	// durations, and so a turn never ends with an item left open.
+	open map[string]*openItem
 
 	// The event queue; see pump.
 	queue    []batch
@@ -176,30 +180,78 @@ func (l *live) append(_ context.Context, evs ...event.Event) ([]event.Event, err
 
 // observe feeds the tool-call duration metric. Called with l.mu held.
 func (l *live) observe(e event.Event) {
+	if e.Type == event.TypeItemDelta {
+		if len(l.open) == 0 {
+			return
+		}
+		var d event.ItemDelta
+		if json.Unmarshal(e.Data, &d) != nil {
+			return
+		}
+		if o, ok := l.open[d.ItemID]; ok {
+			switch d.Field {
+			case event.DeltaText:
+				o.text.WriteString(d.Delta)
+			case event.DeltaOutput:
+				o.output.WriteString(d.Delta)
+			}
+		}
+		return
+	}
 	if e.Type != event.TypeItemStarted && e.Type != event.TypeItemCompleted {
 		return
 	}
-	var p struct {
-		Item struct {
-			ID   string         `json:"id"`
-			Kind event.ItemKind `json:"kind"`
-		} `json:"item"`
-	}
+	var p event.ItemStarted // same shape as ItemCompleted
 	if json.Unmarshal(e.Data, &p) != nil {
 		return
 	}
+	if e.Type == event.TypeItemStarted {
+		l.open[p.Item.ID] = &openItem{item: p.Item, at: time.Now()}
+		return
+	}
+	o, ok := l.open[p.Item.ID]
+	if !ok {
+		return
+	}
+	delete(l.open, p.Item.ID)
 	switch p.Item.Kind {
 	case event.ItemMessage, event.ItemReasoning, event.ItemPlan:
-		return
+	default:
+		l.m.cfg.Metrics.ToolCallDuration.WithLabelValues(string(p.Item.Kind)).Observe(time.Since(o.at).Seconds())
 	}
-	if e.Type == event.TypeItemStarted {
-		l.started[p.Item.ID] = time.Now()
-		return
+}
+
+// openItem is an item started and not yet completed, with what its deltas
+// said so far.
+type openItem struct {
+	item         event.Item
+	at           time.Time
+	text, output strings.Builder
+}
+
+// closeOpenItems completes, as failed, the items the agent started and
+// never completed (it died, or an adapter lost track), so every item.started
+// has its item.completed before the turn ends. Called with l.mu held.
+func (l *live) closeOpenItems(why string) []event.Event {
+	items := make([]*openItem, 0, len(l.open))
+	for id, o := range l.open {
+		items = append(items, o)
+		delete(l.open, id)
 	}
-	if t, ok := l.started[p.Item.ID]; ok {
-		delete(l.started, p.Item.ID)
-		l.m.cfg.Metrics.ToolCallDuration.WithLabelValues(string(p.Item.Kind)).Observe(time.Since(t).Seconds())
+	slices.SortFunc(items, func(a, b *openItem) int { return a.at.Compare(b.at) })
+	evs := make([]event.Event, len(items))
+	for i, o := range items {
+		it := o.item
+		it.Status, it.Error = event.StatusFailed, why
+		if o.text.Len() > 0 && it.Text() == "" {
+			it.Content = append(it.Content, event.TextPart(o.text.String()))
+		}
+		if o.output.Len() > 0 && it.Output == "" {
+			it.Output = o.output.String()
+		}
+		evs[i] = event.New(event.SourceDaemon, &event.ItemCompleted{Item: it})
 	}
+	return evs
 }
 
 // Emit implements agent.Host. It queues the events and returns without
@@ -321,7 +373,7 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	// Queue turn.completed and free the turn slot in one step: the next
 	// turn's events can only be queued after it.
 	l.mu.Lock()
-	b, backlog, err := l.pushLocked([]event.Event{completed}, true)
+	b, backlog, err := l.pushLocked(append(l.closeOpenItems("the turn ended before the agent completed this item"), completed), true)
 	if l.turnID == turnID {
 		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
 	}

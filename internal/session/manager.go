@@ -231,7 +231,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, started: map[string]time.Time{},
+	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
 		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
 	go l.pump()
 

@@ -73,6 +73,11 @@ func (s *testSession) Prompt(ctx context.Context, in agent.Input) (agent.Result,
 		return agent.Result{StopReason: event.StopInterrupted}, nil
 	case "fail":
 		return agent.Result{}, errors.New("boom")
+	case "half":
+		it := event.Item{ID: "item_half", Kind: event.ItemCommand, Status: event.StatusInProgress, Command: "make"}
+		return agent.Result{}, s.h.Emit(ctx, event.New(event.SourceAgent, &event.ItemStarted{Item: it}),
+			event.New(event.SourceAgent, &event.ItemDelta{ItemID: it.ID, Field: event.DeltaOutput, Delta: "partial "}),
+			event.New(event.SourceAgent, &event.ItemDelta{ItemID: it.ID, Field: event.DeltaOutput, Delta: "output"}))
 	case "exit":
 		close(s.done)
 		<-ctx.Done()
@@ -608,4 +613,21 @@ func TestResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, m, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
+}
+
+// TestOpenItemsClosedAtTurnEnd: an item the agent started and never
+// completed is completed as failed before turn.completed.
+func TestOpenItemsClosedAtTurnEnd(t *testing.T) {
+	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
+	s, _ := m.Create(t.Context(), session.CreateParams{Agent: "test"})
+	if _, err := m.Send(t.Context(), s.ID, []event.ContentPart{event.TextPart("half")}); err != nil {
+		t.Fatal(err)
+	}
+	evs := waitFor(t, m, s.ID, 0, event.TypeTurnCompleted)
+	last := evs[len(evs)-2]
+	p, _ := last.Decode()
+	ic, ok := p.(*event.ItemCompleted)
+	if !ok || ic.Item.ID != "item_half" || ic.Item.Status != event.StatusFailed || ic.Item.Command != "make" || ic.Item.Error == "" || ic.Item.Output != "partial output" {
+		t.Fatalf("before turn.completed: %s %s", last.Type, last.Data)
+	}
 }
