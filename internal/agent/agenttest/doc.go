@@ -1,0 +1,63 @@
+// Package agenttest is the conformance suite every agent adapter must pass.
+//
+// Run builds the real stack once (SQLite store, session engine with the
+// adapter registered, HTTP API on a real server, the Go client over HTTP)
+// and one internal/fakellm server behind a scenario switcher, then runs the
+// same subtests for every agent, one after another:
+//
+//	write             "write" in accept_edits: hello.txt is written, a
+//	                  file_change item (a tool item without FileChanges),
+//	                  the answer "done", end_turn; usage; the agent used
+//	                  Target.Protocol with the LLM's key
+//	permission_allow  "permission" in default: permission.requested (kind
+//	                  command or tool) → allow → the file exists,
+//	                  permission.resolved {allow, by user}, end_turn
+//	permission_deny   the same → deny → no file, {deny, by user}, the
+//	                  request's item is declined, the agent carries on
+//	two_turns         "multi": the second answer shows the conversation went
+//	                  on in the same session; seqs continue
+//	interrupt         "slow": interrupt mid-stream → turn.completed
+//	                  interrupted within Target.InterruptWithin, then a turn
+//	                  works
+//	crash             Target.KillAgent mid-turn → turn.completed error,
+//	                  session.ended {error, exit_code or stderr_tail}, the
+//	                  session is failed, a new session works
+//	upstream_error    "error500" → error event(s), turn.completed error; the
+//	                  next turn ("text") works
+//
+// Every session a subtest creates is deleted at its end, and its whole log
+// is then read back and checked twice: with CheckInvariants (gapless seqs,
+// turn brackets, items started/completed in pairs, deltas adding up,
+// permissions resolved once, nothing after session.ended) and against an
+// expected shape (Shape, MatchShape) built from Target.Caps alone, so that
+// all agents are held to the same stream structure. A flag set to false
+// skips its assertions with a message; a true flag is always checked.
+//
+// # Adding an agent
+//
+// In the adapter's package, add conformance_test.go:
+//
+//	func TestConformance(t *testing.T) {
+//		agenttest.Run(t, agenttest.Target{
+//			Name: Name,
+//			New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
+//				// Point the adapter at llm.URL("") (the switcher; the suite
+//				// picks the scenario) with llm.Key(), through its options
+//				// or through Env below.
+//				return New(Options{BaseURL: llm.URL(""), APIKey: llm.Key(), HomeDir: t.TempDir()})
+//			},
+//			Caps:      capabilities,          // what Info() reports
+//			Protocol:  fakellm.APIResponses,  // the API the CLI calls
+//			URLSuffix: "/v1",                 // if its base URL carries a path
+//		})
+//	}
+//
+// Find the CLI with install.Lookup and fail (not skip) when it is missing.
+// KillAgent defaults to KillAgentByCwd, which SIGKILLs the direct child of
+// the test process running in the session's directory; set it when the
+// adapter runs the agent differently (a wrapper script, a shared server).
+// The suite's fake LLM maps its abstract write/shell calls onto whatever
+// tools the agent offers (see internal/fakellm), so the scenarios need no
+// per-agent changes; if a subtest fails, fix the adapter (or the fake
+// LLM's tool mapping), not the expected shape.
+package agenttest
