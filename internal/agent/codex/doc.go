@@ -1,0 +1,30 @@
+// Package codex is the native adapter for OpenAI's Codex CLI.
+//
+// One `codex app-server` process per adapter (started on first use, in its
+// own process group, with an environment built from scratch and a
+// generated config.toml in the adapter's CODEX_HOME) serves every session:
+// a session is a thread of it. The two sides speak JSON-RPC 2.0 over JSON
+// lines on stdio (rpc.go); the server omits the "jsonrpc" member, so the
+// peer here neither requires nor sends it.
+//
+// Each thread's notifications are translated by a pure Mapper (mapper.go)
+// into universal events. Approval requests the server sends
+// (item/commandExecution/requestApproval, item/fileChange/requestApproval,
+// item/permissions/requestApproval, mcpServer/elicitation/request and the
+// legacy execCommandApproval/applyPatchApproval) are put to the client
+// through agent.Host.RequestPermission and answered per request; a
+// session-wide grant ("acceptForSession") is sent only when the client
+// picked that option by its id, and it is offered only when the request
+// lists it. Any other server request gets a JSON-RPC error reply.
+//
+// A session's OPENAI_BASE_URL / OPENAI_API_KEY (agent.Config.Env) select
+// its provider: the base URL is a per-thread config override
+// (model_providers.agentbox.base_url) at thread/start; the key is read by
+// the server from an environment variable once per process, so sessions
+// with a key other than the daemon's get a server process of their own
+// (one per distinct key).
+//
+// If the server process dies, every session on it ends (agent.Exiter, reason
+// error, with the exit code and the tail of its stderr) and the next session
+// starts a fresh process.
+package codex
