@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/claude"
+	"github.com/agentbox/agentbox/internal/agent/codex"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/httpapi"
@@ -97,6 +98,12 @@ func Agents(dataDir string, env func(string) string) *agent.Registry {
 		BaseURL: env("ANTHROPIC_BASE_URL"),
 		APIKey:  env("ANTHROPIC_API_KEY"),
 		HomeDir: filepath.Join(dataDir, "agents", claude.Name, "home"),
+	}))
+	r.Register(codex.Name, codex.New(codex.Options{
+		Binary:  installed(codex.Name),
+		Home:    filepath.Join(dataDir, "agents", codex.Name, "home"),
+		BaseURL: env("OPENAI_BASE_URL"),
+		APIKey:  env("OPENAI_API_KEY"),
 	}))
 	return r
 }
