@@ -1,0 +1,55 @@
+package opencode
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agent/install"
+	"github.com/agentbox/agentbox/internal/fakellm"
+)
+
+func TestConformance(t *testing.T) {
+	opencodeBinary(t)
+	var mu sync.Mutex
+	var ad *adapter
+	agenttest.Run(t, agenttest.Target{
+		Name: Name,
+		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
+			a := New(Options{
+				Binary: func() (string, string, error) {
+					in, ok, err := install.Lookup(Name)
+					if err == nil && !ok {
+						err = fmt.Errorf("not installed")
+					}
+					return in.Binary, in.Version, err
+				},
+				BaseURL: llm.URL(""), APIKey: llm.Key(),
+				Home: filepath.Join(t.TempDir(), "opencode-home"), MaxRetries: -1,
+			}).(*adapter)
+			t.Cleanup(func() { _ = a.Close() })
+			mu.Lock()
+			ad = a
+			mu.Unlock()
+			return a
+		},
+		Caps:      capabilities,
+		Protocol:  fakellm.APIChat,
+		URLSuffix: "/v1",
+		// The agent process is the shared server: kill it.
+		KillAgent: func(t *testing.T, _ string) {
+			mu.Lock()
+			a := ad
+			mu.Unlock()
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			for _, s := range a.servers {
+				_ = syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL)
+			}
+		},
+	})
+}
