@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/codex"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/agent/opencode"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/session"
@@ -102,6 +104,12 @@ func Agents(dataDir string, env func(string) string) *agent.Registry {
 	r.Register(codex.Name, codex.New(codex.Options{
 		Binary:  installed(codex.Name),
 		Home:    filepath.Join(dataDir, "agents", codex.Name, "home"),
+		BaseURL: env("OPENAI_BASE_URL"),
+		APIKey:  env("OPENAI_API_KEY"),
+	}))
+	r.Register(opencode.Name, opencode.New(opencode.Options{
+		Binary:  installed(opencode.Name),
+		Home:    filepath.Join(dataDir, "agents", opencode.Name),
 		BaseURL: env("OPENAI_BASE_URL"),
 		APIKey:  env("OPENAI_API_KEY"),
 	}))
@@ -257,6 +265,15 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		go func() { srvDone <- d.srv.Shutdown(ctx) }()
 		d.cancelHandler()
 		errs := []error{d.mgr.Shutdown(ctx)}
+		// Adapters that own shared processes (OpenCode's servers) stop them
+		// once no session is left.
+		for _, name := range d.cfg.Agents.Names() {
+			if a, err := d.cfg.Agents.Get(name); err == nil {
+				if c, ok := a.(io.Closer); ok {
+					errs = append(errs, c.Close())
+				}
+			}
+		}
 		if err := <-srvDone; err != nil {
 			errs = append(errs, err, d.srv.Close())
 		}
