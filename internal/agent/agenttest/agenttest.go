@@ -2,15 +2,9 @@ package agenttest
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +12,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/fakellm"
-	"github.com/agentbox/agentbox/internal/httpapi"
-	"github.com/agentbox/agentbox/internal/metrics"
-	engine "github.com/agentbox/agentbox/internal/session"
-	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 // Defaults of Target.
@@ -117,89 +107,30 @@ func Run(t *testing.T, tg Target) {
 	}
 }
 
-// switcher is a reverse proxy in front of the fake LLM whose scenario
-// changes between turns (an agent's base URL is fixed when it starts).
-type switcher struct {
-	llm *fakellm.Server
-	mu  sync.Mutex
-	cur string
-}
-
-func (sw *switcher) set(name string) {
-	sw.mu.Lock()
-	sw.cur = name
-	sw.mu.Unlock()
-}
-
-func (sw *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw.mu.Lock()
-	target, err := url.Parse(sw.llm.ScenarioURL(sw.cur))
-	sw.mu.Unlock()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }}).ServeHTTP(w, r)
-}
-
-type fakeLLM struct {
-	srv    *fakellm.Server
-	swURL  string
-	suffix string
-}
-
-func (l *fakeLLM) URL(scenario string) string {
-	if scenario == "" {
-		return l.swURL + l.suffix
-	}
-	return l.srv.ScenarioURL(scenario) + l.suffix
-}
-func (l *fakeLLM) Key() string                 { return FakeKey }
-func (l *fakeLLM) Requests() []fakellm.Request { return l.srv.Requests() }
-
 type suite struct {
-	tg  Target
-	c   *client.Client
-	llm *fakeLLM
-	sw  *switcher
+	tg Target
+	*Stack
 }
 
 func newSuite(t *testing.T, tg Target) *suite {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := context.Background()
-	srv, err := fakellm.Start(ctx, fakellm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := &switcher{llm: srv, cur: fakellm.ScenarioText}
-	swSrv := httptest.NewServer(sw)
-	llm := &fakeLLM{srv: srv, swURL: swSrv.URL, suffix: tg.URLSuffix}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "agentbox.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad := tg.New(t, llm)
-	reg := agent.NewRegistry()
-	reg.Register(tg.Name, ad)
-	mgr := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: filepath.Join(dir, "workspaces"), PermissionTimeout: time.Minute})
-	api := httptest.NewServer(httpapi.New(httpapi.Config{}, mgr, metrics.New(), nil))
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := mgr.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		api.Close()
-		swSrv.Close()
-		_ = srv.Close()
-		_ = st.Close()
+	s := NewStack(t, StackOptions{
+		Name:      tg.Name,
+		New:       func(_ testing.TB, llm LLM) agent.Adapter { return tg.New(t, llm) },
+		Env:       tg.Env,
+		URLSuffix: tg.URLSuffix,
+		Timeout:   tg.Timeout,
+		// Resolve symlinks (e.g. a /tmp link) so cwd compares equal to
+		// /proc/PID/cwd.
+		Cwd: func(t testing.TB) string {
+			cwd := t.TempDir()
+			if r, err := filepath.EvalSymlinks(cwd); err == nil {
+				cwd = r
+			}
+			return cwd
+		},
 	})
-	c, err := client.New(api.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := ad.Info(ctx)
+	info := s.Adapter.Info(context.Background())
 	if !info.Available {
 		t.Fatalf("agent %s is not available: %s", tg.Name, info.Reason)
 	}
@@ -207,7 +138,7 @@ func newSuite(t *testing.T, tg Target) *suite {
 		t.Errorf("Target.Caps %+v differ from the adapter's Info().Capabilities %+v", tg.Caps, info.Capabilities)
 	}
 	t.Logf("agent %s %s (%s), caps %+v", tg.Name, info.Version, info.Path, tg.Caps)
-	return &suite{tg: tg, c: c, llm: llm, sw: sw}
+	return &suite{tg: tg, Stack: s}
 }
 
 // sessionCheck says how a session's log is checked at the end of a subtest.
@@ -221,30 +152,15 @@ type sessionCheck struct {
 // back and checked with CheckInvariants and against chk.shape.
 func (s *suite) session(t *testing.T, mode string, chk sessionCheck) (client.Session, string) {
 	t.Helper()
-	cwd := t.TempDir()
-	// Resolve symlinks (e.g. a /tmp link) so cwd compares equal to
-	// /proc/PID/cwd.
-	if r, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = r
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.tg.Timeout)
-	defer cancel()
-	var env map[string]string
-	if s.tg.Env != nil {
-		env = s.tg.Env(s.llm)
-	}
-	ses, err := s.c.CreateSession(ctx, client.CreateSession{Agent: s.tg.Name, Cwd: cwd, PermissionMode: mode, Env: env})
-	if err != nil {
-		t.Fatalf("create session: %v", err)
-	}
+	ses, cwd := s.Create(t, mode, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.c.DeleteSession(ctx, ses.ID, false); err != nil {
+		if err := s.C.DeleteSession(ctx, ses.ID, false); err != nil {
 			t.Errorf("delete session: %v", err)
 		}
 		var log []event.Event
-		if err := s.c.EventsAll(ctx, ses.ID, 0, func(e event.Event) error { log = append(log, e); return nil }); err != nil {
+		if err := s.C.EventsAll(ctx, ses.ID, 0, func(e event.Event) error { log = append(log, e); return nil }); err != nil {
 			t.Errorf("read the log: %v", err)
 			return
 		}
@@ -264,98 +180,6 @@ func (s *suite) session(t *testing.T, mode string, chk sessionCheck) (client.Ses
 		}
 	})
 	return ses, cwd
-}
-
-// turn sends text and follows the turn to its end; onEvent (may be nil)
-// sees each event first.
-func (s *suite) turn(t *testing.T, sid, text string, onEvent func(event.Event)) (event.TurnCompleted, []event.Event) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.tg.Timeout)
-	defer cancel()
-	after, err := s.c.LastSeq(ctx, sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := s.c.Send(ctx, sid, text)
-	if err != nil {
-		t.Fatalf("send %q: %v", text, err)
-	}
-	var evs []event.Event
-	tc, err := s.c.WaitTurn(ctx, sid, tr.TurnID, after, func(e event.Event) error {
-		evs = append(evs, e)
-		if onEvent != nil {
-			onEvent(e)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("turn %q: %v\nevents:\n%s", text, err, Dump(evs))
-	}
-	return tc, evs
-}
-
-// answerAll answers every permission request of the turn with decision.
-func (s *suite) answerAll(t *testing.T, sid, decision string) func(event.Event) {
-	return func(e event.Event) {
-		if e.Type != event.TypePermissionRequested {
-			return
-		}
-		p := decode[event.PermissionRequested](e)
-		if _, err := s.c.AnswerPermission(context.Background(), sid, p.ID, client.PermissionAnswer{Decision: decision}); err != nil {
-			t.Errorf("answer permission %s: %v", p.ID, err)
-		}
-	}
-}
-
-// Dump renders events one a line, for failure messages.
-func Dump(evs []event.Event) string {
-	var sb strings.Builder
-	for _, e := range evs {
-		d := string(e.Data)
-		if len(d) > 300 {
-			d = d[:300] + "…"
-		}
-		fmt.Fprintf(&sb, "%4d %-20s %-6s %s\n", e.Seq, e.Type, e.Source, d)
-	}
-	return sb.String()
-}
-
-func completedItems(evs []event.Event) []event.Item {
-	var out []event.Item
-	for _, e := range evs {
-		if e.Type == event.TypeItemCompleted {
-			out = append(out, decode[event.ItemCompleted](e).Item)
-		}
-	}
-	return out
-}
-
-func findItem(its []event.Item, kinds ...event.ItemKind) *event.Item {
-	for i := range its {
-		for _, k := range kinds {
-			if its[i].Kind == k {
-				return &its[i]
-			}
-		}
-	}
-	return nil
-}
-
-func lastAssistant(its []event.Item) *event.Item {
-	var m *event.Item
-	for i := range its {
-		if its[i].Kind == event.ItemMessage && its[i].Role == event.RoleAssistant {
-			m = &its[i]
-		}
-	}
-	return m
-}
-
-func lastMessage(its []event.Item) string {
-	if m := lastAssistant(its); m != nil {
-		return m.Text()
-	}
-	return ""
 }
 
 // textDeltas counts the text deltas of item id.

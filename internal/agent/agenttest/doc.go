@@ -60,4 +60,12 @@
 // tools the agent offers (see internal/fakellm), so the scenarios need no
 // per-agent changes; if a subtest fails, fix the adapter (or the fake
 // LLM's tool mapping), not the expected shape.
+//
+// # Shared test scaffolding
+//
+// An adapter's own end-to-end tests build the same stack as Run with
+// NewStack (Stack.SetScenario, Create, Turn, Answer; Items, FindItem,
+// LastMessage and Dump read a turn's events), and its golden tests use
+// ReadLines, GoldenEvents and Golden. Golden takes the package's own
+// -update flag as a parameter: each package defines that flag itself.
 package agenttest

@@ -75,14 +75,14 @@ func cat(parts ...[]string) []string {
 // target's protocol and key since request number from.
 func (s *suite) checkProtocol(t *testing.T, from int) {
 	t.Helper()
-	reqs := s.llm.Requests()[from:]
+	reqs := s.LLM.Requests()[from:]
 	n := 0
 	for _, r := range reqs {
 		if s.tg.Protocol != "" && r.API != s.tg.Protocol {
 			continue
 		}
 		n++
-		if !r.HasKey(s.llm.Key()) {
+		if !r.HasKey(s.LLM.Key()) {
 			t.Errorf("request %d %s %s without the key LLM.Key() gives", r.Seq, r.Method, r.Path)
 		}
 	}
@@ -93,13 +93,13 @@ func (s *suite) checkProtocol(t *testing.T, from int) {
 
 func (s *suite) testWrite(t *testing.T) {
 	caps := s.tg.Caps
-	s.sw.set(fakellm.ScenarioWrite)
-	from := len(s.llm.Requests())
+	s.SetScenario(fakellm.ScenarioWrite)
+	from := len(s.LLM.Requests())
 	ses, cwd := s.session(t, client.PermissionAcceptEdits, expectShape(session(
 		s.okTurn(s.writeItem()...), ended("terminated"))))
 	// accept_edits allows the write without asking; a request is answered
 	// (so the turn does not hang) but fails the shape.
-	tc, evs := s.turn(t, ses.ID, "Create the file please", s.answerAll(t, ses.ID, "allow"))
+	tc, evs := s.Turn(t, ses.ID, "Create the file please", s.Answer(t, ses.ID, "allow"))
 	if tc.StopReason != event.StopEndTurn {
 		t.Fatalf("stop reason %s\n%s", tc.StopReason, Dump(evs))
 	}
@@ -107,10 +107,10 @@ func (s *suite) testWrite(t *testing.T) {
 	if got, ok := fileContent(cwd, "hello.txt"); strings.TrimSuffix(got, "\n") != "hi" {
 		t.Errorf("hello.txt = %q (exists %v), want \"hi\"", got, ok)
 	}
-	its := completedItems(evs)
+	its := Items(t, evs)
 	switch {
 	case caps.FileChanges:
-		fc := findItem(its, event.ItemFileChange)
+		fc := FindItem(its, event.ItemFileChange)
 		if fc == nil || fc.Status != event.StatusCompleted || len(fc.Changes) != 1 ||
 			filepath.Base(fc.Changes[0].Path) != "hello.txt" || fc.Changes[0].Kind != event.FileAdd {
 			t.Errorf("file_change item %+v, want one completed add of hello.txt", fc)
@@ -121,7 +121,7 @@ func (s *suite) testWrite(t *testing.T) {
 		}
 	case caps.ToolCalls:
 		t.Log("FileChanges is false: want a tool_call, command or mcp_tool_call item instead")
-		if findItem(its, event.ItemToolCall, event.ItemCommand, event.ItemMCPToolCall) == nil {
+		if FindItem(its, event.ItemToolCall, event.ItemCommand, event.ItemMCPToolCall) == nil {
 			t.Errorf("no tool item for the write")
 		}
 	default:
@@ -161,9 +161,9 @@ func (s *suite) testPermission(t *testing.T, allow bool) {
 	if caps.CommandOutput {
 		middle = append(middle, Gap, itemTok)
 	}
-	s.sw.set(fakellm.ScenarioPermission)
+	s.SetScenario(fakellm.ScenarioPermission)
 	ses, cwd := s.session(t, client.PermissionDefault, expectShape(session(s.okTurn(middle...), ended("terminated"))))
-	tc, evs := s.turn(t, ses.ID, "Create the file please", s.answerAll(t, ses.ID, decision))
+	tc, evs := s.Turn(t, ses.ID, "Create the file please", s.Answer(t, ses.ID, decision))
 	if tc.StopReason != event.StopEndTurn {
 		t.Fatalf("stop reason %s (the agent must carry on after a %s)\n%s", tc.StopReason, decision, Dump(evs))
 	}
@@ -188,7 +188,7 @@ func (s *suite) testPermission(t *testing.T, allow bool) {
 	if !allow && exists {
 		t.Errorf("denied, but approved.txt exists (%q)", got)
 	}
-	its := completedItems(evs)
+	its := Items(t, evs)
 	if req.ItemID != "" {
 		var it *event.Item
 		for i := range its {
@@ -207,7 +207,7 @@ func (s *suite) testPermission(t *testing.T, allow bool) {
 		t.Log("the permission request names no item")
 	}
 	if caps.CommandOutput {
-		cmd := findItem(its, event.ItemCommand)
+		cmd := FindItem(its, event.ItemCommand)
 		if cmd == nil || !strings.Contains(cmd.Command+strings.Join(cmd.Argv, " "), "approved.txt") {
 			t.Errorf("CommandOutput: command item %+v, want the printf command", cmd)
 		} else if allow && cmd.ExitCode != nil && *cmd.ExitCode != 0 {
@@ -216,30 +216,30 @@ func (s *suite) testPermission(t *testing.T, allow bool) {
 	} else {
 		t.Log("CommandOutput is false: the command item is not checked")
 	}
-	if caps.Text && lastMessage(its) != "done" {
-		t.Errorf("the last assistant message is %q, want \"done\"", lastMessage(its))
+	if caps.Text && LastMessage(its) != "done" {
+		t.Errorf("the last assistant message is %q, want \"done\"", LastMessage(its))
 	}
 }
 
 func (s *suite) testTwoTurns(t *testing.T) {
-	s.sw.set(fakellm.ScenarioMulti)
+	s.SetScenario(fakellm.ScenarioMulti)
 	ses, cwd := s.session(t, client.PermissionAcceptEdits, expectShape(session(
 		s.okTurn(s.writeItem()...), s.okTurn(), ended("terminated"))))
-	tc1, evs1 := s.turn(t, ses.ID, "first", s.answerAll(t, ses.ID, "allow"))
+	tc1, evs1 := s.Turn(t, ses.ID, "first", s.Answer(t, ses.ID, "allow"))
 	if tc1.StopReason != event.StopEndTurn {
 		t.Fatalf("first turn: %+v\n%s", tc1, Dump(evs1))
 	}
 	if got, _ := fileContent(cwd, "hello.txt"); strings.TrimSuffix(got, "\n") != "hi" {
 		t.Errorf("hello.txt = %q", got)
 	}
-	tc2, evs2 := s.turn(t, ses.ID, "second", nil)
+	tc2, evs2 := s.Turn(t, ses.ID, "second", nil)
 	if tc2.StopReason != event.StopEndTurn {
 		t.Fatalf("second turn: %+v\n%s", tc2, Dump(evs2))
 	}
 	// The fake model answers "second answer" only to a history holding the
 	// first exchange: the conversation went on in the same agent session.
 	if caps := s.tg.Caps; caps.Text {
-		a1, a2 := lastMessage(completedItems(evs1)), lastMessage(completedItems(evs2))
+		a1, a2 := LastMessage(Items(t, evs1)), LastMessage(Items(t, evs2))
 		if a1 != "done" || a2 != "second answer" {
 			t.Errorf("answers %q then %q, want \"done\" then \"second answer\"", a1, a2)
 		}
@@ -252,7 +252,7 @@ func (s *suite) testTwoTurns(t *testing.T) {
 			t.Fatalf("event %d of session %s", e.Seq, e.SessionID)
 		}
 	}
-	got, err := s.c.GetSession(context.Background(), ses.ID)
+	got, err := s.C.GetSession(context.Background(), ses.ID)
 	if err != nil || got.Status != client.StatusIdle || got.NativeSessionID != ses.NativeSessionID {
 		t.Errorf("session after two turns %+v (%v); native id was %q", got, err, ses.NativeSessionID)
 	}
@@ -265,11 +265,11 @@ func (s *suite) midTurn(t *testing.T, sid, text string, act func()) (turnID stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), s.tg.Timeout)
 	defer cancel()
-	after, err := s.c.LastSeq(ctx, sid)
+	after, err := s.C.LastSeq(ctx, sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := s.c.Send(ctx, sid, text)
+	tr, err := s.C.Send(ctx, sid, text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func (s *suite) midTurn(t *testing.T, sid, text string, act func()) (turnID stri
 		act()
 		return tr.TurnID, after, time.Now()
 	}
-	st := s.c.Stream(ctx, sid, after, client.Until(func(e event.Event) bool {
+	st := s.C.Stream(ctx, sid, after, client.Until(func(e event.Event) bool {
 		return e.Type == event.TypeItemDelta || e.Type == event.TypeTurnCompleted || e.Type == event.TypeSessionEnded
 	}))
 	defer func() { _ = st.Close() }()
@@ -296,20 +296,20 @@ func (s *suite) testInterrupt(t *testing.T) {
 	if !s.tg.Caps.Interrupt {
 		t.Skip("Interrupt is false: interrupting a turn is not checked")
 	}
-	s.sw.set(fakellm.ScenarioSlow)
+	s.SetScenario(fakellm.ScenarioSlow)
 	ses, _ := s.session(t, client.PermissionDefault, expectShape(session(
 		cat(turnHead, []string{Gap, "turn.completed:interrupted"}), s.okTurn(), ended("terminated"))))
 	var sent time.Time
 	turnID, after, _ := s.midTurn(t, ses.ID, "talk slowly", func() {
 		sent = time.Now()
-		if _, err := s.c.Interrupt(context.Background(), ses.ID); err != nil {
+		if _, err := s.C.Interrupt(context.Background(), ses.ID); err != nil {
 			t.Errorf("interrupt: %v", err)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), s.tg.Timeout)
 	defer cancel()
 	var evs []event.Event
-	tc, err := s.c.WaitTurn(ctx, ses.ID, turnID, after, func(e event.Event) error { evs = append(evs, e); return nil })
+	tc, err := s.C.WaitTurn(ctx, ses.ID, turnID, after, func(e event.Event) error { evs = append(evs, e); return nil })
 	took := time.Since(sent)
 	if err != nil {
 		t.Fatalf("interrupted turn: %v\n%s", err, Dump(evs))
@@ -324,15 +324,15 @@ func (s *suite) testInterrupt(t *testing.T) {
 	for _, e := range ofType(evs, event.TypeError) {
 		t.Errorf("an interrupt reported an error: %s", e.Data)
 	}
-	s.sw.set(fakellm.ScenarioText)
-	tc, evs = s.turn(t, ses.ID, "again", nil)
-	if tc.StopReason != event.StopEndTurn || (s.tg.Caps.Text && lastMessage(completedItems(evs)) != "done") {
+	s.SetScenario(fakellm.ScenarioText)
+	tc, evs = s.Turn(t, ses.ID, "again", nil)
+	if tc.StopReason != event.StopEndTurn || (s.tg.Caps.Text && LastMessage(Items(t, evs)) != "done") {
 		t.Fatalf("turn after the interrupt: %+v\n%s", tc, Dump(evs))
 	}
 }
 
 func (s *suite) testCrash(t *testing.T) {
-	s.sw.set(fakellm.ScenarioSlow)
+	s.SetScenario(fakellm.ScenarioSlow)
 	ses, cwd := s.session(t, client.PermissionDefault, sessionCheck{shape: session(
 		cat(turnHead, []string{Gap, "error*", Gap, "turn.completed:error"}), ended("error"))})
 	turnID, after, _ := s.midTurn(t, ses.ID, "talk slowly", func() { s.tg.KillAgent(t, cwd) })
@@ -343,7 +343,7 @@ func (s *suite) testCrash(t *testing.T) {
 		end     *event.SessionEnded
 		turnEnd *event.TurnCompleted
 	)
-	st := s.c.Stream(ctx, ses.ID, after, client.Until(func(e event.Event) bool { return e.Type == event.TypeSessionEnded }))
+	st := s.C.Stream(ctx, ses.ID, after, client.Until(func(e event.Event) bool { return e.Type == event.TypeSessionEnded }))
 	for st.Next() {
 		e := st.Event()
 		evs = append(evs, e)
@@ -370,28 +370,28 @@ func (s *suite) testCrash(t *testing.T) {
 	if end.Reason != event.EndError || (end.ExitCode == nil && end.StderrTail == "") {
 		t.Errorf("session.ended %+v, want reason error with an exit code or a stderr tail", end)
 	}
-	got, err := s.c.GetSession(ctx, ses.ID)
+	got, err := s.C.GetSession(ctx, ses.ID)
 	if err != nil || got.Status != client.StatusFailed {
 		t.Errorf("session status %q (%v), want failed", got.Status, err)
 	}
-	if _, err := s.c.Send(ctx, ses.ID, "still there?"); !client.IsNotLive(err) {
+	if _, err := s.C.Send(ctx, ses.ID, "still there?"); !client.IsNotLive(err) {
 		t.Errorf("send to the crashed session: %v, want not-live", err)
 	}
 	// A new session works.
-	s.sw.set(fakellm.ScenarioText)
+	s.SetScenario(fakellm.ScenarioText)
 	ses2, _ := s.session(t, client.PermissionDefault, expectShape(session(s.okTurn(), ended("terminated"))))
-	tc, evs2 := s.turn(t, ses2.ID, "hello", nil)
-	if tc.StopReason != event.StopEndTurn || (s.tg.Caps.Text && lastMessage(completedItems(evs2)) != "done") {
+	tc, evs2 := s.Turn(t, ses2.ID, "hello", nil)
+	if tc.StopReason != event.StopEndTurn || (s.tg.Caps.Text && LastMessage(Items(t, evs2)) != "done") {
 		t.Errorf("a new session after the crash: %+v\n%s", tc, Dump(evs2))
 	}
 }
 
 func (s *suite) testUpstreamError(t *testing.T) {
-	s.sw.set(fakellm.ScenarioError500)
+	s.SetScenario(fakellm.ScenarioError500)
 	ses, _ := s.session(t, client.PermissionDefault, expectShape(session(
 		cat(turnHead, []string{Gap, "error+", Gap, "turn.completed:error"}), s.okTurn(), ended("terminated"))))
 	start := time.Now()
-	tc, evs := s.turn(t, ses.ID, "hello", nil)
+	tc, evs := s.Turn(t, ses.ID, "hello", nil)
 	t.Logf("the failed turn took %s", time.Since(start).Round(time.Millisecond))
 	if tc.StopReason != event.StopError {
 		t.Fatalf("stop reason %s, want error\n%s", tc.StopReason, Dump(evs))
@@ -408,9 +408,9 @@ func (s *suite) testUpstreamError(t *testing.T) {
 	if all := strings.Join(msgs, " | "); !strings.Contains(all, "500") && !strings.Contains(all, "internal error") {
 		t.Errorf("the error events do not say what failed (500 / internal error): %q", all)
 	}
-	s.sw.set(fakellm.ScenarioText)
-	tc, evs = s.turn(t, ses.ID, "hello again", nil)
-	if tc.StopReason != event.StopEndTurn || (s.tg.Caps.Text && lastMessage(completedItems(evs)) != "done") {
+	s.SetScenario(fakellm.ScenarioText)
+	tc, evs = s.Turn(t, ses.ID, "hello again", nil)
+	if tc.StopReason != event.StopEndTurn || (s.tg.Caps.Text && LastMessage(Items(t, evs)) != "done") {
 		t.Fatalf("turn after the error: %+v\n%s", tc, Dump(evs))
 	}
 }

@@ -25,21 +25,21 @@ import (
 // adapter's first event.
 func BenchmarkFirstEventLatency(b *testing.B) {
 	s := newStack(b, nil)
-	s.sw.set(fakellm.ScenarioText)
+	s.SetScenario(fakellm.ScenarioText)
 	bin, _ := claudeBinary(b)
 	a := New(Options{APIKey: fakeKey, HomeDir: b.TempDir()}).(*adapter)
 	ctx := context.Background()
 	var api, direct time.Duration
 	for b.Loop() {
 		// Through the API.
-		ses, _ := s.create(b, "default")
+		ses, _ := s.Create(b, "default", nil)
 		created := time.Now()
-		after, err := s.c.LastSeq(ctx, ses.ID)
+		after, err := s.C.LastSeq(ctx, ses.ID)
 		if err != nil {
 			b.Fatal(err)
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		st := s.c.Stream(sctx, ses.ID, after)
+		st := s.C.Stream(sctx, ses.ID, after)
 		first := make(chan time.Time, 1)
 		go func() {
 			for st.Next() {
@@ -55,7 +55,7 @@ func BenchmarkFirstEventLatency(b *testing.B) {
 		// The CLI started with the session; give the direct run the same
 		// head start before its message.
 		headStart := t0.Sub(created)
-		tr, err := s.c.Send(ctx, ses.ID, "hello")
+		tr, err := s.C.Send(ctx, ses.ID, "hello")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,15 +64,15 @@ func BenchmarkFirstEventLatency(b *testing.B) {
 			b.Fatalf("no agent event: %v", st.Err())
 		}
 		api += t1.Sub(t0)
-		if _, err := s.c.WaitTurn(sctx, ses.ID, tr.TurnID, after, nil); err != nil {
+		if _, err := s.C.WaitTurn(sctx, ses.ID, tr.TurnID, after, nil); err != nil {
 			b.Fatal(err)
 		}
 		cancel()
-		_ = s.c.DeleteSession(ctx, ses.ID, false)
+		_ = s.C.DeleteSession(ctx, ses.ID, false)
 
 		// The CLI alone, same command line and environment.
 		cwd := b.TempDir()
-		c, err := a.buildCommand(agent.Config{Cwd: cwd, Env: map[string]string{"ANTHROPIC_BASE_URL": s.swURL}}, bin, a.opts.HomeDir, newUUID())
+		c, err := a.buildCommand(agent.Config{Cwd: cwd, Env: map[string]string{"ANTHROPIC_BASE_URL": s.LLM.URL("")}}, bin, a.opts.HomeDir, newUUID())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -19,13 +18,7 @@ func TestConformance(t *testing.T) {
 		Name: Name,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
 			return New(Options{
-				Binary: func() (string, string, error) {
-					in, ok, err := install.Lookup(Name)
-					if err == nil && !ok {
-						err = fmt.Errorf("not installed")
-					}
-					return in.Binary, in.Version, err
-				},
+				Binary:  installedBinary,
 				BaseURL: llm.URL(""),
 				APIKey:  llm.Key(),
 				HomeDir: t.TempDir(),

@@ -3,11 +3,6 @@ package codex
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,12 +14,9 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/fakellm"
-	"github.com/agentbox/agentbox/internal/httpapi"
-	"github.com/agentbox/agentbox/internal/metrics"
-	engine "github.com/agentbox/agentbox/internal/session"
-	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 // The end-to-end tests run the real Codex CLI (installed by `make test`
@@ -59,200 +51,64 @@ func codexHome(t testing.TB) string {
 	return dir
 }
 
-// switcher is a reverse proxy in front of the fake LLM whose scenario the
-// test can change between turns.
-type switcher struct {
-	srv *fakellm.Server
-	mu  sync.Mutex
-	cur string
-}
-
-func (s *switcher) set(name string) {
-	s.mu.Lock()
-	s.cur = name
-	s.mu.Unlock()
-}
-
-func (s *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	target, _ := url.Parse(s.srv.ScenarioURL(s.cur))
-	s.mu.Unlock()
-	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }}).ServeHTTP(w, r)
-}
-
+// stack is the shared e2e stack with this adapter registered (pointed at
+// the fake LLM through its options); sessions run outside /tmp, for the
+// sandbox.
 type stack struct {
-	c       *client.Client
-	llm     *fakellm.Server
-	sw      *switcher
-	swURL   string
+	*agenttest.Stack
 	adapter *adapter
 }
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
 	bin := codexBinary(t)
-	dir := t.TempDir()
-	ctx := context.Background()
-	llm, err := fakellm.Start(ctx, fakellm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := &switcher{srv: llm, cur: fakellm.ScenarioText}
-	swSrv := httptest.NewServer(sw)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "agentbox.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	noRetries := 0
-	a := New(Options{Binary: bin, APIKey: fakeKey, Home: codexHome(t), Model: testModel,
-		BaseURL: swSrv.URL + "/v1", Retries: &noRetries}).(*adapter)
-	reg := agent.NewRegistry()
-	reg.Register(Name, a)
-	mgr := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: filepath.Join(dir, "workspaces"), PermissionTimeout: time.Minute})
-	api := httptest.NewServer(httpapi.New(httpapi.Config{}, mgr, metrics.New(), nil))
-	c, err := client.New(api.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := mgr.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		api.Close()
-		swSrv.Close()
-		_ = llm.Close()
-		_ = st.Close()
-		a.mu.Lock()
-		n := len(a.servers)
-		a.mu.Unlock()
-		if n != 0 {
-			t.Errorf("%d app-server(s) still running after shutdown", n)
-		}
+	var a *adapter
+	s := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: Name,
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			noRetries := 0
+			a = New(Options{Binary: bin, APIKey: fakeKey, Home: codexHome(t), Model: testModel,
+				BaseURL: llm.URL(""), Retries: &noRetries}).(*adapter)
+			// Registered before the stack's cleanup: runs after its shutdown.
+			t.Cleanup(func() {
+				a.mu.Lock()
+				n := len(a.servers)
+				a.mu.Unlock()
+				if n != 0 {
+					t.Errorf("%d app-server(s) still running after shutdown", n)
+				}
+			})
+			return a
+		},
+		URLSuffix: "/v1",
+		Cwd:       codexHome,
 	})
-	return &stack{c: c, llm: llm, sw: sw, swURL: swSrv.URL, adapter: a}
-}
-
-// create starts a codex session in a fresh directory (outside /tmp, for
-// the sandbox).
-func (s *stack) create(t testing.TB, mode string, env map[string]string) (client.Session, string) {
-	t.Helper()
-	cwd := codexHome(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ses, err := s.c.CreateSession(ctx, client.CreateSession{Agent: Name, Cwd: cwd, PermissionMode: mode, Env: env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ses, cwd
-}
-
-// turn sends text and follows the turn to its end.
-func (s *stack) turn(t testing.TB, sid, text string, onEvent func(event.Event)) (event.TurnCompleted, []event.Event) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	after, err := s.c.LastSeq(ctx, sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := s.c.Send(ctx, sid, text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []event.Event
-	tc, err := s.c.WaitTurn(ctx, sid, tr.TurnID, after, func(e event.Event) error {
-		evs = append(evs, e)
-		if onEvent != nil {
-			onEvent(e)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("turn %q: %v\nevents:\n%s", text, err, dump(evs))
-	}
-	return tc, evs
-}
-
-func dump(evs []event.Event) string {
-	var sb strings.Builder
-	for _, e := range evs {
-		fmt.Fprintf(&sb, "%d %s %s %s\n", e.Seq, e.Type, e.Source, clip(string(e.Data), 400))
-	}
-	return sb.String()
-}
-
-func items(t testing.TB, evs []event.Event) []event.Item {
-	t.Helper()
-	var out []event.Item
-	for _, e := range evs {
-		if e.Type == event.TypeItemCompleted {
-			p, err := e.Decode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, p.(*event.ItemCompleted).Item)
-		}
-	}
-	return out
-}
-
-func findItem(its []event.Item, kind event.ItemKind) *event.Item {
-	for i := range its {
-		if its[i].Kind == kind {
-			return &its[i]
-		}
-	}
-	return nil
-}
-
-func lastMessage(its []event.Item) string {
-	var s string
-	for _, it := range its {
-		if it.Kind == event.ItemMessage && it.Role == event.RoleAssistant {
-			s = it.Text()
-		}
-	}
-	return s
-}
-
-func answer(t testing.TB, s *stack, sid, decision string) func(event.Event) {
-	return func(e event.Event) {
-		if e.Type != event.TypePermissionRequested {
-			return
-		}
-		var p event.PermissionRequested
-		_ = json.Unmarshal(e.Data, &p)
-		if _, err := s.c.AnswerPermission(context.Background(), sid, p.ID, client.PermissionAnswer{Decision: decision}); err != nil {
-			t.Errorf("answer permission: %v", err)
-		}
-	}
+	return &stack{Stack: s, adapter: a}
 }
 
 func TestE2EWriteFile(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioWrite)
-	ses, cwd := s.create(t, "accept_edits", nil)
+	s.SetScenario(fakellm.ScenarioWrite)
+	ses, cwd := s.Create(t, "accept_edits", nil)
 	if ses.NativeSessionID == "" {
 		t.Error("the session has no native session id")
 	}
 	start := time.Now()
-	tc, evs := s.turn(t, ses.ID, "Create the file please", nil)
+	tc, evs := s.Turn(t, ses.ID, "Create the file please", nil)
 	t.Logf("write turn: %s", time.Since(start))
 	if tc.StopReason != event.StopEndTurn {
-		t.Fatalf("stop reason %s\n%s", tc.StopReason, dump(evs))
+		t.Fatalf("stop reason %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 	b, err := os.ReadFile(filepath.Join(cwd, "hello.txt"))
 	if err != nil || strings.TrimSpace(string(b)) != "hi" { // apply_patch ends it with a newline
 		t.Errorf("hello.txt: %q, %v", b, err)
 	}
-	its := items(t, evs)
-	fc := findItem(its, event.ItemFileChange)
+	its := agenttest.Items(t, evs)
+	fc := agenttest.FindItem(its, event.ItemFileChange)
 	if fc == nil || len(fc.Changes) != 1 || fc.Changes[0].Kind != event.FileAdd || fc.Changes[0].Diff == "" || fc.Status != event.StatusCompleted {
-		t.Errorf("file change %+v\n%s", fc, dump(evs))
+		t.Errorf("file change %+v\n%s", fc, agenttest.Dump(evs))
 	}
-	if got := lastMessage(its); got != "done" {
+	if got := agenttest.LastMessage(its); got != "done" {
 		t.Errorf("last message %q", got)
 	}
 	if tc.Usage == nil || tc.Usage.InputTokens == 0 {
@@ -269,21 +125,21 @@ func TestE2EPermission(t *testing.T) {
 	for _, decision := range []string{"allow", "deny"} {
 		t.Run(decision, func(t *testing.T) {
 			s := newStack(t)
-			s.sw.set(fakellm.ScenarioPermission)
-			ses, cwd := s.create(t, "default", nil)
+			s.SetScenario(fakellm.ScenarioPermission)
+			ses, cwd := s.Create(t, "default", nil)
 			var req *event.PermissionRequested
-			tc, evs := s.turn(t, ses.ID, "Run the command please", func(e event.Event) {
+			tc, evs := s.Turn(t, ses.ID, "Run the command please", func(e event.Event) {
 				if e.Type == event.TypePermissionRequested {
 					req = new(event.PermissionRequested)
 					_ = json.Unmarshal(e.Data, req)
 				}
-				answer(t, s, ses.ID, decision)(e)
+				s.Answer(t, ses.ID, decision)(e)
 			})
 			if tc.StopReason != event.StopEndTurn {
-				t.Fatalf("stop reason %s\n%s", tc.StopReason, dump(evs))
+				t.Fatalf("stop reason %s\n%s", tc.StopReason, agenttest.Dump(evs))
 			}
 			if req == nil || req.Kind != event.PermCommand || !strings.Contains(req.Detail, "approved.txt") {
-				t.Fatalf("permission request %+v\n%s", req, dump(evs))
+				t.Fatalf("permission request %+v\n%s", req, agenttest.Dump(evs))
 			}
 			for _, o := range req.Options {
 				if o.Kind == event.OptionAllowAlways {
@@ -291,7 +147,7 @@ func TestE2EPermission(t *testing.T) {
 				}
 			}
 			_, err := os.Stat(filepath.Join(cwd, "approved.txt"))
-			cmd := findItem(items(t, evs), event.ItemCommand)
+			cmd := agenttest.FindItem(agenttest.Items(t, evs), event.ItemCommand)
 			if decision == "allow" {
 				if err != nil {
 					t.Errorf("approved.txt: %v", err)
@@ -314,18 +170,18 @@ func TestE2EPermission(t *testing.T) {
 // TestE2EWritePermission: in default mode Codex asks before changing files.
 func TestE2EWritePermission(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioWrite)
-	ses, cwd := s.create(t, "default", nil)
+	s.SetScenario(fakellm.ScenarioWrite)
+	ses, cwd := s.Create(t, "default", nil)
 	var req *event.PermissionRequested
-	tc, evs := s.turn(t, ses.ID, "Create the file please", func(e event.Event) {
+	tc, evs := s.Turn(t, ses.ID, "Create the file please", func(e event.Event) {
 		if e.Type == event.TypePermissionRequested {
 			req = new(event.PermissionRequested)
 			_ = json.Unmarshal(e.Data, req)
 		}
-		answer(t, s, ses.ID, "deny")(e)
+		s.Answer(t, ses.ID, "deny")(e)
 	})
 	if tc.StopReason != event.StopEndTurn || req == nil || req.Kind != event.PermFileWrite || !strings.Contains(req.Title, "hello.txt") {
-		t.Fatalf("stop %s, request %+v\n%s", tc.StopReason, req, dump(evs))
+		t.Fatalf("stop %s, request %+v\n%s", tc.StopReason, req, agenttest.Dump(evs))
 	}
 	if _, err := os.Stat(filepath.Join(cwd, "hello.txt")); err == nil {
 		t.Error("hello.txt exists after deny")
@@ -334,15 +190,15 @@ func TestE2EWritePermission(t *testing.T) {
 
 func TestE2ETwoTurns(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioMulti)
-	ses, _ := s.create(t, "accept_edits", nil)
-	tc, evs := s.turn(t, ses.ID, "first", nil)
-	if tc.StopReason != event.StopEndTurn || lastMessage(items(t, evs)) != "done" {
-		t.Fatalf("first turn %s\n%s", tc.StopReason, dump(evs))
+	s.SetScenario(fakellm.ScenarioMulti)
+	ses, _ := s.Create(t, "accept_edits", nil)
+	tc, evs := s.Turn(t, ses.ID, "first", nil)
+	if tc.StopReason != event.StopEndTurn || agenttest.LastMessage(agenttest.Items(t, evs)) != "done" {
+		t.Fatalf("first turn %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
-	tc, evs = s.turn(t, ses.ID, "second", nil)
-	if tc.StopReason != event.StopEndTurn || lastMessage(items(t, evs)) != "second answer" {
-		t.Fatalf("second turn %s\n%s", tc.StopReason, dump(evs))
+	tc, evs = s.Turn(t, ses.ID, "second", nil)
+	if tc.StopReason != event.StopEndTurn || agenttest.LastMessage(agenttest.Items(t, evs)) != "second answer" {
+		t.Fatalf("second turn %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 }
 
@@ -350,42 +206,42 @@ func TestE2ETwoTurns(t *testing.T) {
 // override on the shared server.
 func TestE2ESessionBaseURL(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioError500) // the daemon default would fail
-	ses, _ := s.create(t, "default", map[string]string{EnvBaseURL: s.llm.ScenarioURL(fakellm.ScenarioText) + "/v1"})
-	tc, evs := s.turn(t, ses.ID, "hello", nil)
-	if tc.StopReason != event.StopEndTurn || lastMessage(items(t, evs)) != "done" {
-		t.Fatalf("turn %s\n%s", tc.StopReason, dump(evs))
+	s.SetScenario(fakellm.ScenarioError500) // the daemon default would fail
+	ses, _ := s.Create(t, "default", map[string]string{EnvBaseURL: s.LLM.URL(fakellm.ScenarioText)})
+	tc, evs := s.Turn(t, ses.ID, "hello", nil)
+	if tc.StopReason != event.StopEndTurn || agenttest.LastMessage(agenttest.Items(t, evs)) != "done" {
+		t.Fatalf("turn %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 }
 
 func TestE2EInterrupt(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioSlow)
-	ses, _ := s.create(t, "default", nil)
+	s.SetScenario(fakellm.ScenarioSlow)
+	ses, _ := s.Create(t, "default", nil)
 	var once sync.Once
 	start := time.Now()
 	var at time.Time
-	tc, evs := s.turn(t, ses.ID, "count slowly", func(e event.Event) {
+	tc, evs := s.Turn(t, ses.ID, "count slowly", func(e event.Event) {
 		if e.Type == event.TypeItemDelta {
 			once.Do(func() {
 				at = time.Now()
-				if _, err := s.c.Interrupt(context.Background(), ses.ID); err != nil {
+				if _, err := s.C.Interrupt(context.Background(), ses.ID); err != nil {
 					t.Errorf("interrupt: %v", err)
 				}
 			})
 		}
 	})
 	if tc.StopReason != event.StopInterrupted {
-		t.Fatalf("stop reason %s\n%s", tc.StopReason, dump(evs))
+		t.Fatalf("stop reason %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 	t.Logf("first delta after %s, interrupted turn ended %s later", at.Sub(start), time.Since(at))
 	if time.Since(start) > fakellm.SlowDelay*fakellm.SlowChunks {
 		t.Errorf("the interrupt took too long: %s", time.Since(start))
 	}
-	s.sw.set(fakellm.ScenarioText)
-	tc, evs = s.turn(t, ses.ID, "hello again", nil)
+	s.SetScenario(fakellm.ScenarioText)
+	tc, evs = s.Turn(t, ses.ID, "hello again", nil)
 	if tc.StopReason != event.StopEndTurn {
-		t.Fatalf("turn after interrupt: %s\n%s", tc.StopReason, dump(evs))
+		t.Fatalf("turn after interrupt: %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 }
 
@@ -393,20 +249,20 @@ func TestE2EInterrupt(t *testing.T) {
 // session on it with an error; a new session then gets a fresh server.
 func TestE2EServerKilled(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioSlow)
-	ses, _ := s.create(t, "default", nil)
-	other, _ := s.create(t, "default", nil)
+	s.SetScenario(fakellm.ScenarioSlow)
+	ses, _ := s.Create(t, "default", nil)
+	other, _ := s.Create(t, "default", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	after, _ := s.c.LastSeq(ctx, ses.ID)
-	tr, err := s.c.Send(ctx, ses.ID, "count slowly")
+	after, _ := s.C.LastSeq(ctx, ses.ID)
+	tr, err := s.C.Send(ctx, ses.ID, "count slowly")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ended *event.SessionEnded
 	var turnEnd *event.TurnCompleted
 	var killed sync.Once
-	st := s.c.Stream(ctx, ses.ID, after, client.Until(func(e event.Event) bool { return e.Type == event.TypeSessionEnded }))
+	st := s.C.Stream(ctx, ses.ID, after, client.Until(func(e event.Event) bool { return e.Type == event.TypeSessionEnded }))
 	for st.Next() {
 		e := st.Event()
 		switch e.Type {
@@ -439,7 +295,7 @@ func TestE2EServerKilled(t *testing.T) {
 	// The idle session on the same server ended too.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, _ := s.c.GetSession(ctx, other.ID)
+		got, _ := s.C.GetSession(ctx, other.ID)
 		if got.Status == client.StatusFailed {
 			break
 		}
@@ -449,23 +305,23 @@ func TestE2EServerKilled(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// A new session works.
-	s.sw.set(fakellm.ScenarioText)
-	fresh, _ := s.create(t, "default", nil)
-	tc, evs := s.turn(t, fresh.ID, "hello", nil)
-	if tc.StopReason != event.StopEndTurn || lastMessage(items(t, evs)) != "done" {
-		t.Fatalf("new session: %s\n%s", tc.StopReason, dump(evs))
+	s.SetScenario(fakellm.ScenarioText)
+	fresh, _ := s.Create(t, "default", nil)
+	tc, evs := s.Turn(t, fresh.ID, "hello", nil)
+	if tc.StopReason != event.StopEndTurn || agenttest.LastMessage(agenttest.Items(t, evs)) != "done" {
+		t.Fatalf("new session: %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 }
 
 func TestE2EUpstreamError(t *testing.T) {
 	s := newStack(t)
-	s.sw.set(fakellm.ScenarioError500)
-	ses, _ := s.create(t, "default", nil)
+	s.SetScenario(fakellm.ScenarioError500)
+	ses, _ := s.Create(t, "default", nil)
 	start := time.Now()
-	tc, evs := s.turn(t, ses.ID, "hello", nil)
+	tc, evs := s.Turn(t, ses.ID, "hello", nil)
 	t.Logf("the failed turn took %s", time.Since(start))
 	if tc.StopReason != event.StopError {
-		t.Fatalf("stop reason %s\n%s", tc.StopReason, dump(evs))
+		t.Fatalf("stop reason %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 	var errs int
 	for _, e := range evs {
@@ -474,11 +330,11 @@ func TestE2EUpstreamError(t *testing.T) {
 		}
 	}
 	if errs == 0 {
-		t.Errorf("no error event\n%s", dump(evs))
+		t.Errorf("no error event\n%s", agenttest.Dump(evs))
 	}
-	s.sw.set(fakellm.ScenarioText)
-	tc, evs = s.turn(t, ses.ID, "hello again", nil)
-	if tc.StopReason != event.StopEndTurn || lastMessage(items(t, evs)) != "done" {
-		t.Fatalf("turn after the error: %s\n%s", tc.StopReason, dump(evs))
+	s.SetScenario(fakellm.ScenarioText)
+	tc, evs = s.Turn(t, ses.ID, "hello again", nil)
+	if tc.StopReason != event.StopEndTurn || agenttest.LastMessage(agenttest.Items(t, evs)) != "done" {
+		t.Fatalf("turn after the error: %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -118,20 +119,7 @@ func TestGolden(t *testing.T) {
 				b, _ := json.Marshal(r)
 				fmt.Fprintf(&sb, "result %s\n", b)
 			}
-			golden := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(sb.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got := sb.String(); got != string(want) {
-				t.Errorf("%s differs from the golden (run with -update to accept):\n%s", name, got)
-			}
+			agenttest.Golden(t, filepath.Join("testdata", name+".golden"), []byte(sb.String()), *update)
 		})
 	}
 }

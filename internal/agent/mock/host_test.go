@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/google/go-cmp/cmp"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -359,21 +358,5 @@ func transcript(t *testing.T, evs []event.Event, res agent.Result, cwd string) [
 
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/agent/mock -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); rerun with -update if intended:\n%s", path, diff)
-	}
+	agenttest.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }

@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	"fmt"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
-	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 
@@ -21,13 +19,7 @@ func TestConformance(t *testing.T) {
 		Name: Name,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
 			a := New(Options{
-				Binary: func() (string, string, error) {
-					in, ok, err := install.Lookup(Name)
-					if err == nil && !ok {
-						err = fmt.Errorf("not installed")
-					}
-					return in.Binary, in.Version, err
-				},
+				Binary:  installedBinary,
 				BaseURL: llm.URL(""), APIKey: llm.Key(),
 				Home: filepath.Join(t.TempDir(), "opencode-home"), MaxRetries: -1,
 			}).(*adapter)

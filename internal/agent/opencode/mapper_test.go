@@ -1,13 +1,11 @@
 package opencode
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -89,63 +88,6 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func readLines(t *testing.T, path string) [][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines [][]byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-			lines = append(lines, bytes.Clone(sc.Bytes()))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return lines
-}
-
-func render(t *testing.T, evs []event.Event) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	for _, e := range evs {
-		j, err := json.Marshal(struct {
-			Type   event.Type      `json:"type"`
-			Source event.Source    `json:"source"`
-			Data   json.RawMessage `json:"data"`
-		}{e.Type, e.Source, e.Data})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(j)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/agent/opencode -run TestGolden -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); rerun with -update if intended:\n%s", path, diff)
-	}
-}
-
 // TestGolden replays every transcript in testdata/transcripts: the
 // research recordings (opencode-serve.*) and the e2e tests' own (e2e-*,
 // recorded from opencode 1.18.33 against internal/fakellm with -record).
@@ -157,12 +99,12 @@ func TestGolden(t *testing.T) {
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".jsonl")
 		t.Run(name, func(t *testing.T) {
-			evs, turns := replay(t, readLines(t, p))
+			evs, turns := replay(t, agenttest.ReadLines(t, p))
 			if turns == 0 {
 				t.Error("the transcript never ended a turn")
 			}
 			checkEvents(t, evs)
-			checkGolden(t, name, render(t, evs))
+			agenttest.Golden(t, filepath.Join("testdata", name+".golden"), agenttest.GoldenEvents(t, evs), *update)
 		})
 	}
 }

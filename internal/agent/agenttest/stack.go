@@ -1,0 +1,292 @@
+package agenttest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/fakellm"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/metrics"
+	engine "github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/store/sqlite"
+)
+
+// StackOptions configure NewStack.
+type StackOptions struct {
+	// Name is the adapter's registry name (sessions are created with it).
+	Name string
+	// New builds the adapter, pointed at llm (through its options, or
+	// through Env below). It is called once, before the stack registers
+	// its own cleanup, so cleanups New registers run after the stack has
+	// shut down.
+	New func(t testing.TB, llm LLM) agent.Adapter
+	// Env, if set, gives the environment every session is created with
+	// (client.CreateSession.Env), e.g. the provider's base URL and key.
+	Env func(llm LLM) map[string]string
+	// URLSuffix is appended to the base URLs LLM.URL returns ("/v1").
+	URLSuffix string
+	// Scenarios are extra fakellm scenarios (fakellm.Options.Scenarios).
+	Scenarios map[string]*fakellm.Scenario
+	// Cwd makes the directory of a new session (t.TempDir by default).
+	Cwd func(t testing.TB) string
+	// Timeout bounds the creation of a session and each turn
+	// (DefaultTimeout).
+	Timeout time.Duration
+}
+
+// Stack is the daemon's stack for end-to-end tests of one adapter: a
+// SQLite store, the session engine with the adapter registered, the HTTP
+// API on a real server, the Go client over HTTP, and a fake LLM behind a
+// scenario switcher (fakellm.ScenarioText until SetScenario).
+type Stack struct {
+	// C is the client of the stack's HTTP API.
+	C *client.Client
+	// LLM is the fake LLM; LLM.URL("") is the switcher's URL.
+	LLM LLM
+	// Adapter is the adapter StackOptions.New built.
+	Adapter agent.Adapter
+
+	opts StackOptions
+	sw   *switcher
+}
+
+// NewStack builds the stack; it is torn down (the engine shut down, then
+// the servers closed) when t ends.
+func NewStack(t testing.TB, opts StackOptions) *Stack {
+	t.Helper()
+	if opts.Name == "" || opts.New == nil {
+		t.Fatal("agenttest: StackOptions needs Name and New")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Cwd == nil {
+		opts.Cwd = func(t testing.TB) string { return t.TempDir() }
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	srv, err := fakellm.Start(ctx, fakellm.Options{Scenarios: opts.Scenarios})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &switcher{llm: srv, cur: fakellm.ScenarioText}
+	swSrv := httptest.NewServer(sw)
+	llm := &fakeLLM{srv: srv, swURL: swSrv.URL, suffix: opts.URLSuffix}
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "agentbox.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := opts.New(t, llm)
+	reg := agent.NewRegistry()
+	reg.Register(opts.Name, ad)
+	mgr := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: filepath.Join(dir, "workspaces"), PermissionTimeout: time.Minute})
+	api := httptest.NewServer(httpapi.New(httpapi.Config{}, mgr, metrics.New(), nil))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := mgr.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		api.Close()
+		swSrv.Close()
+		_ = srv.Close()
+		_ = st.Close()
+	})
+	c, err := client.New(api.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Stack{C: c, LLM: llm, Adapter: ad, opts: opts, sw: sw}
+}
+
+// SetScenario selects the fakellm scenario the switcher serves from now on
+// (an agent's base URL is fixed when it starts; the scenario is not).
+func (s *Stack) SetScenario(name string) { s.sw.set(name) }
+
+// Create creates a session in a fresh directory (StackOptions.Cwd) and
+// returns it with that directory. Its environment is StackOptions.Env's
+// with env on top (nil when both are empty).
+func (s *Stack) Create(t testing.TB, mode string, env map[string]string) (client.Session, string) {
+	t.Helper()
+	cwd := s.opts.Cwd(t)
+	var all map[string]string
+	if s.opts.Env != nil {
+		all = s.opts.Env(s.LLM)
+	}
+	if len(env) > 0 {
+		if all == nil {
+			all = map[string]string{}
+		}
+		maps.Copy(all, env)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	ses, err := s.C.CreateSession(ctx, client.CreateSession{Agent: s.opts.Name, Cwd: cwd, PermissionMode: mode, Env: all})
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	t.Logf("session %s created in %s", ses.ID, time.Since(start).Round(time.Millisecond))
+	return ses, cwd
+}
+
+// Turn sends text and follows the turn to its end; onEvent (may be nil)
+// sees each event first. It returns the turn's turn.completed and its
+// events.
+func (s *Stack) Turn(t testing.TB, sid, text string, onEvent func(event.Event)) (event.TurnCompleted, []event.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	after, err := s.C.LastSeq(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := s.C.Send(ctx, sid, text)
+	if err != nil {
+		t.Fatalf("send %q: %v", text, err)
+	}
+	var evs []event.Event
+	tc, err := s.C.WaitTurn(ctx, sid, tr.TurnID, after, func(e event.Event) error {
+		evs = append(evs, e)
+		if onEvent != nil {
+			onEvent(e)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("turn %q: %v\nevents:\n%s", text, err, Dump(evs))
+	}
+	return tc, evs
+}
+
+// Answer returns an onEvent for Turn that answers every permission request
+// of session sid with decision ("allow", "deny").
+func (s *Stack) Answer(t testing.TB, sid, decision string) func(event.Event) {
+	return func(e event.Event) {
+		if e.Type != event.TypePermissionRequested {
+			return
+		}
+		p := decode[event.PermissionRequested](e)
+		if _, err := s.C.AnswerPermission(context.Background(), sid, p.ID, client.PermissionAnswer{Decision: decision}); err != nil {
+			t.Errorf("answer permission %s: %v", p.ID, err)
+		}
+	}
+}
+
+// switcher is a reverse proxy in front of the fake LLM whose scenario
+// changes between turns (an agent's base URL is fixed when it starts).
+type switcher struct {
+	llm *fakellm.Server
+	mu  sync.Mutex
+	cur string
+}
+
+func (sw *switcher) set(name string) {
+	sw.mu.Lock()
+	sw.cur = name
+	sw.mu.Unlock()
+}
+
+func (sw *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw.mu.Lock()
+	target, err := url.Parse(sw.llm.ScenarioURL(sw.cur))
+	sw.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: proxyTransport}).ServeHTTP(w, r)
+}
+
+// proxyTransport opens a fresh connection to the fake LLM per request: a
+// pooled one may have been closed under it by an aborted (interrupted)
+// stream, which the agent would see as a transport error.
+var proxyTransport = &http.Transport{DisableKeepAlives: true}
+
+type fakeLLM struct {
+	srv    *fakellm.Server
+	swURL  string
+	suffix string
+}
+
+func (l *fakeLLM) URL(scenario string) string {
+	if scenario == "" {
+		return l.swURL + l.suffix
+	}
+	return l.srv.ScenarioURL(scenario) + l.suffix
+}
+func (l *fakeLLM) Key() string                 { return FakeKey }
+func (l *fakeLLM) Requests() []fakellm.Request { return l.srv.Requests() }
+
+// Dump renders events one a line, for failure messages.
+func Dump(evs []event.Event) string {
+	var sb strings.Builder
+	for _, e := range evs {
+		d := string(e.Data)
+		if len(d) > 300 {
+			d = d[:300] + "…"
+		}
+		fmt.Fprintf(&sb, "%4d %-20s %-6s %s\n", e.Seq, e.Type, e.Source, d)
+	}
+	return sb.String()
+}
+
+// Items returns the items of the item.completed events among evs.
+func Items(t testing.TB, evs []event.Event) []event.Item {
+	t.Helper()
+	var out []event.Item
+	for _, e := range evs {
+		if e.Type == event.TypeItemCompleted {
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p.(*event.ItemCompleted).Item)
+		}
+	}
+	return out
+}
+
+// FindItem returns the first item of one of kinds, or nil.
+func FindItem(its []event.Item, kinds ...event.ItemKind) *event.Item {
+	for i := range its {
+		for _, k := range kinds {
+			if its[i].Kind == k {
+				return &its[i]
+			}
+		}
+	}
+	return nil
+}
+
+func lastAssistant(its []event.Item) *event.Item {
+	var m *event.Item
+	for i := range its {
+		if its[i].Kind == event.ItemMessage && its[i].Role == event.RoleAssistant {
+			m = &its[i]
+		}
+	}
+	return m
+}
+
+// LastMessage returns the text of the last assistant message among its
+// ("" without one).
+func LastMessage(its []event.Item) string {
+	if m := lastAssistant(its); m != nil {
+		return m.Text()
+	}
+	return ""
+}
