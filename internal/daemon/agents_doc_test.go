@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/agent"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/agents.md from the adapters' capability flags")
+
+// TestAgentsDocUpToDate keeps docs/agents.md, the capability matrix, equal
+// to what the registered adapters declare.
+func TestAgentsDocUpToDate(t *testing.T) {
+	got := agentsDoc(Agents(t.TempDir(), func(string) string { return "" }))
+	path := filepath.Join("..", "..", "docs", "agents.md")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("docs/agents.md is stale; run ./scripts/update-golden (or go test ./internal/daemon -update)\n%s", got)
+	}
+}
+
+// agentsDoc renders the capability matrix: one row per flag, one column per
+// agent, from agent.Capabilities' JSON names.
+func agentsDoc(r *agent.Registry) []byte {
+	var b strings.Builder
+	b.WriteString("# Agents and what they can do\n\n")
+	b.WriteString("Generated from each adapter's capability flags by `internal/daemon/agents_doc_test.go`\n")
+	b.WriteString("(`./scripts/update-golden` rewrites it; a test fails when it is stale). A ✓ means the adapter\n")
+	b.WriteString("produces or accepts the thing and its tests check it: golden transcripts of the agent's native\n")
+	b.WriteString("output, e2e tests with the real CLI and the fake LLM, and the shared conformance suite\n")
+	b.WriteString("(`internal/agent/agenttest`); – means it does not. The adapters' package docs say which test\n")
+	b.WriteString("backs each flag.\n\n")
+	names := r.Names()
+	infos := make([]agent.Info, len(names))
+	for i, n := range names {
+		a, _ := r.Get(n)
+		infos[i] = a.Info(context.Background())
+	}
+	b.WriteString("| capability |")
+	for i, n := range names {
+		fmt.Fprintf(&b, " %s (`%s`) |", infos[i].Title, n)
+	}
+	b.WriteString("\n|---|")
+	b.WriteString(strings.Repeat("---|", len(names)))
+	b.WriteString("\n")
+	ct := reflect.TypeFor[agent.Capabilities]()
+	for f := range ct.Fields() {
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		fmt.Fprintf(&b, "| %s |", strings.ReplaceAll(name, "_", " "))
+		for i := range names {
+			mark := "–"
+			if reflect.ValueOf(infos[i].Capabilities).FieldByIndex(f.Index).Bool() {
+				mark = "✓"
+			}
+			fmt.Fprintf(&b, " %s |", mark)
+		}
+		b.WriteString("\n")
+	}
+	return []byte(b.String())
+}
