@@ -62,10 +62,12 @@ type Options struct {
 	// Model is the default model written into config.toml (empty: Codex's
 	// own default). A session's Config.Model overrides it.
 	Model string
-	// Retries, when set, is the provider's request_max_retries and
-	// stream_max_retries (nil: Codex's defaults, which retry an upstream
-	// 5xx for about 25 s).
+	// Retries, when set, is the provider's request_max_retries (nil:
+	// Codex's default, which retries an upstream 5xx for about 25 s).
 	Retries *int
+	// StreamRetries, when set, is the provider's stream_max_retries: how
+	// often a stream that broke off is tried again (nil: Codex's default).
+	StreamRetries *int
 	// Raw keeps the server's original message in each event.
 	Raw bool
 	// MaxLine bounds one line from the server (DefaultMaxLine).
@@ -238,7 +240,10 @@ func configTOML(opts Options) string {
 	fmt.Fprintf(&b, "\n[model_providers.%s]\nname = %q\nbase_url = %s\nenv_key = %q\nwire_api = \"responses\"\n",
 		providerID, providerID, strconv.Quote(base), keyEnv)
 	if opts.Retries != nil {
-		fmt.Fprintf(&b, "request_max_retries = %d\nstream_max_retries = %d\n", *opts.Retries, *opts.Retries)
+		fmt.Fprintf(&b, "request_max_retries = %d\n", *opts.Retries)
+	}
+	if opts.StreamRetries != nil {
+		fmt.Fprintf(&b, "stream_max_retries = %d\n", *opts.StreamRetries)
 	}
 	return b.String()
 }

@@ -13,12 +13,15 @@ import (
 func TestConformance(t *testing.T) {
 	bin := codexBinary(t)
 	var a *adapter
-	noRetries := 0
+	noRetries, oneRetry := 0, 1
 	agenttest.Run(t, agenttest.Target{
 		Name: Name,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
 			a = New(Options{Binary: bin, Home: codexHome(t), Model: testModel,
-				BaseURL: llm.URL(""), APIKey: llm.Key(), Retries: &noRetries}).(*adapter)
+				BaseURL: llm.URL(""), APIKey: llm.Key(), Retries: &noRetries,
+				// A loopback stream that breaks off is tried again, as Codex does
+				// by default; an upstream error fails at once.
+				StreamRetries: &oneRetry}).(*adapter)
 			return a
 		},
 		Caps:      capabilities,

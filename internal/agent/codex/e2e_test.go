@@ -66,9 +66,12 @@ func newStack(t testing.TB) *stack {
 	s := agenttest.NewStack(t, agenttest.StackOptions{
 		Name: Name,
 		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
-			noRetries := 0
+			noRetries, oneRetry := 0, 1
 			a = New(Options{Binary: bin, APIKey: fakeKey, Home: codexHome(t), Model: testModel,
-				BaseURL: llm.URL(""), Retries: &noRetries}).(*adapter)
+				BaseURL: llm.URL(""), Retries: &noRetries,
+				// A loopback stream that breaks off is tried again, as Codex does
+				// by default; an upstream error fails at once.
+				StreamRetries: &oneRetry}).(*adapter)
 			// Registered before the stack's cleanup: runs after its shutdown.
 			t.Cleanup(func() {
 				a.mu.Lock()
