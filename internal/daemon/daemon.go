@@ -96,40 +96,24 @@ func Agents(dataDir string, env func(string) string) *agent.Registry {
 	r := agent.NewRegistry()
 	r.Register("mock", mock.New())
 	r.Register(claude.Name, claude.New(claude.Options{
-		Binary:  installed(claude.Name),
+		Binary:  install.Binary(claude.Name),
 		BaseURL: env("ANTHROPIC_BASE_URL"),
 		APIKey:  env("ANTHROPIC_API_KEY"),
 		HomeDir: filepath.Join(dataDir, "agents", claude.Name, "home"),
 	}))
 	r.Register(codex.Name, codex.New(codex.Options{
-		Binary:  installed(codex.Name),
+		Binary:  install.Binary(codex.Name),
 		Home:    filepath.Join(dataDir, "agents", codex.Name, "home"),
 		BaseURL: env("OPENAI_BASE_URL"),
 		APIKey:  env("OPENAI_API_KEY"),
 	}))
 	r.Register(opencode.Name, opencode.New(opencode.Options{
-		Binary:  installed(opencode.Name),
+		Binary:  install.Binary(opencode.Name),
 		Home:    filepath.Join(dataDir, "agents", opencode.Name),
 		BaseURL: env("OPENAI_BASE_URL"),
 		APIKey:  env("OPENAI_API_KEY"),
 	}))
 	return r
-}
-
-// installed finds an agent CLI in the agent cache (see agentbox agents
-// install); it never installs anything itself.
-func installed(name string) func() (string, string, error) {
-	return func() (string, string, error) {
-		in, ok, err := install.Lookup(name)
-		switch {
-		case err != nil:
-			return "", "", err
-		case !ok:
-			dir, _ := install.AgentsDir()
-			return "", "", fmt.Errorf("%s is not in the agent cache %s", name, dir)
-		}
-		return in.Binary, in.Version, nil
-	}
 }
 
 // New opens the store, settles sessions a previous run left live, and binds

@@ -52,7 +52,8 @@
 //		})
 //	}
 //
-// Find the CLI with install.Lookup and fail (not skip) when it is missing.
+// Find the CLI with RequireInstalled, which fails (never skips) when it is
+// missing, and pass install.Binary(name) as the adapter's Options.Binary.
 // KillAgent defaults to KillAgentByCwd, which SIGKILLs the direct child of
 // the test process running in the session's directory; set it when the
 // adapter runs the agent differently (a wrapper script, a shared server).

@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
@@ -289,4 +290,16 @@ func LastMessage(its []event.Item) string {
 		return m.Text()
 	}
 	return ""
+}
+
+// RequireInstalled returns the agent CLI in the agent cache, failing (never
+// skipping) the test when it is not there: a missing CLI is a broken set-up,
+// which `make test` mends by installing it.
+func RequireInstalled(t testing.TB, name string) install.Installed {
+	t.Helper()
+	in, ok, err := install.Lookup(name)
+	if err != nil || !ok {
+		t.Fatalf("the %s CLI is not installed in the agent cache (lookup: ok=%v, err=%v): run `make test`, which installs it (or `go run ./cmd/agentbox agents install %s`)", name, ok, err, name)
+	}
+	return in
 }

@@ -5,15 +5,12 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
-	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 
 // TestConformance runs the adapter conformance suite against the real CLI.
 func TestConformance(t *testing.T) {
-	if _, ok, err := install.Lookup(Name); err != nil || !ok {
-		t.Fatalf("the claude CLI is not installed in the agent cache (ok=%v, err=%v): run `make test` or `go run ./cmd/agentbox agents install claude`", ok, err)
-	}
+	agenttest.RequireInstalled(t, Name)
 	agenttest.Run(t, agenttest.Target{
 		Name: Name,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {

@@ -3,7 +3,6 @@ package claude
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,21 +31,12 @@ const fakeKey = "sk-fake-e2e"
 // claudeBinary finds the installed CLI, failing (not skipping) without it.
 func claudeBinary(t testing.TB) (string, string) {
 	t.Helper()
-	in, ok, err := install.Lookup(Name)
-	if err != nil || !ok {
-		t.Fatalf("the claude CLI is not installed in the agent cache (lookup: ok=%v, err=%v): run `make test`, which installs it (or `go run ./cmd/agentbox agents install claude`)", ok, err)
-	}
+	in := agenttest.RequireInstalled(t, Name)
 	return in.Binary, in.Version
 }
 
 // installedBinary is Options.Binary for the CLI in the agent cache.
-func installedBinary() (string, string, error) {
-	in, ok, err := install.Lookup(Name)
-	if err == nil && !ok {
-		err = fmt.Errorf("not installed")
-	}
-	return in.Binary, in.Version, err
-}
+var installedBinary = install.Binary(Name)
 
 // stack is the shared e2e stack with this adapter registered; sessions
 // reach the fake LLM through ANTHROPIC_BASE_URL.

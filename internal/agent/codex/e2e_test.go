@@ -15,7 +15,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
-	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 
@@ -32,10 +31,7 @@ const testModel = "gpt-5.5"
 // codexBinary finds the installed CLI, failing (not skipping) without it.
 func codexBinary(t testing.TB) func() (string, string, error) {
 	t.Helper()
-	in, ok, err := install.Lookup(Name)
-	if err != nil || !ok {
-		t.Fatalf("the codex CLI is not installed in the agent cache (lookup: ok=%v, err=%v): run `make test`, which installs it (or `go run ./cmd/agentbox agents install codex`)", ok, err)
-	}
+	in := agenttest.RequireInstalled(t, Name)
 	return func() (string, string, error) { return in.Binary, in.Version, nil }
 }
 

@@ -189,6 +189,23 @@ func Lookup(name string) (Installed, bool, error) {
 	return defaultInstaller().lookup(name)
 }
 
+// Binary returns what an adapter's Options.Binary wants: a func that finds
+// name's CLI in the cache (with Lookup; it never installs) and fails with a
+// message saying how to install it.
+func Binary(name string) func() (path, version string, err error) {
+	return func() (string, string, error) {
+		in, ok, err := Lookup(name)
+		switch {
+		case err != nil:
+			return "", "", err
+		case !ok:
+			dir, _ := AgentsDir()
+			return "", "", fmt.Errorf("%s is not in the agent cache %s (run `agentbox agents install %s`)", name, dir, name)
+		}
+		return in.Binary, in.Version, nil
+	}
+}
+
 // Status is Lookup for /v1/agents: whether the agent is installed, its
 // installed version and the absolute path of its binary (both empty when it
 // is not installed).

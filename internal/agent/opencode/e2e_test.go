@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,21 +31,12 @@ const fakeKey = "sk-fake-opencode"
 
 func opencodeBinary(t testing.TB) (string, string) {
 	t.Helper()
-	in, ok, err := install.Lookup(Name)
-	if err != nil || !ok {
-		t.Fatalf("the opencode CLI is not installed in the agent cache (lookup: ok=%v, err=%v): run `make test`, which installs it (or `go run ./cmd/agentbox agents install opencode`)", ok, err)
-	}
+	in := agenttest.RequireInstalled(t, Name)
 	return in.Binary, in.Version
 }
 
 // installedBinary is Options.Binary for the CLI in the agent cache.
-func installedBinary() (string, string, error) {
-	in, ok, err := install.Lookup(Name)
-	if err == nil && !ok {
-		err = fmt.Errorf("not installed")
-	}
-	return in.Binary, in.Version, err
-}
+var installedBinary = install.Binary(Name)
 
 // stack is the shared e2e stack with this adapter registered; sessions
 // reach the fake LLM through OPENAI_BASE_URL. The adapter's native events
