@@ -209,6 +209,11 @@ func (sw *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// One request per connection on the agent's side too: after an aborted
+	// stream (interrupt), Bun-based agents have been seen reusing a pooled
+	// socket the server was closing, failing the next turn with "socket
+	// connection was closed unexpectedly" before it reached the fake LLM.
+	w.Header().Set("Connection", "close")
 	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: proxyTransport}).ServeHTTP(w, r)
 }
 
