@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // ErrUnknown is returned (wrapped) when no adapter has the requested name.
@@ -66,7 +67,15 @@ type Config struct {
 	Env map[string]string
 	// NativeSessionID is set when resuming a session the agent knows.
 	NativeSessionID string
+	// Sandbox, when set, is the session's sandbox: the adapter must start
+	// every process of this session inside it (Proc does), or refuse the
+	// session with an error wrapping ErrNoSandbox.
+	Sandbox sandbox.Sandbox
 }
+
+// ErrNoSandbox is returned (wrapped) by adapters that cannot run a session
+// inside a sandbox (e.g. because their agent is a shared server).
+var ErrNoSandbox = errors.New("agent cannot run inside a sandbox")
 
 // Input is one user turn.
 type Input struct {

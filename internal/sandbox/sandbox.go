@@ -1,0 +1,338 @@
+// Package sandbox defines how agentbox runs a process tree under a policy:
+// the resolved Spec a policy compiles into, the Runtime interface every
+// isolation backend (process, gvisor, microvm) implements, the verdicts and
+// violations a sandbox reports, and the registry runtimes are found in.
+//
+// Backends live in subpackages; the policy language lives in
+// sandbox/policy and compiles into a Spec. Nothing here knows about agents,
+// sessions or HTTP.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Errors returned (wrapped) by runtimes. The HTTP layer maps them once.
+var (
+	// ErrUnenforceable: the host lacks a mechanism the spec needs, and
+	// degraded isolation was not allowed. The message names the mechanism.
+	ErrUnenforceable = errors.New("policy cannot be enforced on this host")
+	// ErrUnavailable: the runtime cannot run here at all (e.g. microvm on
+	// a host whose KVM cannot boot a guest).
+	ErrUnavailable = errors.New("isolation runtime unavailable")
+	// ErrUnknownRuntime: no runtime has the requested name.
+	ErrUnknownRuntime = errors.New("unknown isolation runtime")
+	// ErrClosed: the sandbox was already closed.
+	ErrClosed = errors.New("sandbox closed")
+)
+
+// Spec is one sandbox, fully resolved: every path absolute, every limit a
+// number, every default applied. policy.Compile produces it; runtimes only
+// read it. A zero limit means "no limit of this kind".
+type Spec struct {
+	// Workspace is the host directory the sandboxed process works in.
+	// It is mounted read-write at WorkspaceDir (through an overlay whose
+	// changes are applied back by Commit, so protected files cannot be
+	// created or changed).
+	Workspace string
+	// WorkspaceDir is where the workspace appears inside; defaults to
+	// Workspace itself so paths an agent reports mean the same on the host.
+	WorkspaceDir string
+	// ReadPaths and WritePaths are extra host paths bound at the same path
+	// inside, read-only and read-write.
+	ReadPaths  []string
+	WritePaths []string
+	// ReadOutsideWorkspace binds the host's root read-only (minus /proc,
+	// /sys, /dev, home directories and the daemon's data dir) instead of
+	// the minimal root of /usr and an /etc subset.
+	ReadOutsideWorkspace bool
+	// Protected lists gitignore-style patterns, relative to the workspace,
+	// that must never be created, changed or removed from inside.
+	Protected []string
+
+	// Env is the complete environment inside. Nothing else is inherited.
+	Env map[string]string
+
+	Limits   Limits
+	Syscalls Syscalls
+	Network  Network
+
+	// Hostname inside the UTS namespace; defaults to "sandbox".
+	Hostname string
+	// AllowDegraded lets a runtime start although a mechanism is missing;
+	// each degradation is reported in Info.Degraded (and becomes an event).
+	AllowDegraded bool
+}
+
+// Limits are the resource limits of one sandbox.
+type Limits struct {
+	MemoryBytes int64         // memory (+swap) of the whole tree
+	CPUs        float64       // CPU quota in cores, e.g. 0.5
+	Pids        int64         // tasks in the tree
+	Timeout     time.Duration // wall clock of one process, from its start
+	DiskBytes   int64         // /tmp and the workspace's written data each
+	OutputBytes int64         // stdout and stderr each, per process
+}
+
+// Syscalls selects the seccomp profile.
+type Syscalls struct {
+	// Profile is "default" (deny the escape-relevant syscalls) or
+	// "strict" (also deny ptrace-like inspection of siblings, personality,
+	// and a few more rarely needed calls).
+	Profile string
+	// Deny adds syscall names to the deny list (EPERM).
+	Deny []string
+}
+
+// Network is the network view of a sandbox.
+type Network struct {
+	// Mode is "none" (own network namespace with only loopback; the
+	// default), or "host" (the host's network, no egress control; only
+	// when the operator's global policy permits it).
+	Mode string
+}
+
+// Network modes.
+const (
+	NetworkNone = "none"
+	NetworkHost = "host"
+)
+
+// Runtime creates sandboxes of one isolation kind.
+type Runtime interface {
+	// Name is the policy's isolation value: "process", "gvisor", "microvm".
+	Name() string
+	// Probe reports whether this runtime works here and which mechanisms
+	// it has. It is cheap after the first call.
+	Probe(ctx context.Context) Probe
+	// Create builds a sandbox for spec. It fails with ErrUnenforceable
+	// (naming the mechanism) when the host cannot enforce spec and
+	// spec.AllowDegraded is false.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Sandbox is one isolated environment, used by one task or session and
+// never reused across them. A runtime may create it ahead of use (the warm
+// pool); Start must then cost about a millisecond.
+type Sandbox interface {
+	ID() string
+	Info() Info
+	// Start runs cmd inside the sandbox. The process's lifetime is bound
+	// to the sandbox, not to ctx: ctx only bounds the start itself.
+	Start(ctx context.Context, cmd Cmd) (Process, error)
+	// Commit applies the workspace changes made so far to the host
+	// workspace, except changes to protected paths, which are dropped and
+	// returned as violations.
+	Commit(ctx context.Context) ([]Violation, error)
+	// Close kills everything still running (the whole tree), commits,
+	// releases every resource (mounts, cgroups, temp dirs) and returns the
+	// violations seen since the last Commit. It is safe to call twice.
+	Close(ctx context.Context) ([]Violation, error)
+}
+
+// Cmd is one process to run inside a sandbox.
+type Cmd struct {
+	// Args[0] is looked up in the sandbox's PATH unless it holds a slash.
+	Args []string
+	// Env is added to Spec.Env (and wins over it).
+	Env map[string]string
+	// Dir defaults to the workspace.
+	Dir string
+	// Stdin, Stdout and Stderr work as in os/exec: an *os.File is passed
+	// straight through, anything else is copied through a pipe; nil means
+	// /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Timeout overrides Spec.Limits.Timeout for this process when > 0.
+	Timeout time.Duration
+}
+
+// Process is a process started in a sandbox.
+type Process interface {
+	// Pid is the host pid of the process (0 when the runtime has none).
+	Pid() int
+	// Signal sends sig to the process (SIGKILL kills its whole tree).
+	Signal(sig os.Signal) error
+	// Wait waits for the process to end and for its output to be copied.
+	Wait() (Exit, error)
+}
+
+// Exit is how a sandboxed process ended.
+type Exit struct {
+	// Code is the exit status, or -1 when a signal ended the process.
+	Code   int    `json:"exit_code"`
+	Signal string `json:"signal,omitempty"`
+	Verdict
+}
+
+// Usage is what a finished process tree used.
+type Usage struct {
+	MaxRSSBytes int64 `json:"max_rss"`
+	CPUMillis   int64 `json:"cpu_ms"`
+}
+
+// Reason codes of a Verdict; they are the /v1/exec error codes.
+const (
+	ReasonTimeout       = "timeout"
+	ReasonMemory        = "memory_limit_exceeded"
+	ReasonPids          = "pids_limit_exceeded"
+	ReasonDisk          = "disk_limit_exceeded"
+	ReasonOutput        = "output_limit_exceeded"
+	ReasonPolicyDenied  = "policy_denied"
+	ReasonSandboxFailed = "sandbox_failed"
+)
+
+// Verdict is how a sandboxed process ended, beyond its exit status.
+type Verdict struct {
+	// Reason is empty when the process ended on its own within limits.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	Usage   Usage  `json:"resources"`
+}
+
+// Violation kinds (the sandbox.violation event's kind).
+const (
+	ViolationFilesystem = "filesystem"
+	ViolationSyscall    = "syscall"
+	ViolationResource   = "resource"
+	ViolationNetwork    = "network"
+)
+
+// Violation is one thing the sandbox refused.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+	// Path or target, when there is one.
+	Target string `json:"target,omitempty"`
+	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
+	Rule   string `json:"rule,omitempty"`
+	Action string `json:"action"` // blocked | asked | dropped
+}
+
+// Info describes a created sandbox: what was applied.
+type Info struct {
+	Runtime string `json:"runtime"`
+	// Mechanisms lists what is in force, e.g. "userns", "landlock:abi7",
+	// "seccomp", "cgroup:v1".
+	Mechanisms []string `json:"mechanisms"`
+	// Degraded lists what the spec asked for but the host could not do
+	// (only when AllowDegraded).
+	Degraded []string `json:"degraded,omitempty"`
+}
+
+// Mechanism is one row of the host probe (agentbox doctor).
+type Mechanism struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Probe is what a runtime found on this host.
+type Probe struct {
+	Runtime    string      `json:"runtime"`
+	Available  bool        `json:"available"`
+	Reason     string      `json:"reason,omitempty"`
+	Mechanisms []Mechanism `json:"mechanisms"`
+}
+
+// Registry maps isolation names to runtimes.
+type Registry struct {
+	mu       sync.RWMutex
+	runtimes map[string]Runtime
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{runtimes: map[string]Runtime{}} }
+
+// Register adds a runtime; it panics on an empty or duplicate name.
+func (r *Registry) Register(rt Runtime) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name := rt.Name()
+	if name == "" {
+		panic("sandbox: Register with empty name")
+	}
+	if _, dup := r.runtimes[name]; dup {
+		panic(fmt.Sprintf("sandbox: Register called twice for %q", name))
+	}
+	r.runtimes[name] = rt
+}
+
+// Get returns the runtime called name or an error wrapping
+// ErrUnknownRuntime.
+func (r *Registry) Get(name string) (Runtime, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	rt, ok := r.runtimes[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownRuntime, name)
+	}
+	return rt, nil
+}
+
+// All returns the runtimes sorted by name.
+func (r *Registry) All() []Runtime {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Runtime, 0, len(r.runtimes))
+	for _, rt := range r.runtimes {
+		out = append(out, rt)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// LimitedWriter passes at most N bytes to W and counts the rest, so a
+// process's output can be capped without blocking it.
+type LimitedWriter struct {
+	W       io.Writer
+	N       int64
+	written int64
+	dropped int64
+	mu      sync.Mutex
+}
+
+func (l *LimitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	room := l.N - l.written
+	if l.N <= 0 {
+		room = int64(len(p))
+	}
+	keep := min(int64(len(p)), max(room, 0))
+	if keep > 0 {
+		if _, err := l.W.Write(p[:keep]); err != nil {
+			return 0, err
+		}
+		l.written += keep
+	}
+	l.dropped += int64(len(p)) - keep
+	return len(p), nil
+}
+
+// Truncated reports whether anything was dropped.
+func (l *LimitedWriter) Truncated() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped > 0
+}
+
+// selfExe is the binary re-executed as a sandbox's init.
+var selfExe = func() string {
+	p, err := os.Executable()
+	if err != nil {
+		return "/proc/self/exe"
+	}
+	return p
+}
+
+// SelfExe returns the path of the running binary, which runtimes re-exec
+// as the sandbox's init.
+func SelfExe() string { return selfExe() }
