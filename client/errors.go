@@ -31,6 +31,7 @@ const (
 	ProblemNotLive              = ProblemTypeBase + "not-live"               // 409: the session has ended
 	ProblemAlreadyResolved      = ProblemTypeBase + "already-resolved"       // 409: the request was answered already
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
+	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
 	ProblemCancelled            = ProblemTypeBase + "cancelled"              // 499: the client went away (logs and metrics only)

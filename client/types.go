@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/agentbox/agentbox/event"
@@ -93,6 +94,7 @@ type CreateSession struct {
 	Cwd            string            `json:"cwd,omitempty" maxLength:"4096" doc:"Absolute working directory; empty means a fresh directory under the daemon's data dir."`
 	Metadata       map[string]string `json:"metadata,omitempty" doc:"Free-form labels kept with the session."`
 	Env            map[string]string `json:"env,omitempty" doc:"Extra environment variables for the agent process (e.g. ANTHROPIC_BASE_URL). They are handed to the agent only and never stored or returned; the agent's environment is otherwise built from scratch."`
+	Policy         json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy for the agent: a preset name (\"agent-default\") or an inline policy object (see docs/policy.md). Empty means the daemon's default. It is intersected with the operator's global policy and fixed for the session's life."`
 }
 
 // ResumeSession is the (optional) body of POST /v1/sessions/{id}/resume.

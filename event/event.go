@@ -153,6 +153,19 @@ type SessionStarted struct {
 	Cwd             string   `json:"cwd,omitempty"`
 	Tools           []string `json:"tools,omitempty"`
 	Resumed         bool     `json:"resumed,omitempty"`
+	// Sandbox describes the isolation the agent runs in; absent when it
+	// runs on the host.
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
+}
+
+// SandboxInfo says what isolation a session's agent runs under.
+type SandboxInfo struct {
+	Runtime string `json:"runtime"`
+	// Mechanisms in force, e.g. "userns", "landlock:abi7", "seccomp".
+	Mechanisms []string `json:"mechanisms"`
+	// Degraded lists what the policy asked for but the host could not
+	// enforce (only when the operator allowed degraded isolation).
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // EndReason says why a session ended.
@@ -504,6 +517,8 @@ type SandboxViolation struct {
 	Path   string          `json:"path,omitempty"`
 	Host   string          `json:"host,omitempty"`
 	Port   int             `json:"port,omitempty"`
+	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
+	Rule string `json:"rule,omitempty"`
 }
 
 // Error reports a failure that the client should see. Retryable says whether

@@ -158,6 +158,13 @@ type Exiter interface {
 	Exit() event.SessionEnded
 }
 
+// SandboxNeeder is implemented by adapters whose agent needs host paths
+// inside the session's sandbox: its installed binaries (read) and its
+// private state, such as a config home (write).
+type SandboxNeeder interface {
+	SandboxPaths(cfg Config) (read, write []string)
+}
+
 // Adapter starts sessions of one agent.
 type Adapter interface {
 	Info(ctx context.Context) Info

@@ -88,6 +88,7 @@ func toCreateParams(c client.CreateSession) session.CreateParams {
 		Cwd:            c.Cwd,
 		Metadata:       c.Metadata,
 		Env:            c.Env,
+		Policy:         c.Policy,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -139,6 +140,10 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusConflict, client.ProblemAlreadyResolved, msg)
 	case errors.Is(err, store.ErrExists):
 		return newProblem(http.StatusConflict, client.ProblemConflict, msg)
+	case errors.Is(err, session.ErrPolicy), errors.Is(err, sandbox.ErrUnenforceable), errors.Is(err, sandbox.ErrUnknownRuntime), errors.Is(err, sandbox.ErrUnavailable):
+		// A policy that is invalid, or that this host cannot enforce: the
+		// message names the field or the missing mechanism.
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
 	case errors.Is(err, session.ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, msg)
 	case errors.Is(err, session.ErrShuttingDown), errors.Is(err, store.ErrClosed):

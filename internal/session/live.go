@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -23,6 +24,8 @@ type live struct {
 	id    string
 	agent string
 	sess  agent.Session
+	// sb is the session's sandbox, nil when the agent runs on the host.
+	sb sandbox.Sandbox
 	// ctx ends when the session is torn down.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -351,6 +354,18 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 		_, _ = l.append(ctx, event.New(event.SourceDaemon, &event.Error{Code: "agent_error", Message: err.Error()}))
 	case res.StopReason == "":
 		res.StopReason = event.StopEndTurn
+	}
+	if l.sb != nil {
+		// The turn's workspace changes reach the host before anyone sees
+		// turn.completed; changes to protected paths are dropped here.
+		vs, cerr := l.sb.Commit(context.WithoutCancel(ctx))
+		evs := violationEvents(vs)
+		if cerr != nil {
+			evs = append(evs, event.New(event.SourceDaemon, &event.Error{Code: "sandbox_commit_failed", Message: cerr.Error()}))
+		}
+		if len(evs) > 0 {
+			_, _ = l.append(context.WithoutCancel(ctx), evs...)
+		}
 	}
 	d := time.Since(start)
 	l.m.cfg.Metrics.TurnDuration.WithLabelValues(l.agent, string(res.StopReason)).Observe(d.Seconds())

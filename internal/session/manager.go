@@ -6,6 +6,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,9 @@ type Config struct {
 	// DefaultQuestionTimeout.
 	QuestionTimeout time.Duration
 	StartTimeout    time.Duration
+	// Sandboxes, when set, runs sessions inside sandboxes under their
+	// policy; nil runs agents on the host and refuses any policy.
+	Sandboxes Sandboxes
 }
 
 // CreateParams are the inputs of Create.
@@ -62,6 +66,9 @@ type CreateParams struct {
 	Metadata       map[string]string
 	// Env is handed to the adapter only; it is never stored.
 	Env map[string]string
+	// Policy is the request's sandbox policy: a preset name as a JSON
+	// string, an inline policy object, or empty for the daemon's default.
+	Policy json.RawMessage
 }
 
 // Manager owns all live sessions. Create one with New, call Recover once
@@ -205,11 +212,22 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	m.mu.Unlock()
 	defer m.wg.Done()
 
+	var policy json.RawMessage
+	switch {
+	case m.cfg.Sandboxes != nil:
+		if policy, err = m.cfg.Sandboxes.Resolve(ctx, p.Policy); err != nil {
+			return store.Session{}, err
+		}
+	case len(p.Policy) > 0 && string(p.Policy) != "null":
+		// Fail closed: a policy nobody enforces must not be accepted.
+		return store.Session{}, fmt.Errorf("%w: this daemon runs agents without a sandbox (start it with sandboxing enabled)", ErrPolicy)
+	}
+
 	now := time.Now().UTC()
 	s := store.Session{
 		ID: ids.New(ids.Session), Agent: p.Agent, Model: p.Model, Mode: p.Mode,
 		PermissionMode: p.PermissionMode, Cwd: p.Cwd, Metadata: p.Metadata,
-		Status: store.StatusStarting, CreatedAt: now, UpdatedAt: now,
+		Status: store.StatusStarting, CreatedAt: now, UpdatedAt: now, Policy: policy,
 	}
 	if s.Cwd == "" {
 		s.Cwd = filepath.Join(m.cfg.WorkspaceDir, s.ID)
@@ -244,9 +262,30 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		cfg.NativeSessionID = s.NativeSessionID
 		l.native = s.NativeSessionID
 	}
+	var sbInfo *event.SandboxInfo
+	if len(s.Policy) > 0 {
+		sb, err := m.newSandbox(startCtx, s, a, cfg)
+		if err != nil {
+			cancelStart()
+			l.cancel()
+			l.stopPump()
+			msg := fmt.Sprintf("sandbox refused: %v", err)
+			_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
+			return store.Session{}, err
+		}
+		l.sb, cfg.Sandbox = sb, sb
+		info := sb.Info()
+		sbInfo = &event.SandboxInfo{Runtime: info.Runtime, Mechanisms: info.Mechanisms, Degraded: info.Degraded}
+		if len(info.Degraded) > 0 {
+			m.log.Warn("session sandbox is degraded", "session", s.ID, "missing", info.Degraded)
+		}
+	}
 	sess, err := a.Start(startCtx, cfg, l)
 	cancelStart()
 	if err != nil {
+		if l.sb != nil {
+			_, _ = l.sb.Close(context.WithoutCancel(ctx))
+		}
 		l.cancel()
 		l.stopPump()
 		msg := fmt.Sprintf("agent failed to start: %v", err)
@@ -274,7 +313,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	})
 	if err == nil {
 		_, err = l.append(ctx, event.New(event.SourceDaemon, &event.SessionStarted{
-			Agent: s.Agent, Model: s.Model, Cwd: s.Cwd, NativeSessionID: l.nativeID(), Resumed: resumed,
+			Agent: s.Agent, Model: s.Model, Cwd: s.Cwd, NativeSessionID: l.nativeID(), Resumed: resumed, Sandbox: sbInfo,
 		}))
 	}
 	if err != nil {
@@ -374,9 +413,24 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 		}
 		cancel()
 	}
+	var closeEvs []event.Event
+	if l.sb != nil {
+		// Kill what is left in the sandbox, commit the workspace a last
+		// time and release it; what it refused goes before session.ended.
+		cctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), time.Second))
+		vs, err := l.sb.Close(cctx)
+		cancel()
+		closeEvs = violationEvents(vs)
+		if err != nil {
+			closeEvs = append(closeEvs, event.New(event.SourceDaemon, &event.Error{Code: "sandbox_close_failed", Message: err.Error()}))
+		}
+	}
 	l.cancel()
 	ctx := context.Background()
 	_ = l.flush() // the agent's last events go before the session's end
+	if len(closeEvs) > 0 {
+		_, _ = l.append(ctx, closeEvs...)
+	}
 	reqs, err := m.st.ListRequests(ctx, l.id, store.StatePending)
 	if err == nil {
 		for _, r := range reqs {

@@ -58,6 +58,10 @@ type Session struct {
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	EndedAt         *time.Time        `json:"ended_at,omitempty"`
+	// Policy is the session's effective sandbox policy (JSON), nil when it
+	// runs without a sandbox. It is fixed at create: a resumed session runs
+	// under the same policy.
+	Policy json.RawMessage `json:"policy,omitempty"`
 }
 
 // ListOptions filters and pages ListSessions. Sessions are returned newest

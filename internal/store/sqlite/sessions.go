@@ -15,7 +15,7 @@ import (
 // sessionCols are the columns of a session row, in the order sessionArgs
 // binds and scanSession reads them.
 const sessionCols = "id, agent, model, mode, permission_mode, cwd, metadata, status, " +
-	"native_session_id, current_turn_id, created_at, updated_at, ended_at"
+	"native_session_id, current_turn_id, created_at, updated_at, ended_at, policy"
 
 const defaultListLimit = 100
 
@@ -56,8 +56,12 @@ func sessionArgs(s *store.Session) ([]any, error) {
 		}
 		metadata = string(b)
 	}
+	var policy any
+	if len(s.Policy) > 0 {
+		policy = string(s.Policy)
+	}
 	return []any{s.ID, s.Agent, s.Model, s.Mode, s.PermissionMode, s.Cwd, metadata,
-		string(s.Status), s.NativeSessionID, s.CurrentTurnID, created, updated, ended}, nil
+		string(s.Status), s.NativeSessionID, s.CurrentTurnID, created, updated, ended, policy}, nil
 }
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
@@ -66,9 +70,13 @@ func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var status string
 	var created, updated int64
 	var ended sql.NullInt64
+	var policy sql.NullString
 	if err := row.Scan(&s.ID, &s.Agent, &s.Model, &s.Mode, &s.PermissionMode, &s.Cwd, &metadata,
-		&status, &s.NativeSessionID, &s.CurrentTurnID, &created, &updated, &ended); err != nil {
+		&status, &s.NativeSessionID, &s.CurrentTurnID, &created, &updated, &ended, &policy); err != nil {
 		return s, err
+	}
+	if policy.Valid {
+		s.Policy = json.RawMessage(policy.String)
 	}
 	if metadata.Valid {
 		if err := json.Unmarshal([]byte(metadata.String), &s.Metadata); err != nil {

@@ -41,6 +41,7 @@ func testCreateGet(t *testing.T, f Factory) {
 		CreatedAt: base.In(time.FixedZone("EST", -5*3600)),
 		UpdatedAt: base.Add(time.Minute),
 		EndedAt:   &ended,
+		Policy:    []byte(`{"isolation":"process","resources":{"pids":64}}`),
 	}
 	if err := s.CreateSession(ctx(t), full); err != nil {
 		t.Fatalf("CreateSession: %v", err)
