@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,3 +166,17 @@ func exitStatus(ps *os.ProcessState) (int, string) {
 // contextBackground is the context a sandboxed start runs under: the
 // process outlives whatever request asked for the session.
 func contextBackground() context.Context { return context.Background() }
+
+// InstallRoot returns the directory an agent's installed binary bin lives
+// in as a whole: the directory holding the first node_modules on bin's
+// resolved path (an npm install), else bin's directory. A sandbox binds it
+// read-only so the agent's code and its runtime files are visible.
+func InstallRoot(bin string) string {
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
+	if i := strings.Index(bin, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i > 0 {
+		return bin[:i]
+	}
+	return filepath.Dir(bin)
+}

@@ -218,7 +218,7 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		}
 		return nil, fmt.Errorf("claude: the CLI is not installed (run `agentbox agents install claude`): %w", err)
 	}
-	home, err := a.homeDir()
+	home, err := a.sessionHome(cfg.SessionID, cfg.Sandbox != nil)
 	if err != nil {
 		return nil, fmt.Errorf("claude: home directory: %w", err)
 	}
@@ -240,6 +240,31 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		return nil, fmt.Errorf("claude: %w", err)
 	}
 	return s, nil
+}
+
+// sessionHome is the CLI's HOME for one session: the adapter's shared home,
+// or, for a sandboxed session, a home of its own below it, so that a
+// sandboxed agent sees no other session's transcripts (a resumed session
+// gets the same one back: it is keyed by the agentbox session id).
+func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) {
+	home, err := a.homeDir()
+	if err != nil || !sandboxed {
+		return home, err
+	}
+	dir := filepath.Join(home, "sessions", sessionID)
+	return dir, os.MkdirAll(dir, 0o700)
+}
+
+// SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
+// and the session's home (write).
+func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
+	if home, err := a.sessionHome(cfg.SessionID, true); err == nil {
+		write = append(write, home)
+	}
+	if bin, _, err := a.opts.Binary(); err == nil && bin != "" {
+		read = append(read, agent.InstallRoot(bin))
+	}
+	return read, write
 }
 
 // newUUID returns a random (version 4) UUID, the form --session-id takes.

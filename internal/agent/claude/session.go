@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,7 +37,7 @@ type session struct {
 	opts Options
 	host agent.Host
 	cwd  string
-	cmd  *exec.Cmd
+	proc *agent.Proc
 
 	wmu    sync.Mutex // serialises writes to stdin
 	stdin  *os.File
@@ -99,11 +98,8 @@ func startSession(opts Options, c command, cfg agent.Config, host agent.Host, na
 	// The process's lifetime is the session's, not any request's: ctx
 	// ends only once the process is gone (see wait).
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, c.path, c.args...)
-	cmd.Dir, cmd.Env = c.dir, c.env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	ownGroup(cmd)
-	cmd.Cancel = func() error { return signalGroup(cmd.Process, sigKill) }
+	cmd := &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir,
+		Stdin: inR, Stdout: outW, Stderr: errW, Sandbox: cfg.Sandbox}
 	if err := cmd.Start(); err != nil {
 		cancel()
 		closeAll(inR, inW, outR, outW, errR, errW)
@@ -116,7 +112,7 @@ func startSession(opts Options, c command, cfg agent.Config, host agent.Host, na
 	m.Raw = opts.Raw
 	m.SetNativeSessionID(nativeID)
 	s := &session{
-		opts: opts, host: host, cwd: cfg.Cwd, cmd: cmd,
+		opts: opts, host: host, cwd: cfg.Cwd, proc: cmd,
 		stdin: inW, stdout: outR, stderr: newRing(stderrTail),
 		mapper: m, ctx: ctx, cancel: cancel, native: nativeID,
 		requests:   map[string]context.CancelFunc{},
@@ -140,8 +136,8 @@ func closeAll(fs ...*os.File) {
 
 // wait reaps the process and closes done once its output is read.
 func (s *session) wait(stderrR *os.File, stderrDone chan struct{}) {
-	_ = s.cmd.Wait()
-	code, desc := exitStatus(s.cmd.ProcessState)
+	ex := s.proc.Wait()
+	code, desc := ex.Code, ex.Desc
 	select {
 	case <-s.readerDone:
 	case <-time.After(drainWait):
@@ -454,7 +450,7 @@ func (s *session) interrupt(t *turn) (agent.Result, error) {
 }
 
 // kill sends SIGKILL to the process group.
-func (s *session) kill() { _ = signalGroup(s.cmd.Process, sigKill) }
+func (s *session) kill() { _ = s.proc.Kill() }
 
 // Close implements agent.Session: close stdin (the CLI exits on EOF when
 // idle), then SIGTERM the process group, then SIGKILL it, each after
@@ -468,7 +464,7 @@ func (s *session) Close(ctx context.Context) error {
 	s.wmu.Unlock()
 	for step := 0; step < 2; step++ {
 		if step == 1 {
-			_ = signalGroup(s.cmd.Process, sigTerm)
+			_ = s.proc.Terminate()
 		}
 		t := time.NewTimer(s.opts.CloseGrace)
 		select {

@@ -322,6 +322,11 @@ func (a *adapter) release(ctx context.Context, srv *server) {
 // Start implements agent.Adapter: it starts (or resumes) a thread on the
 // shared server.
 func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
+	if cfg.Sandbox != nil {
+		// Fail closed rather than run the agent outside the sandbox the
+		// session asked for.
+		return nil, fmt.Errorf("codex: %w: one app-server process serves all of its sessions; use the codex-acp agent for sandboxed sessions", agent.ErrNoSandbox)
+	}
 	if !filepath.IsAbs(cfg.Cwd) {
 		return nil, fmt.Errorf("codex: the working directory %q is not an absolute path", cfg.Cwd)
 	}

@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // maxOutput caps the output a command step records and streams; the rest
@@ -46,8 +48,11 @@ func (t *turn) command(st Step) error {
 	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	defer cancel()
 	w := &outputWriter{t: t, itemID: it.ID}
-	// The command runs as the daemon's user, outside any sandbox: the mock
-	// is for demos and tests.
+	if t.s.sandbox != nil {
+		return t.sandboxed(ctx, st, it, w, timeout)
+	}
+	// Without a sandbox the command runs as the daemon's user: the mock is
+	// for demos and tests.
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", st.Command)
 	cmd.Dir = t.s.cwd
 	cmd.Env = shellEnv(t.s.cwd)
@@ -181,4 +186,52 @@ func completeUTF8(b []byte) int {
 		}
 	}
 	return len(b)
+}
+
+// sandboxed runs a command step inside the session's sandbox.
+func (t *turn) sandboxed(ctx context.Context, st Step, it event.Item, w *outputWriter, timeout time.Duration) error {
+	env := map[string]string{}
+	for _, kv := range shellEnv(t.s.cwd) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "PATH" { // the sandbox has its own PATH
+			env[k] = v
+		}
+	}
+	p, err := t.s.sandbox.Start(ctx, sandbox.Cmd{
+		Args: []string{"/bin/sh", "-c", st.Command}, Env: env, Dir: t.s.cwd,
+		Stdout: w, Stderr: w, Timeout: timeout,
+	})
+	if err != nil {
+		return t.fail(it, err)
+	}
+	stop := context.AfterFunc(t.ctx, func() { _ = p.Signal(syscall.SIGKILL) })
+	ex, waitErr := p.Wait()
+	stop()
+	flushErr := w.flush()
+	it.Output = w.output()
+	switch {
+	case t.ctx.Err() != nil:
+		return t.abort(it)
+	case w.failed() != nil:
+		_ = t.fail(it, w.failed())
+		return w.failed()
+	case flushErr != nil:
+		_ = t.fail(it, flushErr)
+		return flushErr
+	case waitErr != nil:
+		return t.fail(it, waitErr)
+	case ex.Reason != "":
+		msg := "stopped by the sandbox: " + ex.Reason
+		if ex.Message != "" {
+			msg += ": " + ex.Message
+		}
+		return t.fail(it, errors.New(msg))
+	case ex.Signal != "":
+		return t.fail(it, errors.New("killed by signal "+ex.Signal))
+	}
+	code := ex.Code
+	it.ExitCode, it.Status = &code, event.StatusCompleted
+	if code != 0 {
+		it.Status = event.StatusFailed
+	}
+	return t.finish(it)
 }

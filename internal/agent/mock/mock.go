@@ -48,6 +48,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // Name is the adapter's registry name.
@@ -109,7 +110,7 @@ func (adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (ag
 			return nil, fmt.Errorf("mock: %w", err)
 		}
 	}
-	return &session{host: host, cwd: cfg.Cwd, mode: mode}, nil
+	return &session{host: host, cwd: cfg.Cwd, mode: mode, sandbox: cfg.Sandbox}, nil
 }
 
 // session is one mock session; it runs one turn at a time.
@@ -117,6 +118,9 @@ type session struct {
 	host agent.Host
 	cwd  string
 	mode string
+	// sandbox, when set, runs the script's commands (and nothing else:
+	// the mock itself is in-process).
+	sandbox sandbox.Sandbox
 
 	turn sync.Mutex // held while a turn runs
 

@@ -265,6 +265,11 @@ type rule struct {
 // session's provider, subscribes to its events and creates an OpenCode
 // session in the session's directory.
 func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
+	if cfg.Sandbox != nil {
+		// Fail closed rather than run the agent outside the sandbox the
+		// session asked for.
+		return nil, fmt.Errorf("opencode: %w: one `opencode serve` process serves all of its sessions; use the opencode-acp agent for sandboxed sessions", agent.ErrNoSandbox)
+	}
 	if !filepath.IsAbs(cfg.Cwd) {
 		return nil, fmt.Errorf("opencode: the working directory %q is not an absolute path", cfg.Cwd)
 	}
