@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
+	"github.com/agentbox/agentbox/internal/session"
+)
+
+// sessionSandboxes implements session.Sandboxes over the policy package and
+// the isolation runtimes.
+type sessionSandboxes struct {
+	// global is the operator's policy; nil permits what the presets allow.
+	global *policy.Policy
+	// fallback is the preset a session gets when its request names none;
+	// empty runs such sessions on the host.
+	fallback string
+	runtimes *sandbox.Registry
+}
+
+var _ session.Sandboxes = (*sessionSandboxes)(nil)
+
+// Resolve implements session.Sandboxes.
+func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage) (json.RawMessage, error) {
+	if len(req) == 0 || string(req) == "null" {
+		if s.fallback == "" {
+			return nil, nil
+		}
+	}
+	p, err := policy.Resolve("request.policy", req, s.fallback, s.global)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	// Refuse now, not at the first turn, what this host cannot run.
+	rt, err := s.runtimes.Get(p.Isolation())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	if pr := rt.Probe(ctx); !pr.Available {
+		return nil, fmt.Errorf("%w: isolation %q: %w: %s", session.ErrPolicy, p.Isolation(), sandbox.ErrUnavailable, pr.Reason)
+	}
+	return json.Marshal(p)
+}
+
+// Create implements session.Sandboxes.
+func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd string, paths session.SandboxPaths) (sandbox.Sandbox, error) {
+	p, err := policy.Parse("session policy", raw)
+	if err != nil {
+		return nil, err
+	}
+	// The host's environment reaches the sandbox only by name, through
+	// the policy's env.pass list.
+	spec, err := p.Compile(cwd, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	spec.ReadPaths = append(spec.ReadPaths, paths.Read...)
+	spec.WritePaths = append(spec.WritePaths, paths.Write...)
+	rt, err := s.runtimes.Get(p.Isolation())
+	if err != nil {
+		return nil, err
+	}
+	sb, err := rt.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// loadGlobalPolicy reads the operator's policy file; "" means none.
+func loadGlobalPolicy(path string) (*policy.Policy, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("global policy: %w", err)
+	}
+	p, err := policy.Parse(path, b)
+	if err != nil {
+		return nil, fmt.Errorf("global policy: %w", err)
+	}
+	return p, nil
+}

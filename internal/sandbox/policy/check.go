@@ -1,0 +1,226 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/workspace"
+)
+
+// problem is one semantic error, by field path.
+type problem struct {
+	path []string
+	msg  string
+	key  bool // about the mapping key at path, not its value
+}
+
+// Validate checks what Parse checks beyond the JSON Schema, and the enum
+// values the schema checks, for policies built in code. Its error lists
+// every problem as "field.path: message".
+func (p *Policy) Validate() error {
+	prs := p.problems()
+	if len(prs) == 0 {
+		return nil
+	}
+	errs := make(Errors, len(prs))
+	for i, pr := range prs {
+		errs[i] = &FieldError{File: "policy", Field: fieldPath(pr.path), Message: pr.msg}
+	}
+	return errs
+}
+
+var (
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	syscallRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+)
+
+func (p *Policy) problems() []problem {
+	var out []problem
+	add := func(msg string, path ...string) { out = append(out, problem{path: path, msg: msg}) }
+	oneOf := func(v string, allowed []string, path ...string) {
+		if v == "" {
+			return
+		}
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		add(fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", ")), path...)
+	}
+
+	if p.Version != Version {
+		add(fmt.Sprintf("version must be %d", Version), "version")
+	}
+	oneOf(p.IsolationLevel, []string{IsolationProcess, IsolationGVisor, IsolationMicroVM}, "isolation")
+
+	r := p.Resources
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{{"memory", int64(r.Memory)}, {"pids", r.Pids}, {"timeout", int64(r.Timeout)}, {"disk", int64(r.Disk)}, {"output", int64(r.Output)}} {
+		if l.v < 0 {
+			add("must not be negative", "resources", l.name)
+		}
+	}
+	if checkFinite(r.CPUs) != nil || r.CPUs < 0 || r.CPUs > 1024 {
+		add("must be a number of cores between 0 and 1024", "resources", "cpus")
+	} else if r.CPUs > 0 && r.CPUs < 0.01 {
+		add("must be at least 0.01 cores (or 0 for no limit)", "resources", "cpus")
+	}
+	if r.Memory > 0 && r.Memory < 4<<20 {
+		add("is below 4Mi, too little to start a process (0 means no limit)", "resources", "memory")
+	}
+
+	fs := p.Filesystem
+	oneOf(fs.Workspace, []string{WorkspaceRW, WorkspaceRO}, "filesystem", "workspace")
+	for i, pth := range fs.Read {
+		if err := checkHostPath(pth, false); err != nil {
+			add(err.Error(), "filesystem", "read", strconv.Itoa(i))
+		}
+	}
+	for i, pth := range fs.Write {
+		if err := checkHostPath(pth, true); err != nil {
+			add(err.Error(), "filesystem", "write", strconv.Itoa(i))
+		}
+	}
+	for i, pat := range fs.Protected {
+		if err := workspace.ValidatePattern(pat); err != nil {
+			add(err.Error(), "filesystem", "protected", strconv.Itoa(i))
+		}
+	}
+
+	n := p.Network
+	oneOf(n.Default, []string{NetworkDeny}, "network", "default")
+	oneOf(n.Mode, []string{sandbox.NetworkNone, sandbox.NetworkHost}, "network", "mode")
+	for i, s := range n.Allow {
+		if _, err := ParseRule(s); err != nil {
+			add(err.Error(), "network", "allow", strconv.Itoa(i))
+		}
+	}
+	for i, s := range n.Deny {
+		if _, err := ParseRule(s); err != nil {
+			add(err.Error(), "network", "deny", strconv.Itoa(i))
+		}
+	}
+
+	for i, name := range p.Env.Pass {
+		if !envNameRE.MatchString(name) {
+			add(fmt.Sprintf("%q is not an environment variable name", name), "env", "pass", strconv.Itoa(i))
+		}
+	}
+	for k, v := range p.Env.Set {
+		if !envNameRE.MatchString(k) {
+			out = append(out, problem{[]string{"env", "set", k}, fmt.Sprintf("%q is not an environment variable name", k), true})
+		}
+		if strings.ContainsRune(v, 0) {
+			add("value contains a NUL byte", "env", "set", k)
+		}
+	}
+
+	oneOf(p.Syscalls.Profile, []string{ProfileDefault, ProfileStrict}, "syscalls", "profile")
+	for i, name := range p.Syscalls.Deny {
+		if !syscallRE.MatchString(name) {
+			add(fmt.Sprintf("%q is not a syscall name", name), "syscalls", "deny", strconv.Itoa(i))
+		}
+	}
+	return out
+}
+
+// checkHostPath accepts an absolute path without "." or ".." segments.
+// Write paths may not be the root or a kernel interface.
+func checkHostPath(p string, write bool) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q is not an absolute path", p)
+	}
+	if strings.ContainsRune(p, 0) {
+		return errors.New("path contains a NUL byte")
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("%q: . and .. are not allowed in paths", p)
+		}
+	}
+	c := path.Clean(p)
+	// The host's /proc and /sys show other processes' environments and
+	// kernel knobs; a sandbox gets its own /proc instead.
+	kernel := []string{"/proc", "/sys"}
+	if write {
+		if c == "/" {
+			return errors.New("the host root cannot be writable")
+		}
+		kernel = append(kernel, "/dev", "/boot")
+	}
+	for _, k := range kernel {
+		if c == k || strings.HasPrefix(c, k+"/") {
+			return fmt.Errorf("%q: host %s cannot be mounted into a sandbox", p, k)
+		}
+	}
+	return nil
+}
+
+// Rule is one parsed network rule: a CIDR prefix, or a host name (with an
+// optional leading "*." for any subdomain), with an optional port (0 =
+// any).
+type Rule struct {
+	Prefix netip.Prefix // valid for address and CIDR rules
+	Host   string       // lower-case name, for name rules
+	Port   uint16
+}
+
+var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ParseRule parses "example.com", "*.example.com:443", "10.0.0.0/8",
+// "1.2.3.4:80", "[::1]:443" or "::1".
+func ParseRule(s string) (Rule, error) {
+	bad := func(why string) (Rule, error) {
+		return Rule{}, fmt.Errorf("%q is not a network rule (host[:port], *.domain[:port] or CIDR): %s", s, why)
+	}
+	if pfx, err := netip.ParsePrefix(s); err == nil {
+		if pfx != pfx.Masked() {
+			return bad("host bits are set; did you mean " + pfx.Masked().String() + "?")
+		}
+		return Rule{Prefix: pfx}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return Rule{Prefix: netip.PrefixFrom(a, a.BitLen())}, nil
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return bad("port 0")
+		}
+		return Rule{Prefix: netip.PrefixFrom(ap.Addr(), ap.Addr().BitLen()), Port: ap.Port()}, nil
+	}
+	host, port := s, uint16(0)
+	if h, ps, ok := strings.Cut(s, ":"); ok {
+		n, err := strconv.ParseUint(ps, 10, 16)
+		if err != nil || n == 0 {
+			return bad("bad port")
+		}
+		host, port = h, uint16(n)
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	name := strings.TrimPrefix(host, "*.")
+	if name == "" || len(name) > 253 {
+		return bad("empty or too long host name")
+	}
+	for _, l := range strings.Split(name, ".") {
+		if !labelRE.MatchString(l) {
+			return bad(fmt.Sprintf("bad host name label %q", l))
+		}
+	}
+	if _, err := netip.ParseAddr(name); err == nil || isNumeric(name) {
+		return bad("not a valid IP address or host name")
+	}
+	return Rule{Host: host, Port: port}, nil
+}
+
+func isNumeric(s string) bool {
+	return strings.Trim(s, "0123456789.") == ""
+}

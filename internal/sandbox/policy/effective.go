@@ -1,0 +1,138 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+)
+
+// Effective intersects an operator's global policy with a request's and
+// fills in the defaults. The result is never looser than global:
+//
+//   - limits: the smaller of the two, where zero is "no limit" (so a limit
+//     either side sets applies);
+//   - isolation and syscall profile: the stronger; workspace: ro if either
+//     says ro; network.default: deny;
+//   - protected patterns, syscall and network denials: the union (with the
+//     built-in patterns, which nothing removes);
+//   - permissions the request asks for — network.mode host,
+//     read_outside_workspace, extra read and write paths, env.pass names,
+//     network.allow rules, allow_degraded — must each be granted by global,
+//     else Effective fails naming the field and the global rule;
+//   - env.set: the request's values, with global's winning on conflicts.
+//
+// A nil global grants everything (there is no operator policy); a nil
+// request asks for nothing. Both are validated first.
+func Effective(global, req *Policy) (*Policy, error) {
+	if req == nil {
+		req = &Policy{Version: Version}
+	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if global == nil {
+		return req.withDefaults(), nil
+	}
+	if err := global.Validate(); err != nil {
+		return nil, fmt.Errorf("global policy: %w", err)
+	}
+	g, r := global.withDefaults(), req.withDefaults()
+	e := r.Clone()
+	var errs []error
+	deny := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+
+	if isolationRank(g.IsolationLevel) > isolationRank(r.IsolationLevel) {
+		e.IsolationLevel = g.IsolationLevel
+	}
+	if r.AllowDegraded && !g.AllowDegraded {
+		deny("allow_degraded", "not permitted by the global policy (global allow_degraded: false)")
+	}
+	e.AllowDegraded = r.AllowDegraded && g.AllowDegraded
+
+	e.Resources = Resources{
+		Memory:  minLimit(g.Resources.Memory, r.Resources.Memory),
+		CPUs:    minLimit(g.Resources.CPUs, r.Resources.CPUs),
+		Pids:    minLimit(g.Resources.Pids, r.Resources.Pids),
+		Timeout: minLimit(g.Resources.Timeout, r.Resources.Timeout),
+		Disk:    minLimit(g.Resources.Disk, r.Resources.Disk),
+		Output:  minLimit(g.Resources.Output, r.Resources.Output),
+	}
+
+	if g.Filesystem.Workspace == WorkspaceRO {
+		e.Filesystem.Workspace = WorkspaceRO
+	}
+	if r.Filesystem.ReadOutsideWorkspace && !g.Filesystem.ReadOutsideWorkspace {
+		deny("filesystem.read_outside_workspace", "not permitted by the global policy (global filesystem.read_outside_workspace: false)")
+	}
+	for i, p := range r.Filesystem.Write {
+		if !under(p, g.Filesystem.Write) {
+			deny("filesystem.write["+strconv.Itoa(i)+"]", "%q is not within a path the global policy makes writable (global filesystem.write: %s)", p, list(g.Filesystem.Write))
+		}
+	}
+	for i, p := range r.Filesystem.Read {
+		if !g.Filesystem.ReadOutsideWorkspace && !under(p, slices.Concat(g.Filesystem.Read, g.Filesystem.Write)) {
+			deny("filesystem.read["+strconv.Itoa(i)+"]", "%q is not within a path the global policy makes readable (global filesystem.read: %s, write: %s, read_outside_workspace: false)", p, list(g.Filesystem.Read), list(g.Filesystem.Write))
+		}
+	}
+	e.Filesystem.Protected = union(g.Filesystem.Protected, r.Filesystem.Protected)
+
+	e.Network.Default = NetworkDeny
+	if r.Network.Mode == sandbox.NetworkHost && g.Network.Mode != sandbox.NetworkHost {
+		deny("network.mode", "host is not permitted by the global policy (global network.mode: %s)", g.Network.Mode)
+	}
+	for i, rule := range r.Network.Allow {
+		if !slices.Contains(g.Network.Allow, rule) {
+			deny("network.allow["+strconv.Itoa(i)+"]", "%q is not allowed by the global policy (global network.allow: %s)", rule, list(g.Network.Allow))
+		}
+	}
+	e.Network.Deny = union(g.Network.Deny, r.Network.Deny)
+
+	for i, name := range r.Env.Pass {
+		if !slices.Contains(g.Env.Pass, name) {
+			deny("env.pass["+strconv.Itoa(i)+"]", "%s may not be passed: the global policy does not list it (global env.pass: %s)", name, list(g.Env.Pass))
+		}
+	}
+	if len(g.Env.Set) > 0 {
+		if e.Env.Set == nil {
+			e.Env.Set = map[string]string{}
+		}
+		maps.Copy(e.Env.Set, g.Env.Set)
+	}
+
+	if g.Syscalls.Profile == ProfileStrict {
+		e.Syscalls.Profile = ProfileStrict
+	}
+	e.Syscalls.Deny = union(g.Syscalls.Deny, r.Syscalls.Deny)
+
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("policy exceeds the global policy: %w", errors.Join(errs...))
+	}
+	return e, nil
+}
+
+// under reports whether p is one of roots or below one of them.
+func under(p string, roots []string) bool {
+	p = path.Clean(p)
+	for _, r := range roots {
+		r = path.Clean(r)
+		if p == r || r == "/" || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "[]"
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}

@@ -1,0 +1,444 @@
+package policy
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// MaxSize is the largest policy document Parse reads. Policies come in
+// HTTP requests too; nothing legitimate comes near it.
+const MaxSize = 1 << 20
+
+// Schema is the JSON Schema (draft 2020-12) of a policy document, also
+// published as docs/policy.v1.json for editors.
+//
+//go:embed policy.v1.json
+var Schema []byte
+
+// FieldError is one problem in a policy document.
+type FieldError struct {
+	File   string
+	Line   int // 1-based; 0 when the problem has no place in the text
+	Column int
+	// Field is the path of the value, e.g. "resources.memory" or
+	// "filesystem.protected[2]"; empty for syntax errors.
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Errors is every problem found in one document, in text order; Error
+// prints one per line.
+type Errors []*FieldError
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Parse reads a policy in YAML or JSON (JSON is read as the YAML it is).
+// Anchors, aliases, tags, merge keys, duplicate keys and multiple
+// documents are refused. The document is then checked against Schema and
+// decoded strictly (unknown fields are errors), and finally checked for
+// what a schema cannot say (sizes in range, absolute clean paths, valid
+// patterns and network rules). Every problem is reported, as an Errors
+// value whose lines read "file:line:col: field.path: message".
+func Parse(filename string, data []byte) (*Policy, error) {
+	d := &doc{file: filename, pos: map[string]pos{}, keyPos: map[string]pos{}}
+	if len(data) > MaxSize {
+		return nil, Errors{{File: filename, Line: 1, Column: 1, Message: fmt.Sprintf("policy is %d bytes; the limit is %d", len(data), MaxSize)}}
+	}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, Errors{d.yamlError(err)}
+	}
+	var bodies []ast.Node
+	for _, doc := range f.Docs {
+		if doc != nil && doc.Body != nil {
+			bodies = append(bodies, doc.Body)
+		}
+	}
+	switch {
+	case len(bodies) == 0:
+		return nil, Errors{{File: filename, Line: 1, Column: 1, Message: "empty policy (it needs at least \"version: 1\")"}}
+	case len(bodies) > 1:
+		return nil, Errors{d.at(bodies[1], "", "a policy file holds one document; found another here")}
+	}
+	body := bodies[0]
+
+	value := d.value(body, nil)
+	if len(d.errs) > 0 {
+		return nil, d.sorted()
+	}
+	if err := compiledSchema().Validate(value); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, Errors{{File: filename, Message: err.Error()}}
+		}
+		d.schemaErrors(ve)
+		return nil, d.sorted()
+	}
+
+	// Ranges the schema cannot express, checked here so the error has a
+	// place (the decoder's would not).
+	for _, f := range []string{"memory", "disk", "output", "timeout"} {
+		v, ok := lookup(value, "resources", f)
+		if !ok {
+			continue
+		}
+		var err error
+		if f == "timeout" {
+			_, err = ParseDuration(fmt.Sprint(v))
+		} else {
+			_, err = ParseByteSize(fmt.Sprint(v))
+		}
+		if err != nil {
+			d.errs = append(d.errs, d.atPath([]string{"resources", f}, err.Error()))
+		}
+	}
+	if len(d.errs) > 0 {
+		return nil, d.sorted()
+	}
+
+	var p Policy
+	if err := yaml.NodeToValue(body, &p, yaml.Strict()); err != nil {
+		return nil, Errors{d.yamlError(err)}
+	}
+	for _, pr := range p.problems() {
+		fe := d.atPath(pr.path, pr.msg)
+		if kp, ok := d.keyPos[pointer(pr.path)]; ok && pr.key {
+			fe.Line, fe.Column = kp.line, kp.col
+		}
+		d.errs = append(d.errs, fe)
+	}
+	if len(d.errs) > 0 {
+		return nil, d.sorted()
+	}
+	return &p, nil
+}
+
+// schemaID is the schema's $id.
+const schemaID = "urn:agentbox:policy:v1"
+
+// lookup returns the value at path in a converted document.
+func lookup(v any, path ...string) (any, bool) {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+var (
+	schemaOnce sync.Once
+	schema     *jsonschema.Schema
+)
+
+func compiledSchema() *jsonschema.Schema {
+	schemaOnce.Do(func() {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema))
+		if err != nil {
+			panic("policy: embedded schema is not JSON: " + err.Error())
+		}
+		c := jsonschema.NewCompiler()
+		c.DefaultDraft(jsonschema.Draft2020)
+		if err := c.AddResource(schemaID, doc); err != nil {
+			panic("policy: embedded schema: " + err.Error())
+		}
+		schema = c.MustCompile(schemaID)
+	})
+	return schema
+}
+
+// pos is a place in the source text.
+type pos struct{ line, col int }
+
+// doc converts a YAML AST into the plain JSON values the schema validator
+// reads, remembering where each value (and each mapping key) was, by JSON
+// pointer, to put line numbers on errors found later.
+type doc struct {
+	file   string
+	pos    map[string]pos // JSON pointer of a value → its place
+	keyPos map[string]pos // JSON pointer of a value → the place of its key
+	errs   Errors
+}
+
+func pointer(path []string) string {
+	var b strings.Builder
+	for _, p := range path {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(p, "~", "~0"), "/", "~1"))
+	}
+	return b.String()
+}
+
+// fieldPath prints a path as "filesystem.protected[2]" or `env.set."A B"`.
+func fieldPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if _, err := strconv.Atoi(p); err == nil && i > 0 {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if p == "" || strings.ContainsAny(p, ".[]\" \t") {
+			p = strconv.Quote(p)
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func nodePos(n ast.Node) pos {
+	if n == nil {
+		return pos{}
+	}
+	// A block mapping's own token is its first ':'; its first key is
+	// where a reader looks.
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		if !m.IsFlowStyle && len(m.Values) > 0 {
+			return nodePos(m.Values[0].Key)
+		}
+	case *ast.MappingValueNode:
+		return nodePos(m.Key)
+	}
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		return pos{tk.Position.Line, tk.Position.Column}
+	}
+	return pos{}
+}
+
+func (d *doc) at(n ast.Node, field, msg string) *FieldError {
+	p := nodePos(n)
+	return &FieldError{File: d.file, Line: p.line, Column: p.col, Field: field, Message: msg}
+}
+
+// atPath places an error at the value at path, or at the nearest enclosing
+// value the text has (a missing field is reported at its parent).
+func (d *doc) atPath(path []string, msg string) *FieldError {
+	for i := len(path); i >= 0; i-- {
+		ptr := pointer(path[:i])
+		p, ok := d.pos[ptr]
+		if kp, isKey := d.keyPos[ptr]; isKey && i < len(path) {
+			// A missing field: point at its parent's key.
+			p, ok = kp, true
+		}
+		if ok {
+			return &FieldError{File: d.file, Line: p.line, Column: p.col, Field: fieldPath(path), Message: msg}
+		}
+	}
+	return &FieldError{File: d.file, Field: fieldPath(path), Message: msg}
+}
+
+func (d *doc) sorted() Errors {
+	sort.SliceStable(d.errs, func(i, j int) bool {
+		a, b := d.errs[i], d.errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+	return d.errs
+}
+
+// yamlError turns a go-yaml error into a FieldError at its token.
+func (d *doc) yamlError(err error) *FieldError {
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		fe := &FieldError{File: d.file, Message: ye.GetMessage()}
+		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+			fe.Line, fe.Column = tk.Position.Line, tk.Position.Column
+		}
+		return fe
+	}
+	return &FieldError{File: d.file, Message: err.Error()}
+}
+
+// value converts n into a JSON value: map[string]any, []any, string,
+// json.Number, bool or nil.
+func (d *doc) value(n ast.Node, path []string) any {
+	d.pos[pointer(path)] = nodePos(n)
+	field := fieldPath(path)
+	switch n := n.(type) {
+	case *ast.MappingNode:
+		m := make(map[string]any, len(n.Values))
+		for _, mv := range n.Values {
+			d.mapValue(m, mv, path)
+		}
+		return m
+	case *ast.MappingValueNode: // a one-pair mapping
+		m := map[string]any{}
+		d.mapValue(m, n, path)
+		return m
+	case *ast.SequenceNode:
+		s := make([]any, 0, len(n.Values))
+		for i, v := range n.Values {
+			s = append(s, d.value(v, append(slices.Clip(path), strconv.Itoa(i))))
+		}
+		return s
+	case *ast.StringNode:
+		return n.Value
+	case *ast.LiteralNode:
+		return n.Value.Value
+	case *ast.IntegerNode:
+		return json.Number(fmt.Sprint(n.Value))
+	case *ast.FloatNode:
+		return json.Number(strconv.FormatFloat(n.Value, 'g', -1, 64))
+	case *ast.BoolNode:
+		return n.Value
+	case *ast.NullNode:
+		return nil
+	case *ast.InfinityNode, *ast.NanNode:
+		d.errs = append(d.errs, d.at(n, field, "infinity and NaN are not allowed"))
+	case *ast.AnchorNode, *ast.AliasNode, *ast.MergeKeyNode:
+		d.errs = append(d.errs, d.at(n, field, "YAML anchors, aliases and merge keys are not allowed in a policy"))
+	case *ast.TagNode:
+		d.errs = append(d.errs, d.at(n, field, "YAML tags are not allowed in a policy"))
+	default:
+		d.errs = append(d.errs, d.at(n, field, fmt.Sprintf("unsupported YAML node %s", n.Type())))
+	}
+	return nil
+}
+
+func (d *doc) mapValue(m map[string]any, mv *ast.MappingValueNode, path []string) {
+	var key string
+	switch k := mv.Key.(type) {
+	case *ast.StringNode:
+		key = k.Value
+	case *ast.MergeKeyNode:
+		d.errs = append(d.errs, d.at(k, fieldPath(path), "YAML merge keys are not allowed in a policy"))
+		return
+	default:
+		d.errs = append(d.errs, d.at(mv.Key, fieldPath(path), "mapping keys must be plain strings"))
+		return
+	}
+	child := append(slices.Clip(path), key)
+	if _, dup := m[key]; dup {
+		d.errs = append(d.errs, d.at(mv.Key, fieldPath(child), "duplicate key"))
+		return
+	}
+	d.keyPos[pointer(child)] = nodePos(mv.Key)
+	m[key] = d.value(mv.Value, child)
+}
+
+var printer = message.NewPrinter(language.English)
+
+// schemaErrors reports the leaves of a schema validation error.
+func (d *doc) schemaErrors(ve *jsonschema.ValidationError) {
+	if len(ve.Causes) > 0 {
+		for _, c := range ve.Causes {
+			d.schemaErrors(c)
+		}
+		return
+	}
+	path := ve.InstanceLocation
+	switch k := ve.ErrorKind.(type) {
+	case *kind.AdditionalProperties:
+		for _, name := range k.Properties {
+			child := append(slices.Clip(path), name)
+			msg := "unknown field"
+			if allowed := fieldsAt(path); len(allowed) > 0 {
+				msg += " (known: " + strings.Join(allowed, ", ") + ")"
+			}
+			fe := d.atPath(child, msg)
+			if p, ok := d.keyPos[pointer(child)]; ok {
+				fe.Line, fe.Column = p.line, p.col
+			}
+			d.errs = append(d.errs, fe)
+		}
+	case *kind.Required:
+		for _, name := range k.Missing {
+			d.errs = append(d.errs, d.atPath(append(slices.Clip(path), name), "required field is missing"))
+		}
+	case *kind.Pattern:
+		msg := ve.ErrorKind.LocalizedString(printer)
+		for def, m := range patternMessages {
+			if strings.HasSuffix(ve.SchemaURL, "#/$defs/"+def) {
+				msg = fmt.Sprintf("%q %s", k.Got, m)
+			}
+		}
+		d.errs = append(d.errs, d.atPath(path, msg))
+	default:
+		d.errs = append(d.errs, d.atPath(path, ve.ErrorKind.LocalizedString(printer)))
+	}
+}
+
+// patternMessages explain the schema's patterns in words.
+var patternMessages = map[string]string{
+	"size":     "is not a size: use bytes or a number with Ki, Mi, Gi, Ti, K, M or G (e.g. 512Mi)",
+	"duration": "is not a duration: use e.g. 500ms, 30s, 10m, 1h30m",
+	"path":     "is not an absolute path",
+	"rule":     "is not a network rule: use host[:port], *.domain[:port] or a CIDR",
+	"syscall":  "is not a syscall name",
+	"envName":  "is not an environment variable name",
+}
+
+// fieldsAt lists the YAML field names of the Policy struct at path, for
+// "unknown field" messages.
+func fieldsAt(path []string) []string {
+	t := reflect.TypeFor[Policy]()
+	for _, p := range path {
+		found := false
+		for i := range t.NumField() {
+			if yamlName(t.Field(i)) == p {
+				t, found = t.Field(i).Type, true
+				break
+			}
+		}
+		if !found || t.Kind() != reflect.Struct {
+			return nil
+		}
+	}
+	var names []string
+	for i := range t.NumField() {
+		names = append(names, yamlName(t.Field(i)))
+	}
+	return names
+}
+
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name
+}
