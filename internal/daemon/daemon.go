@@ -18,12 +18,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/acpserver"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/acp"
+	"github.com/agentbox/agentbox/internal/agent/amp"
 	"github.com/agentbox/agentbox/internal/agent/claude"
 	"github.com/agentbox/agentbox/internal/agent/codex"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/agent/opencode"
+	"github.com/agentbox/agentbox/internal/agent/pi"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/session"
@@ -113,6 +118,24 @@ func Agents(dataDir string, env func(string) string) *agent.Registry {
 		BaseURL: env("OPENAI_BASE_URL"),
 		APIKey:  env("OPENAI_API_KEY"),
 	}))
+	r.Register(pi.Name, pi.New(pi.Options{
+		Binary:  install.Binary(pi.Name),
+		Home:    filepath.Join(dataDir, "agents", pi.Name),
+		BaseURL: env("OPENAI_BASE_URL"),
+		APIKey:  env("OPENAI_API_KEY"),
+	}))
+	for name, a := range acp.Agents(acp.Config{
+		DataDir:          dataDir,
+		AnthropicBaseURL: env("ANTHROPIC_BASE_URL"), AnthropicAPIKey: env("ANTHROPIC_API_KEY"),
+		OpenAIBaseURL: env("OPENAI_BASE_URL"), OpenAIAPIKey: env("OPENAI_API_KEY"),
+		GeminiBaseURL: env("GOOGLE_GEMINI_BASE_URL"), GeminiAPIKey: env("GEMINI_API_KEY"),
+		// Gemini's default of 10 attempts with backoff holds a failing
+		// turn for minutes; retrying is the client's call.
+		GeminiMaxAttempts: 2,
+	}) {
+		r.Register(name, a)
+	}
+	r.Register(amp.Name, amp.New())
 	return r
 }
 
@@ -180,6 +203,19 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	h := httpapi.New(httpapi.Config{
 		Token: cfg.Token, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
 		Version: version.String(),
+		ACP: acpserver.Handler(acpserver.HandlerOptions{
+			// Each ACP connection drives this daemon through its own API,
+			// with the caller's credentials, so policy and approvals
+			// apply exactly as for any other client.
+			Backend: func(r *http.Request) (acpserver.Backend, error) {
+				var opts []client.Option
+				if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+					opts = append(opts, client.WithToken(tok))
+				}
+				return client.New(url, opts...)
+			},
+			Config: acpserver.Config{Agent: "claude"}, // ?agent= picks another
+		}),
 	}, mgr, m, cfg.Log.With("component", "http"))
 	d.srv = &http.Server{
 		Handler:           h,

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"time"
@@ -45,6 +46,9 @@ type Config struct {
 	// Started is when the daemon started, for the uptime in GET /v1/health;
 	// zero means when New was called.
 	Started time.Time
+	// ACP, when set, serves GET /v1/acp (ACP over an upgraded connection;
+	// see package acpserver), behind the same authentication as the API.
+	ACP http.Handler
 }
 
 func (c Config) withDefaults() Config {

@@ -60,6 +60,11 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 		w.Header().Set("Content-Type", "application/openapi+json")
 		_, _ = w.Write(s.spec())
 	})
+	if cfg.ACP != nil {
+		// A plain route, not a huma operation: the handler hijacks the
+		// connection after the upgrade.
+		s.mux.Handle("GET /v1/acp", cfg.ACP)
+	}
 	if m != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	}

@@ -1,0 +1,166 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/agent"
+)
+
+// Defaults of Options.
+const (
+	DefaultStartTimeout     = 60 * time.Second
+	DefaultInterruptTimeout = 4 * time.Second
+	DefaultCloseGrace       = 2 * time.Second
+	stderrTail              = 8 << 10
+	drainWait               = 2 * time.Second
+)
+
+// Agent describes one ACP agent: how its process is started and what the
+// adapter claims for it. The generic adapter (New) does the rest.
+type Agent struct {
+	// Name is the registry name; Title is shown to people.
+	Name, Title string
+	// Binary finds the agent's executable: its path and version, or an
+	// error saying how to install it.
+	Binary func() (path, version string, err error)
+	// Command builds the process for a session: arguments and the
+	// complete environment (nothing is inherited), given the executable
+	// and the adapter's private home directory (made on first use).
+	Command func(cfg agent.Config, bin, home string) (args []string, env map[string]string, err error)
+	// Home makes the private home directory once per adapter (nil: a
+	// temporary directory). It may write the agent's config files.
+	Home func() (string, error)
+	// Caps is what the adapter claims for this agent; every true flag
+	// must be backed by a test.
+	Caps agent.Capabilities
+	// PermissionModes maps agentbox permission modes ("", default,
+	// accept_edits, bypass, plan) onto the agent's session mode ids. A
+	// mode the agent does not offer is enforced by the adapter where it
+	// can (accept_edits and bypass answer the agent's requests).
+	PermissionModes map[string]string
+	// ServeFS advertises and serves fs/read_text_file and
+	// fs/write_text_file, confined to the session's directory (never for
+	// a sandboxed session: the sandbox's view of the files is not the
+	// host's).
+	ServeFS bool
+	// ExitsOnEOF is true when the agent exits once its stdin is closed;
+	// Close otherwise signals it at once.
+	ExitsOnEOF bool
+}
+
+// Options are the timing and debugging knobs of the generic adapter.
+type Options struct {
+	// Raw keeps the agent's original message in each event.
+	Raw bool
+	// StartTimeout bounds initialize, session/new (or load) and the mode
+	// and model calls (DefaultStartTimeout).
+	StartTimeout time.Duration
+	// InterruptTimeout is how long an interrupt waits for the prompt to
+	// end after session/cancel before the process is killed
+	// (DefaultInterruptTimeout).
+	InterruptTimeout time.Duration
+	// CloseGrace is how long Close waits after closing stdin, and again
+	// after SIGTERM, before it escalates (DefaultCloseGrace).
+	CloseGrace time.Duration
+}
+
+// New returns the adapter of one ACP agent.
+func New(spec Agent, opts Options) agent.Adapter {
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.InterruptTimeout <= 0 {
+		opts.InterruptTimeout = DefaultInterruptTimeout
+	}
+	if opts.CloseGrace <= 0 {
+		opts.CloseGrace = DefaultCloseGrace
+	}
+	if spec.Home == nil {
+		name := spec.Name
+		spec.Home = func() (string, error) { return os.MkdirTemp("", "agentbox-"+name+"-home-") }
+	}
+	return &adapter{spec: spec, opts: opts}
+}
+
+type adapter struct {
+	spec Agent
+	opts Options
+
+	homeOnce sync.Once
+	home     string
+	homeErr  error
+}
+
+var _ agent.Adapter = (*adapter)(nil)
+
+// Info implements agent.Adapter.
+func (a *adapter) Info(context.Context) agent.Info {
+	info := agent.Info{Name: a.spec.Name, Title: a.spec.Title, Capabilities: a.spec.Caps}
+	path, version, err := a.spec.Binary()
+	if err != nil || path == "" {
+		info.Reason = fmt.Sprintf("%s is not installed", a.spec.Name)
+		if err != nil {
+			info.Reason += ": " + err.Error()
+		}
+		return info
+	}
+	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
+	return info
+}
+
+func (a *adapter) homeDir() (string, error) {
+	a.homeOnce.Do(func() { a.home, a.homeErr = a.spec.Home() })
+	return a.home, a.homeErr
+}
+
+// Start implements agent.Adapter: it starts the agent in the session's
+// directory, initializes it and opens (or loads) its session.
+func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
+	name := a.spec.Name
+	if !filepath.IsAbs(cfg.Cwd) {
+		return nil, fmt.Errorf("%s: the working directory %q is not an absolute path", name, cfg.Cwd)
+	}
+	if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s: the working directory %q is not a directory", name, cfg.Cwd)
+	}
+	if _, ok := knownPermissionModes[cfg.PermissionMode]; !ok {
+		return nil, fmt.Errorf("%s: unknown permission mode %q", name, cfg.PermissionMode)
+	}
+	bin, _, err := a.spec.Binary()
+	if err != nil || bin == "" {
+		if err == nil {
+			err = errors.New("no path")
+		}
+		return nil, fmt.Errorf("%s: the agent is not installed: %w", name, err)
+	}
+	home, err := a.homeDir()
+	if err != nil {
+		return nil, fmt.Errorf("%s: home directory: %w", name, err)
+	}
+	args, env, err := a.spec.Command(cfg, bin, home)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	sort.Strings(list)
+	proc := &agent.Proc{Path: bin, Args: args, Env: list, Dir: cfg.Cwd, Sandbox: cfg.Sandbox}
+	return startSession(ctx, a, proc, cfg, host)
+}
+
+var knownPermissionModes = map[string]struct{}{"": {}, "default": {}, "accept_edits": {}, "bypass": {}, "plan": {}}
+
+// basePath is the PATH of agent processes: the agent's own directory
+// first (npm's .bin holds node scripts), then the system's.
+func basePath(bin string) string {
+	return filepath.Dir(bin) + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin"
+}

@@ -1,0 +1,386 @@
+package acp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/install"
+)
+
+// Registry names of the built-in ACP agents.
+const (
+	NameGemini     = "gemini"
+	NameClaudeCode = "claude-code-acp"
+	NameCodex      = "codex-acp"
+	NameOpenCode   = "opencode-acp"
+)
+
+// Config configures the built-in ACP agents. The composition root fills it
+// in; a session's Env overrides any variable set here.
+type Config struct {
+	// DataDir holds the agents' private homes, DataDir/agents/<name>/home.
+	// Empty means a temporary directory per adapter (for codex-acp one
+	// under /var/tmp: Codex cannot set up its sandbox under /tmp).
+	DataDir string
+	// Provider defaults: the base URLs and keys the agents' model calls
+	// use (the fake LLM's in tests).
+	AnthropicBaseURL, AnthropicAPIKey string // claude-code-acp
+	OpenAIBaseURL, OpenAIAPIKey       string // codex-acp, opencode-acp (a base URL ending in /v1)
+	GeminiBaseURL, GeminiAPIKey       string // gemini
+	// GeminiMaxAttempts bounds Gemini's attempts per model request (0:
+	// its default, 10 with backoff, which holds a failing turn for
+	// minutes).
+	GeminiMaxAttempts int
+	// CodexModel and OpenCodeModel are the default models of codex-acp
+	// and opencode-acp (Codex's own default; DefaultOpenCodeModel).
+	CodexModel, OpenCodeModel string
+	// Binary finds an installed agent (nil: install.Binary).
+	Binary func(name string) func() (path, version string, err error)
+	// Options tune the generic adapter.
+	Options Options
+}
+
+// DefaultOpenCodeModel is opencode-acp's model when none is configured.
+const DefaultOpenCodeModel = "gpt-4.1"
+
+// Agents returns the built-in ACP agents by registry name.
+func Agents(c Config) map[string]agent.Adapter {
+	return map[string]agent.Adapter{
+		NameGemini:     Gemini(c),
+		NameClaudeCode: ClaudeCode(c),
+		NameCodex:      Codex(c),
+		NameOpenCode:   OpenCode(c),
+	}
+}
+
+func (c Config) binary(installName string) func() (string, string, error) {
+	if c.Binary != nil {
+		return c.Binary(installName)
+	}
+	return install.Binary(installName)
+}
+
+// home returns the Home func of agent name: DataDir/agents/name/home, or
+// a temporary directory under base ("" for the system's), then setup.
+func (c Config) home(name, base string, setup func(dir string) error) func() (string, error) {
+	return func() (string, error) {
+		var dir string
+		if c.DataDir != "" {
+			dir = filepath.Join(c.DataDir, "agents", name, "home")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return "", err
+			}
+		} else {
+			if base != "" {
+				if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
+					base = ""
+				}
+			}
+			d, err := os.MkdirTemp(base, "agentbox-"+name+"-home-")
+			if err != nil {
+				return "", err
+			}
+			dir = d
+		}
+		if setup != nil {
+			if err := setup(dir); err != nil {
+				return "", err
+			}
+		}
+		return dir, nil
+	}
+}
+
+// withSession adds the session's own variables on top.
+func withSession(env map[string]string, cfg agent.Config) map[string]string {
+	maps.Copy(env, cfg.Env)
+	return env
+}
+
+func setIf(env map[string]string, k, v string) {
+	if v != "" {
+		env[k] = v
+	}
+}
+
+// Capabilities of the built-in agents. Each true flag is backed by a test
+// named in the comment above it (conformance_test.go, e2e_test.go and the
+// goldens of translate_test.go).
+
+// geminiCaps: TestConformanceGemini backs text, deltas, file changes with
+// diffs and usage (write), permissions and command output
+// (permission_allow/deny), interrupt (interrupt); generic tool calls are
+// backed by TestGolden (hand-thoughts-plan). Resume (session/load) is
+// implemented but not claimed: no test covers it yet.
+var geminiCaps = agent.Capabilities{
+	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
+	Permissions: true, Usage: true, Interrupt: true,
+}
+
+// Gemini is Gemini CLI over ACP (gemini --acp), with a private HOME whose
+// settings select API-key auth and turn telemetry off.
+func Gemini(c Config) agent.Adapter {
+	return New(Agent{
+		Name: NameGemini, Title: "Gemini CLI", Binary: c.binary("gemini"), Caps: geminiCaps,
+		ExitsOnEOF: true,
+		Home: c.home(NameGemini, "", func(dir string) error {
+			settings := map[string]any{
+				"security": map[string]any{
+					"auth":        map[string]any{"selectedType": "gemini-api-key"},
+					"folderTrust": map[string]any{"enabled": false},
+				},
+				"privacy":   map[string]any{"usageStatisticsEnabled": false},
+				"telemetry": map[string]any{"enabled": false},
+			}
+			if c.GeminiMaxAttempts > 0 {
+				settings["general"] = map[string]any{"maxAttempts": c.GeminiMaxAttempts}
+			}
+			return writeJSON(filepath.Join(dir, ".gemini", "settings.json"), settings)
+		}),
+		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "autoEdit", "bypass": "yolo", "plan": "plan"},
+		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
+			env := map[string]string{
+				"PATH": basePath(bin), "HOME": home,
+				// Relaunching itself (for memory flags) would put a second
+				// node process between us and the agent.
+				"GEMINI_CLI_NO_RELAUNCH": "1",
+			}
+			setIf(env, "GEMINI_API_KEY", c.GeminiAPIKey)
+			setIf(env, "GOOGLE_GEMINI_BASE_URL", c.GeminiBaseURL)
+			return []string{"--acp"}, withSession(env, cfg), nil
+		},
+	}, c.Options)
+}
+
+// claudeCaps: TestConformanceClaudeCode backs text, deltas, file changes
+// with diffs (write) and interrupt (interrupt); TestE2EClaudeCodePermissions
+// backs permissions and command items (allow and deny); TestGolden backs
+// tool calls. claude-code-acp reports no token usage.
+var claudeCaps = agent.Capabilities{
+	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
+	Permissions: true, Interrupt: true,
+}
+
+// ClaudeCode is Zed's claude-code-acp (Claude Code through its agent SDK).
+func ClaudeCode(c Config) agent.Adapter {
+	return New(Agent{
+		Name: NameClaudeCode, Title: "Claude Code (ACP)", Binary: c.binary(NameClaudeCode), Caps: claudeCaps,
+		Home: c.home(NameClaudeCode, "", nil),
+		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "acceptEdits",
+			"bypass": "bypassPermissions", "plan": "plan"},
+		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
+			env := map[string]string{
+				"PATH": basePath(bin), "HOME": home,
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+				"DISABLE_TELEMETRY":                        "1",
+				"DISABLE_ERROR_REPORTING":                  "1",
+				"DISABLE_AUTOUPDATER":                      "1",
+			}
+			if os.Geteuid() == 0 {
+				// As root, session/new fails unless the CLI is told it
+				// runs in a sandbox ("--dangerously-skip-permissions
+				// cannot be used with root").
+				env["IS_SANDBOX"] = "1"
+			}
+			setIf(env, "ANTHROPIC_BASE_URL", c.AnthropicBaseURL)
+			setIf(env, "ANTHROPIC_API_KEY", c.AnthropicAPIKey)
+			return nil, withSession(env, cfg), nil
+		},
+	}, c.Options)
+}
+
+// codexCaps: backed by the goldens of real codex-acp transcripts only
+// (TestGolden, TestGoldenShapes: codex-acp.*): text, deltas, file changes
+// with diffs, command items with output, permissions. No live test runs
+// codex-acp yet, and it cancels the turn on a rejected permission, which
+// the shared suite's permission_deny does not accept.
+var codexCaps = agent.Capabilities{
+	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
+	Permissions: true,
+}
+
+// Codex is Zed's codex-acp (the native binary), with a CODEX_HOME holding
+// a generated config.toml: the provider at Config.OpenAIBaseURL, approvals
+// for commands and edits ("untrusted"), the workspace-write sandbox, no
+// plugins or analytics (which would reach github.com and chatgpt.com).
+func Codex(c Config) agent.Adapter {
+	return New(Agent{
+		Name: NameCodex, Title: "Codex (ACP)", Binary: c.binary(NameCodex), Caps: codexCaps,
+		// CODEX_HOME must not be under /tmp: Codex refuses to create its
+		// sandbox helper there and every shell call then fails.
+		Home: c.home(NameCodex, "/var/tmp", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "config.toml"), []byte(codexConfig(c)), 0o600)
+		}),
+		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
+			if underTemp(home) {
+				return nil, nil, fmt.Errorf("CODEX_HOME %s is under the temp dir, where Codex cannot create its sandbox helper: run the daemon with a --data-dir outside it", home)
+			}
+			env := map[string]string{"PATH": basePath(bin), "HOME": home, "CODEX_HOME": home}
+			setIf(env, "OPENAI_API_KEY", c.OpenAIAPIKey)
+			return nil, withSession(env, cfg), nil
+		},
+	}, c.Options)
+}
+
+func codexConfig(c Config) string {
+	base := orDefault(c.OpenAIBaseURL, "https://api.openai.com/v1")
+	var b strings.Builder
+	b.WriteString("# Generated by agentbox; rewritten when the daemon starts.\n")
+	if c.CodexModel != "" {
+		fmt.Fprintf(&b, "model = %s\n", strconv.Quote(c.CodexModel))
+	}
+	b.WriteString("model_provider = \"agentbox\"\napproval_policy = \"untrusted\"\nsandbox_mode = \"workspace-write\"\n")
+	b.WriteString("\n[features]\nplugins = false\n\n[analytics]\nenabled = false\n")
+	fmt.Fprintf(&b, "\n[model_providers.agentbox]\nname = \"agentbox\"\nbase_url = %s\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 1\n", strconv.Quote(base))
+	return b.String()
+}
+
+// underTemp reports whether dir is inside the system temp dir.
+func underTemp(dir string) bool {
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		tmp = os.TempDir()
+	}
+	abs, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		abs = dir
+	}
+	rel, err := filepath.Rel(tmp, abs)
+	return err == nil && filepath.IsLocal(rel) || rel == "."
+}
+
+// openCodeCaps: backed by the golden of a real `opencode acp` transcript
+// only (opencode-acp.permission-allow): text, deltas, a command item with
+// output, permissions. Its slow start-up keeps it out of the live tests.
+var openCodeCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, Permissions: true}
+
+func OpenCode(c Config) agent.Adapter {
+	model := orDefault(c.OpenCodeModel, DefaultOpenCodeModel)
+	return New(Agent{
+		Name: NameOpenCode, Title: "OpenCode (ACP)", Binary: c.binary("opencode"), Caps: openCodeCaps,
+		ExitsOnEOF: true,
+		Home: c.home(NameOpenCode, "", func(dir string) error {
+			for _, d := range []string{"home", "config", "data", "cache", "state"} {
+				if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+					return err
+				}
+			}
+			cfg := map[string]any{
+				"$schema": "https://opencode.ai/config.json",
+				"provider": map[string]any{"agentbox": map[string]any{
+					"npm": "@ai-sdk/openai-compatible", "name": "agentbox",
+					"options": map[string]any{"baseURL": c.OpenAIBaseURL, "apiKey": "{env:AGENTBOX_OPENCODE_API_KEY}"},
+					"models":  map[string]any{model: map[string]any{"name": model, "tool_call": true}},
+				}},
+				"model": "agentbox/" + model, "small_model": "agentbox/" + model,
+				"autoupdate": false, "share": "disabled",
+				"permission": map[string]any{"bash": "ask", "edit": "ask"},
+			}
+			return writeJSON(filepath.Join(dir, "opencode.json"), cfg)
+		}),
+		PermissionModes: map[string]string{"plan": "plan"},
+		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
+			if c.OpenAIBaseURL == "" {
+				return nil, nil, errors.New("no provider base URL (set the daemon's OPENAI_BASE_URL)")
+			}
+			env := map[string]string{
+				"PATH": basePath(bin), "HOME": filepath.Join(home, "home"),
+				"XDG_CONFIG_HOME": filepath.Join(home, "config"), "XDG_DATA_HOME": filepath.Join(home, "data"),
+				"XDG_CACHE_HOME": filepath.Join(home, "cache"), "XDG_STATE_HOME": filepath.Join(home, "state"),
+				"OPENCODE_CONFIG":                  filepath.Join(home, "opencode.json"),
+				"OPENCODE_DISABLE_MODELS_FETCH":    "1",
+				"OPENCODE_DISABLE_AUTOUPDATE":      "1",
+				"OPENCODE_DISABLE_LSP_DOWNLOAD":    "1",
+				"OPENCODE_DISABLE_SHARE":           "1",
+				"OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+				"OPENCODE_DISABLE_CLAUDE_CODE":     "1",
+				"OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+				"OPENCODE_DISABLE_PROJECT_CONFIG":  "1",
+				"AGENTBOX_OPENCODE_API_KEY":        c.OpenAIAPIKey,
+				// The plugin lookups at start reach the provider's host
+				// only (and fail fast there).
+				"npm_config_registry": registryFor(c.OpenAIBaseURL),
+			}
+			return []string{"acp"}, withSession(env, cfg), nil
+		},
+	}, c.Options)
+}
+
+func registryFor(baseURL string) string {
+	if i := strings.Index(baseURL, "://"); i >= 0 {
+		if j := strings.IndexByte(baseURL[i+3:], '/'); j >= 0 {
+			return baseURL[:i+3+j] + "/"
+		}
+		return strings.TrimSuffix(baseURL, "/") + "/"
+	}
+	return "http://127.0.0.1:9/"
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// Custom is an ACP agent added by configuration: any binary that speaks
+// ACP on its stdin and stdout.
+type Custom struct {
+	// Name is the registry name, Title the display name (Name if empty).
+	Name, Title string
+	// Command is the executable: a path, or a name looked up in PATH.
+	Command string
+	Args    []string
+	// Env is the agent's environment on top of PATH and a private HOME
+	// (set HOME here to use another); a session's Env goes on top.
+	Env map[string]string
+	// FS serves fs/read_text_file and fs/write_text_file to the agent,
+	// confined to the session's directory (and advertises them).
+	FS bool
+}
+
+// customCaps: what the generic translation produces for any ACP agent
+// (text, deltas, tool calls, permissions: TestGolden and the conformance
+// runs of the built-in agents) and what the adapter enforces itself
+// (interrupt: session/cancel, then a kill after InterruptTimeout).
+// Agent-specific output (usage, command output, diffs) is not promised.
+var customCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, Permissions: true, Interrupt: true}
+
+// FromConfig returns the adapter of a configured ACP agent.
+func FromConfig(c Custom, opts Options) (agent.Adapter, error) {
+	if c.Name == "" || c.Command == "" {
+		return nil, errors.New("acp: a custom agent needs a name and a command")
+	}
+	return New(Agent{
+		Name: c.Name, Title: orDefault(c.Title, c.Name), Caps: customCaps,
+		Binary: func() (string, string, error) {
+			p, err := exec.LookPath(c.Command)
+			if err != nil {
+				return "", "", fmt.Errorf("command %q: %w", c.Command, err)
+			}
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
+			return p, "", nil
+		},
+		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
+			env := map[string]string{"PATH": basePath(bin), "HOME": home}
+			maps.Copy(env, c.Env)
+			return append([]string(nil), c.Args...), withSession(env, cfg), nil
+		},
+		ExitsOnEOF: true,
+		ServeFS:    c.FS,
+	}, opts), nil
+}

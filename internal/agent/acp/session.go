@@ -1,0 +1,730 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/version"
+)
+
+var (
+	errBusy   = errors.New("acp: a turn is already running")
+	errClosed = errors.New("acp: session closed")
+)
+
+// session is one agent process with one ACP session in it.
+type session struct {
+	a    *adapter
+	host agent.Host
+	cfg  agent.Config
+	proc *agent.Proc
+	conn *sdk.Connection
+	fs   *confinedFS // nil when fs/* is not served
+	sid  sdk.SessionId
+
+	stdin   *os.File
+	stdout  *os.File
+	stderrR *os.File
+	stderr  *ring
+
+	// mu guards the translator and the turn, and is held while the
+	// events of one message are emitted, so they stay in order.
+	mu      sync.Mutex
+	tr      *Translator
+	loading bool
+	turn    *turn
+	// early holds what the agent said before the first turn: the engine
+	// logs session.started only once Start has returned, and nothing may
+	// come before it.
+	early   []event.Event
+	started bool
+
+	turnMu  sync.Mutex // held while a turn runs
+	closing atomic.Bool
+
+	exited chan struct{} // the process exited and its output was read
+	done   chan struct{} // exited, and the turn it failed has returned
+	exit   agent.ProcExit
+}
+
+type turn struct {
+	ctx       context.Context
+	cancelled atomic.Bool // session/cancel was sent
+}
+
+var (
+	_ agent.Session = (*session)(nil)
+	_ agent.Exiter  = (*session)(nil)
+)
+
+// startSession starts the process, initializes the agent and opens its
+// session. The process's lifetime is the session's, never ctx's: ctx only
+// bounds the start-up calls.
+func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.Config, host agent.Host) (*session, error) {
+	name := a.spec.Name
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	proc.Stdin, proc.Stdout, proc.Stderr = inR, outW, errW
+	if err := proc.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, fmt.Errorf("%s: start %s: %w", name, proc.Path, err)
+	}
+	// The child has its copies; ours would keep the pipes open.
+	closeAll(inR, outW, errW)
+
+	s := &session{
+		a: a, host: host, cfg: cfg, proc: proc,
+		stdin: inW, stdout: outR, stderrR: errR, stderr: newRing(stderrTail),
+		tr:     NewTranslator(cfg.Cwd),
+		exited: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.tr.Raw = a.opts.Raw
+	if a.spec.ServeFS && cfg.Sandbox == nil {
+		s.fs = &confinedFS{dir: cfg.Cwd}
+	}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		_, _ = io.Copy(s.stderr, errR)
+	}()
+	s.conn = sdk.NewConnection(s.handle, inW, outR)
+	// The SDK logs protocol trouble through slog; the agent's own
+	// complaints are in its stderr tail, which is what we report.
+	s.conn.SetLogger(slog.New(slog.DiscardHandler))
+	go s.wait(stderrDone)
+
+	sctx, cancel := context.WithTimeout(ctx, a.opts.StartTimeout)
+	defer cancel()
+	if err := s.open(sctx); err != nil {
+		_ = s.proc.Kill()
+		<-s.exited
+		if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
+			err = fmt.Errorf("%w; its stderr ends with: %s", err, clip(lastLines(tail, 5), 2000))
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// call sends one request, failing early when the process has exited.
+func call[T any](ctx context.Context, s *session, method string, params any) (T, error) {
+	v, err := sdk.SendRequest[T](s.conn, ctx, method, params)
+	if err != nil {
+		select {
+		case <-s.exited:
+			return v, fmt.Errorf("%s: the agent %s", method, s.exitDesc())
+		default:
+		}
+		return v, fmt.Errorf("%s: %w", method, err)
+	}
+	return v, nil
+}
+
+// open runs initialize, session/new or session/load, and applies the
+// session's mode and model.
+func (s *session) open(ctx context.Context) error {
+	caps := sdk.ClientCapabilities{}
+	if s.fs != nil {
+		caps.Fs = sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}
+	}
+	init, err := call[sdk.InitializeResponse](ctx, s, sdk.AgentMethodInitialize, sdk.InitializeRequest{
+		ProtocolVersion:    sdk.ProtocolVersionNumber,
+		ClientCapabilities: caps,
+		ClientInfo:         &sdk.Implementation{Name: "agentbox", Version: version.String()},
+	})
+	if err != nil {
+		return err
+	}
+	var (
+		modes   *sdk.SessionModeState
+		models  *sdk.SessionModelState
+		options []sdk.SessionConfigOption
+	)
+	if id := s.cfg.NativeSessionID; id != "" {
+		if !init.AgentCapabilities.LoadSession {
+			return fmt.Errorf("the agent cannot load session %s (it does not offer session/load)", id)
+		}
+		// The agent replays the conversation as updates while it loads;
+		// they are history, kept as native events, not a new turn.
+		s.mu.Lock()
+		s.loading = true
+		s.mu.Unlock()
+		res, err := call[sdk.LoadSessionResponse](ctx, s, sdk.AgentMethodSessionLoad, sdk.LoadSessionRequest{
+			Cwd: s.cfg.Cwd, SessionId: sdk.SessionId(id), McpServers: []sdk.McpServer{}})
+		s.mu.Lock()
+		s.loading = false
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		s.sid, modes, models, options = sdk.SessionId(id), res.Modes, res.Models, res.ConfigOptions
+	} else {
+		res, err := call[sdk.NewSessionResponse](ctx, s, sdk.AgentMethodSessionNew, sdk.NewSessionRequest{
+			Cwd: s.cfg.Cwd, McpServers: []sdk.McpServer{}})
+		if err != nil {
+			return err
+		}
+		s.sid, modes, models, options = res.SessionId, res.Modes, res.Models, res.ConfigOptions
+	}
+	if err := s.host.SetNativeSessionID(ctx, string(s.sid)); err != nil {
+		return err
+	}
+	mode, explicit := s.cfg.Mode, true
+	if mode == "" {
+		mode, explicit = s.a.spec.PermissionModes[s.cfg.PermissionMode], false
+	}
+	if mode != "" {
+		if err := s.setMode(ctx, mode, modes, options); err != nil && explicit {
+			return err
+		}
+	}
+	if s.cfg.Model != "" {
+		return s.setModel(ctx, s.cfg.Model, models, options)
+	}
+	return nil
+}
+
+// setMode switches the session's mode with session/set_mode, or with the
+// config option of category "mode" when that is how the agent offers it.
+func (s *session) setMode(ctx context.Context, mode string, modes *sdk.SessionModeState, options []sdk.SessionConfigOption) error {
+	if modes != nil {
+		for _, m := range modes.AvailableModes {
+			if string(m.Id) == mode {
+				if modes.CurrentModeId == m.Id {
+					return nil
+				}
+				_, err := call[sdk.SetSessionModeResponse](ctx, s, sdk.AgentMethodSessionSetMode, sdk.SetSessionModeRequest{SessionId: s.sid, ModeId: m.Id})
+				return err
+			}
+		}
+	}
+	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryMode, mode, options); ok || err != nil {
+		return err
+	}
+	return fmt.Errorf("the agent offers no mode %q", mode)
+}
+
+// setModel selects the model with session/set_model, or with the config
+// option of category "model".
+func (s *session) setModel(ctx context.Context, model string, models *sdk.SessionModelState, options []sdk.SessionConfigOption) error {
+	if models != nil {
+		for _, m := range models.AvailableModels {
+			if string(m.ModelId) == model {
+				if models.CurrentModelId == m.ModelId {
+					return nil
+				}
+				_, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetModel, map[string]string{"sessionId": string(s.sid), "modelId": model})
+				return err
+			}
+		}
+	}
+	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryModel, model, options); ok || err != nil {
+		return err
+	}
+	return fmt.Errorf("the agent offers no model %q", model)
+}
+
+// setOption sets the select option of a category to value, if the agent
+// offers one with that value.
+func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCategory, value string, options []sdk.SessionConfigOption) (bool, error) {
+	for _, o := range options {
+		sel := o.Select
+		if sel == nil || sel.Category == nil || *sel.Category != cat {
+			continue
+		}
+		var values []sdk.SessionConfigValueId
+		if sel.Options.Ungrouped != nil {
+			for _, v := range *sel.Options.Ungrouped {
+				values = append(values, v.Value)
+			}
+		}
+		if sel.Options.Grouped != nil {
+			for _, g := range *sel.Options.Grouped {
+				for _, v := range g.Options {
+					values = append(values, v.Value)
+				}
+			}
+		}
+		if !slices.Contains(values, sdk.SessionConfigValueId(value)) {
+			continue
+		}
+		if sel.CurrentValue == sdk.SessionConfigValueId(value) {
+			return true, nil
+		}
+		_, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetConfigOption,
+			map[string]string{"sessionId": string(s.sid), "configId": string(sel.Id), "value": value})
+		return true, err
+	}
+	return false, nil
+}
+
+// wait reaps the process and closes done once its output is read.
+func (s *session) wait(stderrDone chan struct{}) {
+	ex := s.proc.Wait()
+	select {
+	case <-s.conn.Done():
+	case <-time.After(drainWait):
+		s.stdout.Close() // a grandchild holds the pipe: stop reading
+	}
+	select {
+	case <-stderrDone:
+	case <-time.After(drainWait):
+	}
+	s.stderrR.Close()
+	s.mu.Lock()
+	s.exit = ex
+	s.mu.Unlock()
+	s.stdin.Close()
+	close(s.exited)
+	// A turn in flight fails with the exit (Prompt watches exited); done,
+	// which makes the engine end the session and cancel the turn, follows
+	// once that turn has returned, so it is recorded as failed rather than
+	// interrupted.
+	deadline := time.Now().Add(drainWait)
+	for s.currentTurn() != nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(s.done)
+}
+
+func (s *session) currentTurn() *turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn
+}
+
+// emit hands events to the engine; it is called with s.mu held.
+func (s *session) emit(evs []event.Event) {
+	if !s.started {
+		s.early = append(s.early, evs...)
+		return
+	}
+	if len(evs) > 0 {
+		// Detached from any request: the events belong to the session.
+		_ = s.host.Emit(context.Background(), evs...)
+	}
+}
+
+// handle serves the agent's requests and notifications.
+func (s *session) handle(ctx context.Context, method string, params json.RawMessage) (any, *sdk.RequestError) {
+	switch method {
+	case sdk.ClientMethodSessionUpdate:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.loading || s.turn == nil {
+			// Outside a turn there is no turn for items to belong to: what
+			// the agent says then (history replayed by session/load,
+			// Gemini's "[MODE_UPDATE]" message after set_mode, command
+			// lists) is kept as it is.
+			var n struct {
+				Update json.RawMessage `json:"update"`
+			}
+			_ = json.Unmarshal(params, &n)
+			typ := "session/update"
+			if s.loading {
+				typ = "session/load/replay"
+			}
+			s.emit([]event.Event{event.New(event.SourceAgent, &event.Native{NativeType: typ, Payload: validOrNull(n.Update)})})
+			return nil, nil
+		}
+		s.emit(s.tr.Update(params))
+		return nil, nil
+	case sdk.ClientMethodSessionRequestPermission:
+		var req sdk.RequestPermissionRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		return s.permission(ctx, params, req), nil
+	case sdk.ClientMethodFsReadTextFile:
+		if s.fs == nil {
+			return nil, sdk.NewMethodNotFound(method)
+		}
+		var req sdk.ReadTextFileRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		line, limit := 0, 0
+		if req.Line != nil {
+			line = *req.Line
+		}
+		if req.Limit != nil {
+			limit = *req.Limit
+		}
+		text, err := s.fs.ReadText(req.Path, line, limit)
+		if err != nil {
+			return nil, fsError(err)
+		}
+		return sdk.ReadTextFileResponse{Content: text}, nil
+	case sdk.ClientMethodFsWriteTextFile:
+		if s.fs == nil {
+			return nil, sdk.NewMethodNotFound(method)
+		}
+		var req sdk.WriteTextFileRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		if err := s.fs.WriteText(req.Path, req.Content); err != nil {
+			return nil, fsError(err)
+		}
+		return sdk.WriteTextFileResponse{}, nil
+	}
+	return nil, sdk.NewMethodNotFound(method)
+}
+
+func fsError(err error) *sdk.RequestError {
+	if errors.Is(err, errOutside) {
+		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	return sdk.NewInternalError(map[string]any{"error": err.Error()})
+}
+
+// autoAllowed says whether the permission mode settles a request without
+// asking: accept_edits allows file changes, bypass everything. (Agents
+// with a matching mode of their own do not ask in the first place.)
+func (s *session) autoAllowed(kind event.PermissionKind) bool {
+	switch s.cfg.PermissionMode {
+	case "bypass":
+		return true
+	case "accept_edits":
+		return kind == event.PermFileWrite
+	}
+	return false
+}
+
+// permission asks the engine (and so the client) about a tool call and
+// answers the agent with the option of the decision's kind.
+func (s *session) permission(ctx context.Context, params json.RawMessage, req sdk.RequestPermissionRequest) sdk.RequestPermissionResponse {
+	s.mu.Lock()
+	pr, evs := s.tr.Permission(params, req)
+	s.emit(evs)
+	t := s.turn
+	s.mu.Unlock()
+	cancelled := sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}}
+
+	var ans agent.PermissionAnswer
+	if s.autoAllowed(pr.Kind) {
+		ans = agent.PermissionAnswer{Decision: event.DecisionAllow, By: event.ByPolicy}
+	} else {
+		// ctx ends when the agent withdraws the request or the process
+		// ends; the turn's context when the turn is interrupted.
+		if t != nil {
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			defer context.AfterFunc(t.ctx, stop)()
+		}
+		var err error
+		ans, err = s.host.RequestPermission(ctx, pr)
+		if err != nil {
+			if t != nil && t.ctx.Err() != nil {
+				// ACP: pending requests of a cancelled turn are answered
+				// "cancelled".
+				return cancelled
+			}
+			ans = agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByDaemon}
+		}
+	}
+	id, ok := ChooseOption(req.Options, ans)
+	if ans.Decision != event.DecisionAllow {
+		s.mu.Lock()
+		s.emit(s.tr.Denied(string(req.ToolCall.ToolCallId)))
+		s.mu.Unlock()
+	}
+	if !ok {
+		return cancelled
+	}
+	return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeSelected(id)}
+}
+
+// Prompt implements agent.Session.
+func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, error) {
+	if !s.turnMu.TryLock() {
+		return agent.Result{}, errBusy
+	}
+	defer s.turnMu.Unlock()
+	select {
+	case <-s.exited:
+		return agent.Result{}, s.exitError()
+	default:
+	}
+	if s.closing.Load() {
+		return agent.Result{}, errClosed
+	}
+	blocks, err := promptBlocks(in)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	t := &turn{ctx: ctx}
+	s.mu.Lock()
+	s.turn = t
+	if !s.started {
+		s.started = true
+		s.emit(s.early)
+		s.early = nil
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.turn = nil
+		s.mu.Unlock()
+	}()
+
+	type reply struct {
+		resp sdk.PromptResponse
+		err  error
+	}
+	// The request's own context is not the turn's: cancelling the turn
+	// sends session/cancel and still waits for the prompt's answer.
+	rctx, stopReq := context.WithCancel(context.Background())
+	defer stopReq()
+	ch := make(chan reply, 1)
+	go func() {
+		r, err := sdk.SendRequest[sdk.PromptResponse](s.conn, rctx, sdk.AgentMethodSessionPrompt, sdk.PromptRequest{SessionId: s.sid, Prompt: blocks})
+		ch <- reply{r, err}
+	}()
+	var timeout <-chan time.Time
+	for {
+		select {
+		case r := <-ch:
+			return s.finish(t, r.resp, r.err)
+		case <-s.exited:
+			select {
+			case r := <-ch: // it answered just before it exited
+				if r.err == nil {
+					return s.finish(t, r.resp, nil)
+				}
+			default:
+			}
+			s.finishItems(nil)
+			return agent.Result{}, s.exitError()
+		case <-ctx.Done():
+			if t.cancelled.Swap(true) {
+				continue
+			}
+			_ = s.conn.SendNotification(context.Background(), sdk.AgentMethodSessionCancel, sdk.CancelNotification{SessionId: s.sid})
+			tm := time.NewTimer(s.a.opts.InterruptTimeout)
+			defer tm.Stop()
+			timeout = tm.C
+			ctx = context.Background() // seen once
+		case <-timeout:
+			// The agent did not stop: end it, as a user would.
+			_ = s.proc.Kill()
+			s.finishItems(nil)
+			return agent.Result{StopReason: event.StopInterrupted,
+				Message: fmt.Sprintf("the agent did not stop within %s of session/cancel and was killed", s.a.opts.InterruptTimeout)}, nil
+		}
+	}
+}
+
+// finish ends a turn with the prompt's answer.
+func (s *session) finish(t *turn, resp sdk.PromptResponse, err error) (agent.Result, error) {
+	if err != nil {
+		s.finishItems(nil)
+		select {
+		case <-s.exited:
+			return agent.Result{}, s.exitError()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if t.cancelled.Load() {
+			return agent.Result{StopReason: event.StopInterrupted, Message: err.Error()}, nil
+		}
+		return agent.Result{}, fmt.Errorf("%s: %w", s.a.spec.Name, promptError(err))
+	}
+	usage := s.finishItems(&resp)
+	stop, msg := StopReason(resp.StopReason, t.cancelled.Load())
+	if t.cancelled.Load() {
+		stop = event.StopInterrupted
+	}
+	return agent.Result{StopReason: stop, Usage: usage, Message: msg}, nil
+}
+
+func (s *session) finishItems(resp *sdk.PromptResponse) *event.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	evs, u := s.tr.Finish(resp)
+	s.emit(evs)
+	return u
+}
+
+// promptError says what a failed prompt's JSON-RPC error holds.
+func promptError(err error) error {
+	var re *sdk.RequestError
+	if errors.As(err, &re) && re.Data != nil {
+		if b, jerr := json.Marshal(re.Data); jerr == nil {
+			return fmt.Errorf("%s: %s", re.Message, clip(string(b), 2000))
+		}
+	}
+	return err
+}
+
+// promptBlocks converts the turn's input to ACP content blocks.
+func promptBlocks(in agent.Input) ([]sdk.ContentBlock, error) {
+	var blocks []sdk.ContentBlock
+	for _, p := range in.Content {
+		switch p.Type {
+		case event.PartText:
+			if p.Text != "" {
+				blocks = append(blocks, sdk.TextBlock(p.Text))
+			}
+		case event.PartImage:
+			if p.Data != "" {
+				blocks = append(blocks, sdk.ImageBlock(p.Data, orDefault(p.MimeType, "image/png")))
+			} else {
+				blocks = append(blocks, sdk.ResourceLinkBlock(orDefault(p.Path, p.URI), orDefault(p.URI, "file://"+p.Path)))
+			}
+		case event.PartFile:
+			blocks = append(blocks, sdk.ResourceLinkBlock(orDefault(p.Path, p.URI), orDefault(p.URI, "file://"+p.Path)))
+		}
+	}
+	if len(blocks) == 0 {
+		return nil, errors.New("acp: the message is empty")
+	}
+	return blocks, nil
+}
+
+// Close implements agent.Session: close stdin (some agents exit on EOF),
+// then SIGTERM the process group, then SIGKILL it, each after CloseGrace,
+// never past ctx.
+func (s *session) Close(ctx context.Context) error {
+	s.closing.Store(true)
+	s.stdin.Close()
+	steps := []func() error{nil, s.proc.Terminate}
+	if !s.a.spec.ExitsOnEOF {
+		// It would wait for nothing: signal at once.
+		steps = []func() error{s.proc.Terminate}
+	}
+	for _, step := range steps {
+		if step != nil {
+			_ = step()
+		}
+		t := time.NewTimer(s.a.opts.CloseGrace)
+		select {
+		case <-s.done:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			_ = s.proc.Kill()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	_ = s.proc.Kill()
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done implements agent.Exiter.
+func (s *session) Done() <-chan struct{} { return s.done }
+
+// Exit implements agent.Exiter.
+func (s *session) Exit() event.SessionEnded {
+	s.mu.Lock()
+	ex := s.exit
+	s.mu.Unlock()
+	code := ex.Code
+	end := event.SessionEnded{Reason: event.EndError, ExitCode: &code, StderrTail: s.stderr.String(),
+		Message: "the " + s.a.spec.Name + " agent " + ex.Desc}
+	if s.closing.Load() {
+		end.Reason, end.Message = event.EndCompleted, "the "+s.a.spec.Name+" agent was closed; it "+ex.Desc
+	}
+	return end
+}
+
+func (s *session) exitDesc() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exit.Desc
+}
+
+// exitError is a turn's error when the process is gone.
+func (s *session) exitError() error {
+	desc := s.exitDesc()
+	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
+		return fmt.Errorf("%s: the agent %s: %s", s.a.spec.Name, desc, clip(lastLines(tail, 5), 2000))
+	}
+	return fmt.Errorf("%s: the agent %s", s.a.spec.Name, desc)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// ring keeps the last size bytes written to it (a process's stderr).
+type ring struct {
+	mu   sync.Mutex
+	size int
+	buf  []byte
+	cut  bool
+}
+
+func newRing(size int) *ring { return &ring{size: size} }
+
+func (r *ring) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	if over := len(r.buf) - r.size; over > 0 {
+		r.buf = append(r.buf[:0], r.buf[over:]...)
+		r.cut = true
+	}
+	return len(p), nil
+}
+
+// String returns the tail, marked when older output was dropped.
+func (r *ring) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := strings.ToValidUTF8(string(r.buf), "?")
+	if r.cut {
+		return "…" + s
+	}
+	return s
+}

@@ -1,0 +1,282 @@
+package acp
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+const goldenCwd = "/work"
+
+// replay feeds a recorded ACP exchange (one JSON-RPC message a line; lines
+// {"_sent": …} are what the client wrote) through a Translator as the
+// session does, and returns the events, with the permission requests and
+// the turn's end rendered as the events the engine would log for them.
+func replay(t testing.TB, lines [][]byte) []event.Event {
+	tr := NewTranslator(goldenCwd)
+	n := 0
+	tr.NewID = func() string { n++; return fmt.Sprintf("item_%d", n) }
+	var evs []event.Event
+	pending := map[string]sdk.RequestPermissionRequest{} // by JSON-RPC id
+	for _, line := range lines {
+		line = bytes.ReplaceAll(line, []byte("<workdir>"), []byte(goldenCwd))
+		var msg struct {
+			Sent   json.RawMessage `json:"_sent"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(line, &msg); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		switch {
+		case msg.Sent != nil:
+			// The client's answer to a permission request.
+			var sent struct {
+				ID     json.RawMessage `json:"id"`
+				Result struct {
+					Outcome struct {
+						OptionID string `json:"optionId"`
+					} `json:"outcome"`
+				} `json:"result"`
+			}
+			_ = json.Unmarshal(msg.Sent, &sent)
+			req, ok := pending[string(sent.ID)]
+			if !ok {
+				continue
+			}
+			delete(pending, string(sent.ID))
+			for _, o := range req.Options {
+				if string(o.OptionId) == sent.Result.Outcome.OptionID && o.Kind != sdk.PermissionOptionKindAllowOnce && o.Kind != sdk.PermissionOptionKindAllowAlways {
+					evs = append(evs, tr.Denied(string(req.ToolCall.ToolCallId))...)
+				}
+			}
+		case msg.Method == sdk.ClientMethodSessionUpdate:
+			evs = append(evs, tr.Update(msg.Params)...)
+		case msg.Method == sdk.ClientMethodSessionRequestPermission:
+			var req sdk.RequestPermissionRequest
+			if err := json.Unmarshal(msg.Params, &req); err != nil {
+				t.Fatal(err)
+			}
+			pr, pre := tr.Permission(msg.Params, req)
+			evs = append(evs, pre...)
+			evs = append(evs, event.New(event.SourceAgent, &pr))
+			pending[string(msg.ID)] = req
+		case msg.Result != nil:
+			var resp sdk.PromptResponse
+			if json.Unmarshal(msg.Result, &resp) != nil || resp.StopReason == "" {
+				continue // initialize, session/new
+			}
+			fin, usage := tr.Finish(&resp)
+			evs = append(evs, fin...)
+			stop, m := StopReason(resp.StopReason, false)
+			evs = append(evs, event.New(event.SourceDaemon, &event.TurnCompleted{StopReason: stop, Usage: usage, Message: m}))
+		}
+	}
+	return evs
+}
+
+// TestGolden translates the recorded exchanges of testdata (real agents'
+// transcripts and hand-written ones for the rarer update kinds) and
+// compares the events with the .golden files.
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.jsonl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			evs := replay(t, agenttest.ReadLines(t, f))
+			agenttest.Golden(t, strings.TrimSuffix(f, ".jsonl")+".golden", agenttest.GoldenEvents(t, evs), *update)
+		})
+	}
+}
+
+// TestGoldenShapes checks what the goldens must show, so that an -update
+// cannot bless a regression of the points the capabilities rest on.
+func TestGoldenShapes(t *testing.T) {
+	type want struct {
+		kinds    []event.ItemKind // completed item kinds that must appear
+		declined bool             // a declined command
+		text     string           // the last assistant message
+		diff     string           // a diff line that must appear
+	}
+	for file, w := range map[string]want{
+		"gemini-acp.permission-allow":      {kinds: []event.ItemKind{event.ItemCommand, event.ItemMessage}, text: "done"},
+		"gemini-acp.permission-deny":       {kinds: []event.ItemKind{event.ItemCommand}, declined: true, text: "done"},
+		"claude-code-acp.write-allow":      {kinds: []event.ItemKind{event.ItemFileChange}, text: "done", diff: "+hi"},
+		"claude-code-acp.permission-deny":  {kinds: []event.ItemKind{event.ItemCommand}, declined: true},
+		"codex-acp.write-allow":            {kinds: []event.ItemKind{event.ItemFileChange}, text: "done", diff: "+hi"},
+		"codex-acp.permission-allow":       {kinds: []event.ItemKind{event.ItemCommand}, text: "done"},
+		"opencode-acp.permission-allow":    {kinds: []event.ItemKind{event.ItemCommand}, text: "done"},
+		"hand-thoughts-plan":               {kinds: []event.ItemKind{event.ItemReasoning, event.ItemPlan, event.ItemFileChange, event.ItemToolCall}, text: "Second message.", diff: "+\tprintln(2)"},
+		"claude-code-acp.permission-allow": {kinds: []event.ItemKind{event.ItemCommand}, text: "done"},
+	} {
+		t.Run(file, func(t *testing.T) {
+			evs := replay(t, agenttest.ReadLines(t, "testdata/"+file+".jsonl"))
+			if errs := agenttest.CheckInvariants(withEnvelope(evs)); len(errs) > 0 {
+				t.Errorf("invariants: %v", errs)
+			}
+			its := agenttest.Items(t, evs)
+			for _, k := range w.kinds {
+				if agenttest.FindItem(its, k) == nil {
+					t.Errorf("no completed %s item", k)
+				}
+			}
+			if got := agenttest.LastMessage(its); got != w.text {
+				t.Errorf("last message %q, want %q", got, w.text)
+			}
+			if w.declined {
+				if c := agenttest.FindItem(its, event.ItemCommand); c == nil || c.Status != event.StatusDeclined {
+					t.Errorf("command %+v, want declined", c)
+				}
+			}
+			if w.diff != "" {
+				fc := agenttest.FindItem(its, event.ItemFileChange)
+				if fc == nil || len(fc.Changes) == 0 || !strings.Contains(fc.Changes[0].Diff, w.diff) {
+					t.Errorf("file change %+v, want a diff with %q", fc, w.diff)
+				}
+			}
+		})
+	}
+}
+
+// withEnvelope wraps translated events as a log of one turn, for
+// CheckInvariants.
+func withEnvelope(evs []event.Event) []event.Event {
+	var out []event.Event
+	add := func(e event.Event) {
+		e.Seq = int64(len(out) + 1)
+		e.SessionID = "ses_1"
+		if e.Type != event.TypeSessionStarted {
+			e.TurnID = "turn_1"
+		}
+		out = append(out, e)
+	}
+	add(event.New(event.SourceDaemon, &event.SessionStarted{Agent: "acp"}))
+	add(event.New(event.SourceDaemon, &event.TurnStarted{TurnID: "turn_1"}))
+	for _, e := range evs {
+		switch e.Type {
+		case event.TypeTurnCompleted:
+			p, _ := e.Decode()
+			tc := p.(*event.TurnCompleted)
+			tc.TurnID = "turn_1"
+			add(event.New(event.SourceDaemon, tc))
+		case event.TypePermissionRequested:
+			p, _ := e.Decode()
+			pr := p.(*event.PermissionRequested)
+			pr.ID = fmt.Sprintf("perm_%d", len(out))
+			add(event.New(event.SourceAgent, pr))
+			add(event.New(event.SourceDaemon, &event.PermissionResolved{ID: pr.ID, Decision: event.DecisionAllow, By: event.ByUser}))
+		default:
+			add(e)
+		}
+	}
+	return out
+}
+
+func TestChooseOption(t *testing.T) {
+	opts := []sdk.PermissionOption{
+		{OptionId: "always", Kind: sdk.PermissionOptionKindAllowAlways},
+		{OptionId: "once", Kind: sdk.PermissionOptionKindAllowOnce},
+		{OptionId: "never", Kind: sdk.PermissionOptionKindRejectAlways},
+		{OptionId: "no", Kind: sdk.PermissionOptionKindRejectOnce},
+	}
+	for _, tc := range []struct {
+		name string
+		opts []sdk.PermissionOption
+		ans  agent.PermissionAnswer
+		want string
+		ok   bool
+	}{
+		{"allow picks once, not always", opts, agent.PermissionAnswer{Decision: event.DecisionAllow}, "once", true},
+		{"always only when named", opts, agent.PermissionAnswer{Decision: event.DecisionAllow, OptionID: "always"}, "always", true},
+		{"deny picks reject once", opts, agent.PermissionAnswer{Decision: event.DecisionDeny}, "no", true},
+		{"named reject always", opts, agent.PermissionAnswer{Decision: event.DecisionDeny, OptionID: "never"}, "never", true},
+		{"a named option against the decision is ignored", opts, agent.PermissionAnswer{Decision: event.DecisionDeny, OptionID: "always"}, "no", true},
+		{"timeout denies", opts, agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByTimeout}, "no", true},
+		{"only allow_always offered: not picked", opts[:1], agent.PermissionAnswer{Decision: event.DecisionAllow}, "", false},
+		{"deny falls back to reject always", opts[2:3], agent.PermissionAnswer{Decision: event.DecisionDeny}, "never", true},
+		{"no reject option", opts[:2], agent.PermissionAnswer{Decision: event.DecisionDeny}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ChooseOption(tc.opts, tc.ans)
+			if string(got) != tc.want || ok != tc.ok {
+				t.Errorf("ChooseOption = %q, %v; want %q, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		created        bool
+		want           string
+	}{
+		{"new file", "", "hi\n", true, "--- /dev/null\n+++ b/f\n@@ -0,0 +1 @@\n+hi\n"},
+		{"no newline at end", "", "hi", true, "--- /dev/null\n+++ b/f\n@@ -0,0 +1 @@\n+hi\n\\ No newline at end of file\n"},
+		{"one line changed", "a\nb\nc\n", "a\nB\nc\n", false, "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"},
+		{"unchanged", "a\n", "a\n", false, ""},
+		{"two hunks", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n", "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n", false,
+			"--- a/f\n+++ b/f\n@@ -1,3 +1,4 @@\n+0\n 1\n 2\n 3\n@@ -9,4 +10,3 @@\n 9\n 10\n 11\n-12\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unifiedDiff("f", tc.old, tc.new, tc.created); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzTranslate feeds arbitrary session/update params and permission
+// requests to the translator: it must not panic, and every event it makes
+// must decode.
+func FuzzTranslate(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.jsonl")
+	for _, file := range files {
+		for _, l := range agenttest.ReadLines(f, file) {
+			var msg struct {
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal(l, &msg) == nil && msg.Params != nil {
+				f.Add([]byte(msg.Params))
+			}
+		}
+	}
+	f.Add([]byte(`{"update":{"sessionUpdate":"tool_call_update","toolCallId":"x","status":"completed","content":[{"type":"diff","path":"/work/a","newText":"x"}]}}`))
+	f.Add([]byte(`{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text"}}}`))
+	f.Fuzz(func(t *testing.T, params []byte) {
+		tr := NewTranslator(goldenCwd)
+		evs := tr.Update(params)
+		evs = append(evs, tr.Update(params)...)
+		var req sdk.RequestPermissionRequest
+		if json.Unmarshal(params, &req) == nil {
+			_, pre := tr.Permission(params, req)
+			evs = append(evs, pre...)
+			evs = append(evs, tr.Denied(string(req.ToolCall.ToolCallId))...)
+		}
+		var resp sdk.PromptResponse
+		_ = json.Unmarshal(params, &resp)
+		fin, _ := tr.Finish(&resp)
+		evs = append(evs, fin...)
+		for _, e := range evs {
+			if _, err := e.Decode(); err != nil {
+				t.Fatalf("event %s does not decode: %v", e.Type, err)
+			}
+		}
+	})
+}

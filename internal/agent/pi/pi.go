@@ -1,0 +1,305 @@
+package pi
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/agent"
+)
+
+// Name is the adapter's registry name.
+const Name = "pi"
+
+// Defaults of Options.
+const (
+	DefaultModel            = "gpt-4.1"
+	DefaultProvider         = "agentbox"
+	DefaultMaxLine          = 32 << 20
+	DefaultInterruptTimeout = 5 * time.Second
+	DefaultCloseGrace       = 2 * time.Second
+	DefaultStartTimeout     = 60 * time.Second
+	stderrTail              = 8 << 10
+)
+
+// extensionSource is the approval gate pi loads with -e (see the file).
+//
+//go:embed extension.ts
+var extensionSource []byte
+
+// Options configure the adapter. The composition root fills them in.
+type Options struct {
+	// Binary finds the CLI: its path and version, or an error when it is
+	// not installed (install.Binary("pi")). Nil means "pi" in PATH.
+	Binary func() (path, version string, err error)
+	// Home is the adapter's own directory: pi's HOME and agent directory
+	// (models.json, settings.json, the extension, session files) live
+	// under it. Empty means a temporary directory made once per adapter.
+	Home string
+	// BaseURL and APIKey are the OpenAI-compatible provider pi talks to
+	// (Chat Completions; the base URL ends in /v1). A session's Env
+	// OPENAI_BASE_URL and OPENAI_API_KEY override them. The key is written
+	// to models.json in Home (mode 0600), never logged.
+	BaseURL, APIKey string
+	// Model is the model id used when a session names none (DefaultModel).
+	Model string
+	// AutoRetry lets pi retry failed model requests itself (with backoff
+	// of 2, 4 and 8 s). Off by default: an upstream failure then ends the
+	// turn at once with a retryable error event, and retrying is the
+	// client's call.
+	AutoRetry bool
+	// ExtraEnv is added to every session's environment (before the
+	// session's own Env).
+	ExtraEnv map[string]string
+	// Raw keeps pi's original line in each event.
+	Raw bool
+	// MaxLine bounds one stdout line (DefaultMaxLine).
+	MaxLine int
+	// InterruptTimeout is how long an interrupt waits for pi to end the
+	// turn after the abort command before the process is killed.
+	InterruptTimeout time.Duration
+	// CloseGrace is how long Close waits after closing stdin, and again
+	// after SIGTERM, before it escalates.
+	CloseGrace time.Duration
+	// StartTimeout bounds pi's start-up (DefaultStartTimeout).
+	StartTimeout time.Duration
+}
+
+// New returns the pi adapter.
+func New(opts Options) agent.Adapter {
+	if opts.Model == "" {
+		opts.Model = DefaultModel
+	}
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = DefaultMaxLine
+	}
+	if opts.InterruptTimeout <= 0 {
+		opts.InterruptTimeout = DefaultInterruptTimeout
+	}
+	if opts.CloseGrace <= 0 {
+		opts.CloseGrace = DefaultCloseGrace
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.Binary == nil {
+		opts.Binary = func() (string, string, error) {
+			p, err := exec.LookPath("pi")
+			return p, "", err
+		}
+	}
+	return &adapter{opts: opts}
+}
+
+type adapter struct {
+	opts Options
+
+	homeOnce sync.Once
+	home     string
+	homeErr  error
+}
+
+var _ agent.Adapter = (*adapter)(nil)
+
+// capabilities says what the adapter produces; each flag is backed by a
+// test: text, deltas, usage, tool calls, file changes, diffs, command
+// output, permissions and interrupt by the conformance suite
+// (conformance_test.go) and the golden transcripts; reasoning by the
+// thinking transcript and TestE2EThinking; resume by TestE2EResume.
+var capabilities = agent.Capabilities{
+	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
+	CommandOutput: true, FileChanges: true, Diffs: true,
+	Permissions: true, Usage: true, Interrupt: true, Resume: true,
+}
+
+// Info implements agent.Adapter.
+func (a *adapter) Info(context.Context) agent.Info {
+	info := agent.Info{Name: Name, Title: "Pi", Capabilities: capabilities}
+	path, version, err := a.opts.Binary()
+	if err != nil || path == "" {
+		info.Reason = "the pi CLI is not installed (run `agentbox agents install pi`)"
+		if err != nil {
+			info.Reason += ": " + err.Error()
+		}
+		return info
+	}
+	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
+	return info
+}
+
+// homeDir returns the adapter's directory, creating it on first use.
+func (a *adapter) homeDir() (string, error) {
+	a.homeOnce.Do(func() {
+		if a.opts.Home != "" {
+			a.home, a.homeErr = a.opts.Home, os.MkdirAll(a.opts.Home, 0o700)
+			return
+		}
+		a.home, a.homeErr = os.MkdirTemp("", "agentbox-pi-")
+	})
+	return a.home, a.homeErr
+}
+
+// Which tools ask and which are refused, by permission mode: pi asks for
+// nothing itself, so the extension does it for these.
+var permissionModes = map[string]struct{ ask, deny string }{
+	"":             {ask: "bash,write,edit"},
+	"default":      {ask: "bash,write,edit"},
+	"accept_edits": {ask: "bash"},
+	"bypass":       {},
+	"plan":         {deny: "bash,write,edit"},
+}
+
+// command is how a session's process is started.
+type command struct {
+	path string
+	args []string
+	env  []string
+	dir  string
+}
+
+// sessionDirs makes the private agent directory of one session start: pi
+// reads its models.json, settings.json and the extension from there. The
+// session files live in the adapter's shared sessions directory, so a
+// resumed session finds them.
+func (a *adapter) sessionDir(home, baseURL, apiKey, model string) (string, error) {
+	dir, err := os.MkdirTemp(home, "run-")
+	if err != nil {
+		return "", err
+	}
+	models := map[string]any{"providers": map[string]any{DefaultProvider: map[string]any{
+		"baseUrl": baseURL, "api": "openai-completions", "apiKey": apiKey,
+		"compat": map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+		"models": []any{map[string]any{"id": model, "reasoning": false}},
+	}}}
+	settings := map[string]any{"quietStartup": true, "retry": map[string]any{"enabled": a.opts.AutoRetry}}
+	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agentbox.ts"), extensionSource, 0o600); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// buildCommand makes pi's command line and environment.
+func (a *adapter) buildCommand(cfg agent.Config, bin, home, dir string) (command, error) {
+	mode, ok := permissionModes[cfg.PermissionMode]
+	if !ok {
+		return command{}, fmt.Errorf("pi: unknown permission mode %q", cfg.PermissionMode)
+	}
+	model := cfg.Model
+	if model == "" {
+		model = a.opts.Model
+	}
+	args := []string{"--mode", "rpc", "--provider", DefaultProvider, "--model", model,
+		"--session-dir", filepath.Join(home, "sessions"),
+		"-e", filepath.Join(dir, "agentbox.ts"), "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes"}
+	if cfg.NativeSessionID != "" {
+		args = append(args, "--session", cfg.NativeSessionID)
+	}
+	env := map[string]string{
+		"PATH":                filepath.Dir(bin) + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin",
+		"HOME":                home,
+		"PI_CODING_AGENT_DIR": dir,
+		// No update checks, telemetry or package fetches: pi talks to the
+		// model API only.
+		"PI_OFFLINE":            "1",
+		"PI_TELEMETRY":          "0",
+		"PI_SKIP_VERSION_CHECK": "1",
+		"AGENTBOX_PI_ASK":       mode.ask,
+		"AGENTBOX_PI_DENY":      mode.deny,
+	}
+	for k, v := range a.opts.ExtraEnv {
+		env[k] = v
+	}
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	sort.Strings(list)
+	return command{path: bin, args: args, env: list, dir: cfg.Cwd}, nil
+}
+
+// Start implements agent.Adapter: it starts pi in the session's directory
+// and returns once pi answered its first command (get_state, which names
+// pi's session id).
+func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
+	if !filepath.IsAbs(cfg.Cwd) {
+		return nil, fmt.Errorf("pi: the working directory %q is not an absolute path", cfg.Cwd)
+	}
+	if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("pi: the working directory %q is not a directory", cfg.Cwd)
+	}
+	bin, _, err := a.opts.Binary()
+	if err != nil || bin == "" {
+		if err == nil {
+			err = errors.New("no path")
+		}
+		return nil, fmt.Errorf("pi: the CLI is not installed (run `agentbox agents install pi`): %w", err)
+	}
+	home, err := a.homeDir()
+	if err != nil {
+		return nil, fmt.Errorf("pi: home directory: %w", err)
+	}
+	baseURL, apiKey := a.opts.BaseURL, a.opts.APIKey
+	if v := cfg.Env["OPENAI_BASE_URL"]; v != "" {
+		baseURL = v
+	}
+	if v := cfg.Env["OPENAI_API_KEY"]; v != "" {
+		apiKey = v
+	}
+	if baseURL == "" {
+		return nil, errors.New("pi: no model provider: set the adapter's base URL or the session's OPENAI_BASE_URL")
+	}
+	if apiKey == "" {
+		apiKey = "none" // pi refuses a provider without a key; local servers take any
+	}
+	model := cfg.Model
+	if model == "" {
+		model = a.opts.Model
+	}
+	dir, err := a.sessionDir(home, strings.TrimSuffix(baseURL, "/"), apiKey, model)
+	if err != nil {
+		return nil, fmt.Errorf("pi: agent directory: %w", err)
+	}
+	cmd, err := a.buildCommand(cfg, bin, home, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s, err := startSession(a.opts, cmd, cfg, host, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.opts.StartTimeout)
+	defer cancel()
+	id, err := s.sessionID(sctx)
+	if err == nil {
+		err = host.SetNativeSessionID(ctx, id)
+	}
+	if err != nil {
+		s.kill()
+		<-s.done
+		return nil, fmt.Errorf("pi: %w", err)
+	}
+	return s, nil
+}
