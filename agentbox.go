@@ -34,6 +34,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the daemon's logs (default: discarded).
 	Logger *slog.Logger
+	// GlobalPolicy is the operator's sandbox policy file and SessionPolicy
+	// the preset of sessions created without a policy (see
+	// daemon.Config).
+	GlobalPolicy, SessionPolicy string
 }
 
 // Server is an embedded daemon.
@@ -55,6 +59,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	d, err := daemon.New(ctx, daemon.Config{
 		Listen: opts.Listen, DataDir: opts.DataDir, Token: opts.Token,
+		GlobalPolicy: opts.GlobalPolicy, SessionPolicy: opts.SessionPolicy,
 		PermissionTimeout: opts.PermissionTimeout, ShutdownTimeout: opts.ShutdownTimeout, Log: opts.Logger,
 	})
 	if err != nil {

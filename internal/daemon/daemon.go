@@ -31,6 +31,9 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/pi"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
@@ -72,6 +75,24 @@ type Config struct {
 	Log        *slog.Logger
 	// Agents, when set, replaces the built-in agent registry (tests).
 	Agents *agent.Registry
+	// GlobalPolicy is the operator's sandbox policy file: every session's
+	// and execution's policy is intersected with it and can never be
+	// looser. Empty: the presets' own limits apply.
+	GlobalPolicy string
+	// SessionPolicy is the policy preset of sessions created without one;
+	// empty runs those sessions' agents on the host.
+	SessionPolicy string
+	// Runtimes, when set, replaces the built-in isolation runtimes (tests).
+	Runtimes *sandbox.Registry
+}
+
+// Runtimes returns the isolation runtimes: process (namespaces, Landlock,
+// seccomp, cgroups), gvisor (runsc) and microvm (probe only). hide lists
+// host directories a sandbox reading outside its workspace must not see.
+func Runtimes(hide ...string) *sandbox.Registry {
+	r := sandbox.NewRegistry()
+	r.Register(process.New(process.Options{HideDirs: hide}))
+	return r
 }
 
 // Daemon is a running agentbox daemon.
@@ -179,10 +200,23 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.DBPath, err)
 	}
+	global, err := loadGlobalPolicy(cfg.GlobalPolicy)
+	if err != nil {
+		_ = st.Close() // best effort: the policy error is the one to report
+		return nil, err
+	}
+	if cfg.Runtimes == nil {
+		cfg.Runtimes = Runtimes(cfg.DataDir)
+	}
+	// Cgroups a killed daemon left behind hold no process: remove them.
+	if stale, err := cgroup.RemoveStale(time.Minute); err == nil && len(stale) > 0 {
+		cfg.Log.Info("removed stale sandbox cgroups", "count", len(stale))
+	}
 	m := metrics.New()
 	mgr := session.New(session.Config{
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
+		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes},
 	})
 	n, err := mgr.Recover(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -71,10 +72,21 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	return sb, nil
 }
 
-// loadGlobalPolicy reads the operator's policy file; "" means none.
+// defaultGlobalPolicy is the operator policy of a daemon started without
+// one: a nil global would permit anything a request asks for.
+//
+//go:embed default-global-policy.yaml
+var defaultGlobalPolicy []byte
+
+// loadGlobalPolicy reads the operator's policy file; "" means the built-in
+// default.
 func loadGlobalPolicy(path string) (*policy.Policy, error) {
 	if path == "" {
-		return nil, nil
+		p, err := policy.Parse("default-global-policy.yaml", defaultGlobalPolicy)
+		if err != nil {
+			panic("daemon: the built-in global policy is invalid: " + err.Error())
+		}
+		return p, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

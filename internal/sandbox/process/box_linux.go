@@ -1,0 +1,431 @@
+package process
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/workspace"
+)
+
+// box is one process sandbox, seen from the supervisor.
+type box struct {
+	id   string
+	spec sandbox.Spec
+	info sandbox.Info
+	slot int
+	// slotSeen is slot, kept after the slot is freed (tests look for
+	// processes of its uids).
+	slotSeen int
+
+	cg               cgroupGroup
+	upper, tmp, home *os.File // detached tmpfs mounts (see host_linux.go)
+	closers          []io.Closer
+	cmd              *exec.Cmd
+	initFD           int // pidfd of the init
+	initStderr       tailBuffer
+	waitDone         chan struct{} // closed when the init is reaped
+	ctl              *net.UnixConn
+	ready            chan message
+	dead             chan struct{} // closed when the control socket ends
+	killed           atomic.Bool   // we killed the sandbox on purpose
+	nextID           atomic.Uint64
+	sendMu           sync.Mutex
+	mu               sync.Mutex
+	procs            map[uint64]*proc
+	closed           bool
+	closeOnce        sync.Once
+	closeViolations  []sandbox.Violation
+	closeErr         error
+	commitMu         sync.Mutex
+	committer        *workspace.Committer
+}
+
+var _ sandbox.Sandbox = (*box)(nil)
+
+func (b *box) ID() string         { return b.id }
+func (b *box) Info() sandbox.Info { return b.info }
+func (b *box) stderrTail() string { return strings.TrimSpace(b.initStderr.String()) }
+
+// dispatch routes the init's messages to the processes they are about.
+// It ends, and marks the sandbox dead, when the init closes the socket
+// (it exited or was killed).
+func (b *box) dispatch() {
+	defer close(b.dead)
+	buf := make([]byte, maxPacket)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	first := true
+	for {
+		n, oobn, _, _, err := b.ctl.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		fds := parseRights(oob[:oobn])
+		m, err := decodeMessage(buf[:n])
+		if err != nil {
+			closeAll(fds)
+			b.killAll() // a confused init cannot be trusted with more work
+			return
+		}
+		if first {
+			first = false
+			closeAll(fds)
+			if m.Op != opReady {
+				b.killAll()
+				return
+			}
+			b.ready <- m
+			continue
+		}
+		b.mu.Lock()
+		p := b.procs[m.ID]
+		b.mu.Unlock()
+		if p == nil {
+			closeAll(fds)
+			continue
+		}
+		switch m.Op {
+		case opStarted:
+			fd := -1
+			if len(fds) > 0 {
+				fd = fds[0]
+				closeAll(fds[1:])
+			}
+			if p.gotStarted { // a second "started" for one id: ignore it
+				if fd >= 0 {
+					unix.Close(fd)
+				}
+				continue
+			}
+			p.gotStarted = true
+			p.pidfd = fd
+			p.started <- m
+		case opExit:
+			closeAll(fds)
+			b.mu.Lock()
+			delete(b.procs, m.ID) // a repeated exit finds nothing
+			b.mu.Unlock()
+			p.exitMsg = m
+			close(p.exited)
+		default:
+			closeAll(fds)
+		}
+	}
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// killAll ends every process of the sandbox, init included: through the
+// cgroup (freeze → kill → thaw) when there is one, and by killing the
+// init, which makes the kernel kill everything left in its pid namespace
+// (double-forked daemons too: they cannot leave the namespace).
+func (b *box) killAll() {
+	b.killed.Store(true)
+	if b.cg != nil {
+		b.cg.Kill()
+	}
+	if b.initFD >= 0 {
+		unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0)
+	} else if b.cmd != nil && b.cmd.Process != nil {
+		b.cmd.Process.Kill()
+	}
+}
+
+// Start implements sandbox.Sandbox.
+func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error) {
+	if len(c.Args) == 0 || c.Args[0] == "" {
+		return nil, errors.New("process sandbox: empty command")
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, sandbox.ErrClosed
+	}
+	select {
+	case <-b.dead:
+		return nil, fmt.Errorf("process sandbox %s: %w (its init has exited)", b.id, sandbox.ErrClosed)
+	default:
+	}
+
+	p := &proc{
+		b:       b,
+		id:      b.nextID.Add(1),
+		pidfd:   -1,
+		started: make(chan message, 1),
+		exited:  make(chan struct{}),
+	}
+	if err := p.setupStdio(c); err != nil {
+		p.closeStdio()
+		return nil, err
+	}
+	if b.cg != nil && b.countersMatter() {
+		p.before, _ = b.cg.Stats()
+	}
+	b.mu.Lock()
+	b.procs[p.id] = p
+	b.mu.Unlock()
+
+	m := message{Op: opStart, ID: p.id, Args: c.Args, Env: mergeEnv(b.spec.Env, c.Env), Dir: c.Dir}
+	if m.Dir == "" {
+		m.Dir = b.spec.WorkspaceDir
+	}
+	err := b.send(m, p.childFDs())
+	p.closeChildEnds()
+	if err != nil {
+		p.closeStdio()
+		return nil, fmt.Errorf("process sandbox: send command: %w", err)
+	}
+
+	var reply message
+	select {
+	case reply = <-p.started:
+	case <-b.dead:
+		p.closeStdio()
+		return nil, fmt.Errorf("process sandbox %s: init exited: %w", b.id, sandbox.ErrClosed)
+	case <-ctx.Done():
+		// The command may start any moment now, with nobody to wait
+		// for it: end the sandbox rather than leak a process.
+		b.killAll()
+		p.closeStdio()
+		return nil, ctx.Err()
+	}
+	if reply.Error != "" {
+		p.closeStdio()
+		b.mu.Lock()
+		delete(b.procs, p.id)
+		b.mu.Unlock()
+		return nil, fmt.Errorf("process sandbox: start %q: %s", c.Args[0], reply.Error)
+	}
+	p.hostPid = hostPid(p.pidfd)
+	p.startCopies()
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = b.spec.Limits.Timeout
+	}
+	if timeout > 0 {
+		p.timer = time.AfterFunc(timeout, func() {
+			p.timedOut.Store(true)
+			p.timeout = timeout
+			b.killAll()
+		})
+	}
+	return p, nil
+}
+
+// send writes one control packet with fds attached.
+func (b *box) send(m message, fds []int) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(data) > maxPacket {
+		return fmt.Errorf("command too large (%d bytes)", len(data))
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	b.sendMu.Lock()
+	defer b.sendMu.Unlock()
+	_, _, err = b.ctl.WriteMsgUnix(data, oob, nil)
+	return err
+}
+
+// mergeEnv returns base overridden by extra, as sorted KEY=VALUE pairs.
+func mergeEnv(base, extra map[string]string) []string {
+	all := make(map[string]string, len(base)+len(extra))
+	for k, v := range base {
+		all[k] = v
+	}
+	for k, v := range extra {
+		all[k] = v
+	}
+	out := make([]string, 0, len(all))
+	for k, v := range all {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// hostPid reads the pid a pidfd refers to, in our pid namespace.
+func hostPid(pidfd int) int {
+	if pidfd < 0 {
+		return 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "Pid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// Commit implements sandbox.Sandbox.
+func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, sandbox.ErrClosed
+	}
+	return b.commit()
+}
+
+func (b *box) commit() ([]sandbox.Violation, error) {
+	b.commitMu.Lock()
+	defer b.commitMu.Unlock()
+	if b.committer == nil {
+		return nil, errors.New("process sandbox: no workspace to commit")
+	}
+	v, err := b.committer.Commit()
+	if err != nil {
+		return v, fmt.Errorf("process sandbox: commit workspace: %w", err)
+	}
+	return v, nil
+}
+
+// Close implements sandbox.Sandbox.
+func (b *box) Close(ctx context.Context) ([]sandbox.Violation, error) {
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
+		b.killAll()
+		b.waitInit()
+		b.closeViolations, b.closeErr = b.commit()
+		b.destroy()
+	})
+	return b.closeViolations, b.closeErr
+}
+
+// waitInit waits (bounded) until the init is reaped and its socket closed.
+func (b *box) waitInit() {
+	if b.waitDone == nil {
+		return
+	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-b.waitDone:
+	case <-t.C:
+	}
+	if b.ctl != nil {
+		b.ctl.Close() // ends dispatch if the init somehow survived
+	}
+	select {
+	case <-b.dead:
+	case <-t.C:
+	}
+}
+
+// destroy releases everything; it is also the cleanup of a failed Create.
+func (b *box) destroy() {
+	if b.cmd != nil {
+		b.killAll()
+		b.waitInit()
+	} else if b.ctl != nil {
+		b.ctl.Close()
+	}
+	for _, c := range b.closers {
+		c.Close()
+	}
+	b.closers = nil
+	if b.initFD >= 0 {
+		unix.Close(b.initFD)
+		b.initFD = -1
+	}
+	if b.cg != nil {
+		b.cg.Delete()
+	}
+	if b.slot >= 0 {
+		freeSlot(b.slot)
+		b.slot = -1
+	}
+}
+
+// countersMatter reports whether the cgroup's OOM and pids counters can
+// decide a verdict; reading them costs a few file reads per command.
+func (b *box) countersMatter() bool {
+	return b.spec.Limits.MemoryBytes > 0 || b.spec.Limits.Pids > 0
+}
+
+// diskFull reports whether a sandbox filesystem with a size ran out.
+func (b *box) diskFull() (string, bool) {
+	for _, m := range []struct {
+		name string
+		f    *os.File
+	}{{"workspace", b.upper}, {"/tmp", b.tmp}, {"home", b.home}} {
+		if m.f == nil {
+			continue
+		}
+		if free, err := freeBytes(m.f); err == nil && free < 8192 {
+			return m.name, true
+		}
+	}
+	return "", false
+}
+
+// tailBuffer keeps the last few KiB of the init's stderr for error
+// messages (a panic in the init shows up here).
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = t.buf[len(t.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

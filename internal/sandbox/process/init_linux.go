@@ -1,0 +1,261 @@
+package process
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// init turns this binary into a sandbox helper when argv[0] says so, before
+// any other package's init runs that depends on this one. It never returns
+// in that case.
+func init() {
+	switch os.Args[0] {
+	case initArg0:
+		// Every fork of a workload happens on this thread, so per-thread
+		// state (the capability bounding set) set here is what they
+		// inherit, whatever else the Go runtime does with threads.
+		runtime.LockOSThread()
+		os.Exit(runInit())
+	case usernsArg0:
+		runUsernsHelper()
+	}
+}
+
+// sandboxInit is the init's state: PID 1 of the sandbox's pid namespace.
+type sandboxInit struct {
+	ctl *net.UnixConn
+	// running maps pids of started commands to their ids.
+	running map[int]uint64
+}
+
+// initFail reports a setup failure to the supervisor; missing names the
+// mechanism when the failure means the policy cannot be enforced.
+type initFail struct {
+	missing string
+	err     error
+}
+
+func (f *initFail) Error() string { return f.err.Error() }
+
+func runInit() int {
+	for _, fd := range []int{fdConfig, fdControl} {
+		unix.CloseOnExec(fd)
+	}
+	ctlFile := os.NewFile(fdControl, "control")
+	conn, err := net.FileConn(ctlFile)
+	ctlFile.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox init: control socket:", err)
+		return 1
+	}
+	in := &sandboxInit{ctl: conn.(*net.UnixConn), running: map[int]uint64{}}
+
+	cfgFile := os.NewFile(fdConfig, "config")
+	data, err := io.ReadAll(io.LimitReader(cfgFile, maxPacket))
+	cfgFile.Close()
+	var cfg initConfig
+	if err == nil {
+		err = json.Unmarshal(data, &cfg)
+	}
+	if err != nil {
+		in.reply(message{Op: opReady, Error: "read config: " + err.Error()}, -1)
+		return 1
+	}
+	// Descriptors the daemon leaked to us (it may itself have inherited
+	// some without O_CLOEXEC) must not reach a command.
+	for i := range cfg.Mounts {
+		unix.CloseOnExec(fdMounts + i)
+	}
+	if err := unix.CloseRange(uint(fdMounts+len(cfg.Mounts)), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		in.reply(message{Op: opReady, Error: "close inherited descriptors: " + err.Error()}, -1)
+		return 1
+	}
+
+	mech, degraded, err := setup(&cfg)
+	if err != nil {
+		m := message{Op: opReady, Error: err.Error()}
+		var f *initFail
+		if errors.As(err, &f) {
+			m.Missing = f.missing
+		}
+		in.reply(m, -1)
+		return 1
+	}
+	in.reply(message{Op: opReady, Mechanisms: mech, Degraded: degraded}, -1)
+	in.serve()
+	return 0
+}
+
+// reply sends one packet to the supervisor, with fd attached when >= 0.
+func (in *sandboxInit) reply(m message, fd int) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	in.ctl.WriteMsgUnix(data, oob, nil)
+}
+
+// request is a start packet with its descriptors.
+type request struct {
+	m   message
+	fds []int
+}
+
+// serve runs commands until the supervisor goes away. Starting, reaping and
+// replying all happen on this goroutine, so the pid table needs no lock
+// and a command's "started" always precedes its "exit".
+func (in *sandboxInit) serve() {
+	reqs := make(chan request)
+	go in.readRequests(reqs)
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, syscall.SIGCHLD)
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				// The supervisor closed the socket: end the sandbox.
+				// Exiting PID 1 kills everything in the namespace.
+				return
+			}
+			in.start(r)
+		case <-sigchld:
+			in.reap()
+		}
+	}
+}
+
+func (in *sandboxInit) readRequests(out chan<- request) {
+	defer close(out)
+	buf := make([]byte, maxPacket)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, flags, _, err := in.ctl.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		fds := parseRights(oob[:oobn])
+		if flags&unix.MSG_CTRUNC != 0 {
+			closeAll(fds)
+			return
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+		}
+		m, err := decodeMessage(buf[:n])
+		if err != nil || m.Op != opStart {
+			closeAll(fds)
+			return
+		}
+		out <- request{m: m, fds: fds}
+	}
+}
+
+// start forks one command as the sandbox user.
+func (in *sandboxInit) start(r request) {
+	defer closeAll(r.fds)
+	fail := func(err error) {
+		in.reply(message{Op: opStarted, ID: r.m.ID, Error: err.Error()}, -1)
+	}
+	if len(r.fds) != 3 || len(r.m.Args) == 0 {
+		fail(errors.New("malformed start request"))
+		return
+	}
+	path, err := lookPath(r.m.Args[0], r.m.Env)
+	if err != nil {
+		fail(err)
+		return
+	}
+	pidfd := -1
+	pid, err := syscall.ForkExec(path, r.m.Args, &syscall.ProcAttr{
+		Dir:   r.m.Dir,
+		Env:   r.m.Env,
+		Files: []uintptr{uintptr(r.fds[0]), uintptr(r.fds[1]), uintptr(r.fds[2])},
+		Sys: &syscall.SysProcAttr{
+			// setgroups([]) + setgid + setuid to an unprivileged id
+			// clears every capability; a new session keeps the
+			// command away from any terminal of ours (TIOCSTI).
+			Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, Groups: []uint32{}},
+			Setsid:     true,
+			PidFD:      &pidfd,
+		},
+	})
+	if err != nil {
+		fail(fmt.Errorf("%s: %w", r.m.Args[0], err))
+		return
+	}
+	in.running[pid] = r.m.ID
+	in.reply(message{Op: opStarted, ID: r.m.ID, Pid: pid}, pidfd)
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+}
+
+// reap collects every exited child: started commands are reported,
+// orphans that were reparented to us are just reaped.
+func (in *sandboxInit) reap() {
+	for {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		id, ok := in.running[pid]
+		if !ok {
+			continue
+		}
+		delete(in.running, pid)
+		m := message{Op: opExit, ID: id, Pid: pid,
+			MaxRSSBytes: ru.Maxrss * 1024,
+			CPUMillis:   (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6,
+		}
+		if ws.Signaled() {
+			m.Signal = int(ws.Signal())
+			m.Code = -1
+		} else {
+			m.Code = ws.ExitStatus()
+		}
+		in.reply(m, -1)
+	}
+}
+
+// lookPath resolves name in the command's PATH, inside the sandbox.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: executable file not found in $PATH", name)
+}

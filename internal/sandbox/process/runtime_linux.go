@@ -1,0 +1,507 @@
+// Package process is the "process" isolation runtime: a pure-Go sandbox
+// built from Linux namespaces, an overlay workspace, pivot_root into a
+// minimal read-only root, an unprivileged uid, no capabilities,
+// no_new_privs, Landlock, seccomp and a cgroup, around a long-lived init
+// that starts each command on request (so a pre-created sandbox starts a
+// command in about a millisecond).
+//
+// Any binary that imports this package can host sandboxes: the package's
+// init function turns the process into the sandbox init when argv[0] is
+// "agentbox-sandbox-init", and never returns.
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/workspace"
+)
+
+// argv[0] values that turn this binary into a helper.
+const (
+	initArg0   = "agentbox-sandbox-init"
+	usernsArg0 = "agentbox-sandbox-userns"
+)
+
+// Ids inside every sandbox.
+const (
+	sandboxUID  = 1000
+	sandboxHome = "/home/sandbox"
+	defaultTmp  = 64 << 20
+	readyWait   = 30 * time.Second
+)
+
+// Options configures the runtime.
+type Options struct {
+	// HideDirs are host directories hidden (replaced by an empty
+	// directory) when a spec reads outside the workspace, e.g. the
+	// daemon's data dir. /proc, /sys, /dev, /root, /home, /run and
+	// /var/run are always hidden.
+	HideDirs []string
+	// UIDBase is the first host uid used for sandboxes (default 100000).
+	// Sandbox slot N maps root inside to UIDBase+N and the sandbox user to
+	// UIDBase+1000+N, so two live sandboxes never share a host uid.
+	UIDBase int
+}
+
+// Runtime is the process runtime. It is safe for concurrent use.
+type Runtime struct {
+	opts Options
+
+	probeOnce sync.Once
+	probe     sandbox.Probe
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// New returns a process runtime.
+func New(opts Options) *Runtime {
+	if opts.UIDBase <= 0 {
+		opts.UIDBase = 100000
+	}
+	return &Runtime{opts: opts}
+}
+
+// Name implements sandbox.Runtime.
+func (r *Runtime) Name() string { return "process" }
+
+// slots hands out uid slots; the table is process-wide because host uids
+// are.
+var slots = struct {
+	sync.Mutex
+	used [slotCount]bool
+}{}
+
+const slotCount = 1000
+
+func allocSlot() (int, error) {
+	slots.Lock()
+	defer slots.Unlock()
+	for i, u := range slots.used {
+		if !u {
+			slots.used[i] = true
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("all %d sandbox uid slots are in use", slotCount)
+}
+
+func freeSlot(i int) {
+	slots.Lock()
+	slots.used[i] = false
+	slots.Unlock()
+}
+
+// Probe implements sandbox.Runtime.
+func (r *Runtime) Probe(ctx context.Context) sandbox.Probe {
+	r.probeOnce.Do(func() { r.probe = probeHost() })
+	return r.probe
+}
+
+func probeHost() sandbox.Probe {
+	p := sandbox.Probe{Runtime: "process"}
+	add := func(name string, ok bool, detail string) {
+		p.Mechanisms = append(p.Mechanisms, sandbox.Mechanism{Name: name, OK: ok, Detail: detail})
+	}
+	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
+	userns := err == nil && strings.TrimSpace(string(b)) != "0"
+	add("userns", userns, strings.TrimSpace(string(b)))
+	fsys, _ := os.ReadFile("/proc/filesystems")
+	add("overlay", bytes.Contains(fsys, []byte("\toverlay\n")), "overlayfs with userxattr")
+	abi := landlockABI()
+	add("landlock", abi > 0, fmt.Sprintf("abi %d", abi))
+	_, err = os.Stat("/proc/sys/kernel/seccomp/actions_avail")
+	add("seccomp", err == nil, "")
+	add("cgroup", newCgroup != nil, "")
+	p.Available = userns
+	if !userns {
+		p.Reason = "user namespaces are disabled"
+	}
+	return p
+}
+
+// Create implements sandbox.Runtime. The sandbox's processes outlive ctx
+// on purpose: ctx bounds only the building of the sandbox.
+func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
+	if err := normalize(&spec); err != nil {
+		return nil, err
+	}
+	b := &box{
+		spec:   spec,
+		procs:  map[uint64]*proc{},
+		dead:   make(chan struct{}),
+		ready:  make(chan message, 1),
+		info:   sandbox.Info{Runtime: "process"},
+		slot:   -1,
+		initFD: -1,
+	}
+	defer func() {
+		if err != nil {
+			b.destroy()
+		}
+	}()
+	// degrade records a missing mechanism, or fails when it may not be.
+	degrade := func(mech string, cause error) error {
+		if !spec.AllowDegraded {
+			return fmt.Errorf("%w: %s: %v", sandbox.ErrUnenforceable, mech, cause)
+		}
+		b.info.Degraded = append(b.info.Degraded, mech)
+		return nil
+	}
+
+	if b.slot, err = allocSlot(); err != nil {
+		return nil, err
+	}
+	b.slotSeen = b.slot
+	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
+	rootUID := r.opts.UIDBase + b.slot
+	userUID := r.opts.UIDBase + sandboxUID + b.slot
+
+	// Resources first, so the init can join the cgroup before it runs.
+	limited := spec.Limits.MemoryBytes > 0 || spec.Limits.CPUs > 0 || spec.Limits.Pids > 0
+	if newCgroup == nil {
+		if limited {
+			if err := degrade("cgroup", errors.New("no cgroup support in this build")); err != nil {
+				return nil, err
+			}
+		}
+	} else if cg, cerr := newCgroup("agentbox-"+b.id, spec.Limits); cerr != nil {
+		if limited {
+			if err := degrade("cgroup", cerr); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		b.cg = cg
+		b.info.Mechanisms = append(b.info.Mechanisms, "cgroup")
+	}
+
+	cfg := initConfig{
+		WorkspaceDir:         spec.WorkspaceDir,
+		ReadOutsideWorkspace: spec.ReadOutsideWorkspace,
+		HideDirs:             r.opts.HideDirs,
+		Home:                 sandboxHome,
+		Hostname:             spec.Hostname,
+		NetNone:              spec.Network.Mode != sandbox.NetworkHost,
+		ShmBytes:             tmpSize(spec),
+		Syscalls:             spec.Syscalls,
+		AllowDegraded:        spec.AllowDegraded,
+	}
+	var files []*os.File
+	addMount := func(f *os.File, target, role string) {
+		files = append(files, f)
+		b.closers = append(b.closers, f)
+		cfg.Mounts = append(cfg.Mounts, detachedMount{Target: target, Role: role})
+	}
+
+	// Workspace: overlay of an idmapped lower and a sized tmpfs upper.
+	idmapped := true
+	lower, err := r.idmappedClone(spec.Workspace, userUID, false)
+	if err != nil {
+		if err := degrade("idmap", err); err != nil {
+			return nil, err
+		}
+		idmapped = false
+		if lower, err = cloneTree(spec.Workspace, false, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1); err != nil {
+			return nil, err
+		}
+	}
+	if idmapped {
+		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
+	}
+	addMount(lower, spec.WorkspaceDir, "lower")
+	upper, err := newTmpfs(spec.Limits.DiskBytes, 0o755, rootUID, rootUID)
+	if err != nil {
+		return nil, err
+	}
+	b.upper = upper
+	addMount(upper, spec.WorkspaceDir, "upper")
+	if err := prepareUpper(upper, spec.Workspace, rootUID, userUID); err != nil {
+		return nil, err
+	}
+	cfg.Overlay = &overlayConfig{Target: spec.WorkspaceDir}
+	// The supervisor reads the upper layer through its own mount fd.
+	b.committer = &workspace.Committer{
+		Upper:     fmt.Sprintf("/proc/self/fd/%d/u", upper.Fd()),
+		Workspace: spec.Workspace,
+		Protected: spec.Protected,
+	}
+
+	// Scratch: /tmp and $HOME, each capped at the disk limit.
+	tmp, err := newTmpfs(tmpSize(spec), 0o1777, rootUID, rootUID)
+	if err != nil {
+		return nil, err
+	}
+	b.tmp = tmp
+	addMount(tmp, "/tmp", "")
+	home, err := newTmpfs(tmpSize(spec), 0o700, userUID, userUID)
+	if err != nil {
+		return nil, err
+	}
+	b.home = home
+	addMount(home, sandboxHome, "")
+
+	if spec.ReadOutsideWorkspace {
+		root, err := cloneTree("/", true, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1)
+		if err != nil {
+			return nil, err
+		}
+		addMount(root, "/", "root")
+	}
+	for _, p := range spec.ReadPaths {
+		f, err := cloneTree(p, true, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1)
+		if err != nil {
+			return nil, fmt.Errorf("read path: %w", err)
+		}
+		addMount(f, p, "")
+	}
+	for _, p := range spec.WritePaths {
+		f, err := r.idmappedClone(p, userUID, true)
+		if err != nil {
+			if derr := degrade("idmap", err); derr != nil {
+				return nil, fmt.Errorf("write path: %w", derr)
+			}
+			if f, err = cloneTree(p, true, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1); err != nil {
+				return nil, fmt.Errorf("write path: %w", err)
+			}
+		}
+		addMount(f, p, "")
+		cfg.WritableDirs = append(cfg.WritableDirs, p)
+	}
+	cfg.WritableDirs = append(cfg.WritableDirs, spec.WorkspaceDir, "/tmp", sandboxHome, "/dev/shm")
+
+	if err := b.spawn(cfg, files, rootUID, userUID); err != nil {
+		return nil, err
+	}
+	ready, err := b.waitReady(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ready.Missing != "" {
+		// The init refused: AllowDegraded was false, or the failure is
+		// not one that may be degraded.
+		return nil, fmt.Errorf("%w: %s: %s", sandbox.ErrUnenforceable, ready.Missing, ready.Error)
+	}
+	if ready.Error != "" {
+		return nil, fmt.Errorf("sandbox init: %s", ready.Error)
+	}
+	b.info.Mechanisms = append(b.info.Mechanisms, ready.Mechanisms...)
+	b.info.Degraded = append(b.info.Degraded, ready.Degraded...)
+	return b, nil
+}
+
+// idmappedClone clones path with its owner mapped to the sandbox user.
+func (r *Runtime) idmappedClone(path string, userUID int, recursive bool) (*os.File, error) {
+	uid, gid, err := ownerOf(path)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := idmapUserns(idmapKey{uid: uid, gid: gid, toUID: userUID, toGID: userUID})
+	if err != nil {
+		return nil, err
+	}
+	return cloneTree(path, recursive, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, ns)
+}
+
+// prepareUpper creates the overlay's upper and work dirs in the upper
+// tmpfs. The upper root becomes the overlay's root inode, so it takes the
+// workspace's mode and the sandbox user as owner.
+func prepareUpper(upper *os.File, workspace string, rootUID, userUID int) error {
+	st, err := os.Stat(workspace)
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("/proc/self/fd/%d", upper.Fd())
+	if err := os.Mkdir(base+"/u", st.Mode().Perm()); err != nil {
+		return fmt.Errorf("overlay upper dir: %w", err)
+	}
+	if err := os.Chmod(base+"/u", st.Mode().Perm()); err != nil {
+		return err
+	}
+	if err := os.Chown(base+"/u", userUID, userUID); err != nil {
+		return err
+	}
+	if err := os.Mkdir(base+"/w", 0o700); err != nil {
+		return fmt.Errorf("overlay work dir: %w", err)
+	}
+	return os.Chown(base+"/w", rootUID, rootUID)
+}
+
+func tmpSize(spec sandbox.Spec) int64 {
+	if spec.Limits.DiskBytes > 0 {
+		return spec.Limits.DiskBytes
+	}
+	return defaultTmp
+}
+
+// normalize applies defaults and checks what the init relies on.
+func normalize(spec *sandbox.Spec) error {
+	if spec.Workspace == "" || !filepath.IsAbs(spec.Workspace) {
+		return fmt.Errorf("process sandbox: workspace %q must be an absolute path", spec.Workspace)
+	}
+	spec.Workspace = filepath.Clean(spec.Workspace)
+	if st, err := os.Stat(spec.Workspace); err != nil || !st.IsDir() {
+		return fmt.Errorf("process sandbox: workspace %q is not a directory", spec.Workspace)
+	}
+	if spec.WorkspaceDir == "" {
+		spec.WorkspaceDir = spec.Workspace
+	}
+	if !filepath.IsAbs(spec.WorkspaceDir) {
+		return fmt.Errorf("process sandbox: workspace dir %q must be absolute", spec.WorkspaceDir)
+	}
+	spec.WorkspaceDir = filepath.Clean(spec.WorkspaceDir)
+	if spec.WorkspaceDir == "/" || reserved(spec.WorkspaceDir) {
+		return fmt.Errorf("process sandbox: workspace dir %q is reserved", spec.WorkspaceDir)
+	}
+	for _, list := range [][]string{spec.ReadPaths, spec.WritePaths} {
+		for i, p := range list {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("process sandbox: path %q must be absolute", p)
+			}
+			list[i] = filepath.Clean(p)
+			if list[i] == "/" || reserved(list[i]) {
+				return fmt.Errorf("process sandbox: path %q cannot be bound into a sandbox", p)
+			}
+		}
+	}
+	if spec.Hostname == "" {
+		spec.Hostname = "sandbox"
+	}
+	if spec.Network.Mode == "" {
+		spec.Network.Mode = sandbox.NetworkNone
+	}
+	if spec.Network.Mode != sandbox.NetworkNone && spec.Network.Mode != sandbox.NetworkHost {
+		return fmt.Errorf("process sandbox: unknown network mode %q", spec.Network.Mode)
+	}
+	return nil
+}
+
+// reserved reports whether p is, or is inside, a directory the sandbox
+// builds itself.
+func reserved(p string) bool {
+	for _, r := range []string{"/proc", "/dev", "/tmp", "/etc", "/usr", sandboxHome} {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			// Paths under /tmp are fine (they are mounted on the
+			// sandbox's /tmp), and so are paths under /usr or /etc
+			// for ReadPaths; only the directories themselves are not.
+			if r == "/tmp" || r == "/usr" || r == "/etc" {
+				return p == r
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// spawn starts the init with the config pipe, control socket and mounts.
+func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int) error {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	child := os.NewFile(uintptr(pair[1]), "control")
+	defer child.Close()
+	parent := os.NewFile(uintptr(pair[0]), "control")
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	b.ctl = conn.(*net.UnixConn)
+
+	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
+	if cfg.NetNone {
+		flags |= syscall.CLONE_NEWNET
+	}
+	ids := []syscall.SysProcIDMap{
+		{ContainerID: 0, HostID: rootUID, Size: 1},
+		{ContainerID: sandboxUID, HostID: userUID, Size: 1},
+	}
+	// /proc/self/exe rather than sandbox.SelfExe(): the init starts as an
+	// unprivileged host uid, which may not search the directories on the
+	// binary's path (go test builds into a 0700 dir); the magic link
+	// skips them. It also survives the binary being replaced on disk.
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{initArg0}
+	cmd.Env = []string{} // nothing from the host environment, ever
+	cmd.Dir = "/"
+	cmd.Stderr = &b.initStderr
+	cmd.ExtraFiles = append([]*os.File{cfgR, child}, mounts...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                ids,
+		GidMappings:                ids,
+		GidMappingsEnableSetgroups: true,
+		// Required with a non-identity map: without it the child's
+		// host uid 0 is unmapped inside and execve drops every
+		// capability in the new user namespace.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0},
+		Pdeathsig:  syscall.SIGKILL,
+		Setsid:     true,
+		PidFD:      &b.initFD,
+	}
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("%w: user namespaces: %v", sandbox.ErrUnenforceable, err)
+		}
+		return fmt.Errorf("start sandbox init: %w", err)
+	}
+	b.cmd = cmd
+	b.waitDone = make(chan struct{})
+	go func() {
+		b.cmd.Wait()
+		close(b.waitDone)
+	}()
+	if b.cg != nil {
+		if err := b.cg.Add(cmd.Process.Pid); err != nil {
+			return fmt.Errorf("add sandbox init to its cgroup: %w", err)
+		}
+	}
+	// The start gate opens here: the init reads its config only now.
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := cfgW.Write(data); err != nil {
+		return fmt.Errorf("send sandbox config: %w", err)
+	}
+	go b.dispatch()
+	return nil
+}
+
+// waitReady waits for the init's first message.
+func (b *box) waitReady(ctx context.Context) (message, error) {
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case m := <-b.ready:
+		return m, nil
+	case <-b.dead:
+		return message{}, fmt.Errorf("sandbox init exited during setup: %s", b.stderrTail())
+	case <-ctx.Done():
+		return message{}, ctx.Err()
+	case <-t.C:
+		return message{}, fmt.Errorf("sandbox init not ready after %s", readyWait)
+	}
+}

@@ -1,0 +1,535 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// Paths the init works with before pivot_root. stage is a tmpfs over /tmp
+// of the init's private mount namespace (the host's /tmp is untouched); the
+// new root is assembled at stage/root and the overlay layers are attached
+// at stage/lower and stage/upper, which vanish with the old root.
+const (
+	stage   = "/tmp"
+	newRoot = stage + "/root"
+)
+
+// setup builds the sandbox's filesystem, network and restrictions, in the
+// order the kernel requires: mounts while we still have privileges, then
+// pivot_root, then hostname and loopback, then caps, Landlock, seccomp.
+func setup(cfg *initConfig) (mech, degraded []string, err error) {
+	// Terminal signals from inside are ignored: PID 1 must only end when
+	// the supervisor closes the control socket or kills it.
+	signalIgnore()
+	mech = append(mech, "userns", "mntns", "pidns", "ipcns", "utsns")
+	if cfg.NetNone {
+		mech = append(mech, "netns")
+	}
+	overlay, err := buildRoot(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	mech = append(mech, "pivot_root")
+	if overlay {
+		mech = append(mech, "overlay")
+	} else {
+		degraded = append(degraded, "overlay")
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return nil, nil, fmt.Errorf("sethostname: %w", err)
+	}
+	if cfg.NetNone {
+		if err := loopbackUp(); err != nil {
+			return nil, nil, fmt.Errorf("bring up lo: %w", err)
+		}
+	}
+	if err := dropBoundingSet(); err != nil {
+		return nil, nil, &initFail{"capabilities", err}
+	}
+	mech = append(mech, "caps:none", "no_new_privs")
+
+	abi, err := applyLandlock(cfg)
+	switch {
+	case err != nil && !cfg.AllowDegraded:
+		return nil, nil, &initFail{"landlock", err}
+	case err != nil:
+		degraded = append(degraded, "landlock")
+	default:
+		mech = append(mech, fmt.Sprintf("landlock:abi%d", abi))
+	}
+	profile := cfg.Syscalls.Profile
+	if profile == "" {
+		profile = "default"
+	}
+	if err := installSeccomp(profile, cfg.Syscalls.Deny); err != nil {
+		if !cfg.AllowDegraded {
+			return nil, nil, &initFail{"seccomp", err}
+		}
+		degraded = append(degraded, "seccomp")
+	} else {
+		mech = append(mech, "seccomp:"+profile)
+	}
+	return mech, degraded, nil
+}
+
+// buildRoot assembles the new root and pivots into it. It reports whether
+// the workspace is an overlay (false only when degraded to a plain bind).
+func buildRoot(cfg *initConfig) (overlay bool, err error) {
+	err = buildRootErr(cfg, &overlay)
+	return overlay, err
+}
+
+func buildRootErr(cfg *initConfig, overlay *bool) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=64k"); err != nil {
+		return fmt.Errorf("mount staging tmpfs: %w", err)
+	}
+	for _, d := range []string{newRoot, stage + "/lower", stage + "/upper"} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(newRoot, 0o755); err != nil {
+		return err
+	}
+
+	// The root: the host's root read-only, or a small tmpfs.
+	var ops []mountOp
+	hostRoot := false
+	for i, m := range cfg.Mounts {
+		fd := fdMounts + i
+		switch m.Role {
+		case "root":
+			if err := moveMount(fd, newRoot); err != nil {
+				return fmt.Errorf("attach host root: %w", err)
+			}
+			hostRoot = true
+		case "lower":
+			if err := moveMount(fd, stage+"/lower"); err != nil {
+				return fmt.Errorf("attach workspace: %w", err)
+			}
+		case "upper":
+			if err := moveMount(fd, stage+"/upper"); err != nil {
+				return fmt.Errorf("attach workspace upper layer: %w", err)
+			}
+		default:
+			ops = append(ops, mountOp{target: m.Target, do: func(dst string) error { return moveMount(fd, dst) }})
+		}
+	}
+	if !hostRoot {
+		if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
+			return fmt.Errorf("mount root tmpfs: %w", err)
+		}
+		if err := minimalRoot(cfg); err != nil {
+			return err
+		}
+	} else {
+		for _, d := range append([]string{"/sys", "/root", "/home", "/run", "/var/run"}, cfg.HideDirs...) {
+			if st, err := os.Lstat(newRoot + d); err != nil || !st.IsDir() {
+				continue // absent, or a symlink into a hidden dir
+			}
+			ops = append(ops, mountOp{target: d, do: func(dst string) error {
+				return unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k")
+			}})
+		}
+	}
+	if cfg.Overlay != nil {
+		ops = append(ops, mountOp{target: cfg.Overlay.Target, do: func(dst string) error {
+			opts := "lowerdir=" + stage + "/lower,upperdir=" + stage + "/upper/u,workdir=" + stage + "/upper/w,userxattr"
+			err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
+			if err == nil {
+				*overlay = true
+				return nil
+			}
+			if !cfg.AllowDegraded {
+				return &initFail{"overlay", fmt.Errorf("mount workspace overlay: %w", err)}
+			}
+			// Degraded: the workspace itself, writable, and protected
+			// paths are not enforced.
+			return unix.Mount(stage+"/lower", dst, "", unix.MS_BIND, "")
+		}})
+	}
+	// Parents before children: /home before /home/sandbox, /tmp before a
+	// workspace under /tmp.
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].target < ops[j].target })
+	for _, op := range ops {
+		dst := newRoot + op.target
+		if err := mkdirAll(dst); err != nil {
+			return fmt.Errorf("mount point %s: %w", op.target, err)
+		}
+		if err := op.do(dst); err != nil {
+			return fmt.Errorf("mount %s: %w", op.target, err)
+		}
+	}
+	if err := mountProc(); err != nil {
+		return err
+	}
+	if err := mountDev(cfg); err != nil {
+		return err
+	}
+
+	if err := os.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	for _, p := range []string{"/", "/dev"} {
+		if err := setReadOnly(p, false); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
+	return nil
+}
+
+type mountOp struct {
+	target string
+	do     func(dst string) error
+}
+
+func moveMount(fd int, dst string) error {
+	return unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// mkdirAll creates a mount point. On the read-only host root it can only
+// succeed when the directory already exists.
+func mkdirAll(p string) error {
+	if st, err := os.Stat(p); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", p)
+		}
+		return nil
+	}
+	return os.MkdirAll(p, 0o755)
+}
+
+// setReadOnly sets MS_RDONLY (and nosuid, nodev) on the mount at p,
+// leaving every other, possibly locked, attribute alone.
+func setReadOnly(p string, recursive bool) error {
+	flags := uint(0)
+	if recursive {
+		flags = unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, p, flags, &unix.MountAttr{
+		Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+	})
+}
+
+// roBind binds host path src at dst read-only, creating dst to match.
+func roBind(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		err = os.MkdirAll(dst, 0o755)
+	} else {
+		err = touch(dst)
+	}
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	return setReadOnly(dst, true)
+}
+
+func touch(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Host /etc entries bound read-only into the minimal root: what TLS, name
+// service, dynamic linking, time zones and language runtimes look for.
+var etcBinds = []string{
+	"alternatives", "ca-certificates", "ca-certificates.conf", "ssl", "pki",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "gai.conf", "host.conf",
+	"localtime", "timezone", "mime.types", "protocols", "services", "networks",
+	"os-release", "debian_version", "issue", "profile", "profile.d", "bash.bashrc", "inputrc",
+	"environment", "locale.alias", "magic", "magic.mime", "python3", "perl", "java-17-openjdk",
+}
+
+// minimalRoot fills the root tmpfs: /usr and its merged-usr links, and a
+// generated /etc with a few read-only host files.
+func minimalRoot(cfg *initConfig) error {
+	if err := roBind("/usr", newRoot+"/usr"); err != nil {
+		return fmt.Errorf("bind /usr: %w", err)
+	}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		st, err := os.Lstat(d)
+		switch {
+		case err != nil:
+			continue
+		case st.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(d)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, newRoot+d); err != nil {
+				return err
+			}
+		case st.IsDir():
+			if err := roBind(d, newRoot+d); err != nil {
+				return fmt.Errorf("bind %s: %w", d, err)
+			}
+		}
+	}
+	etc := newRoot + "/etc"
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return err
+	}
+	for _, name := range etcBinds {
+		src := "/etc/" + name
+		st, err := os.Lstat(src)
+		if err != nil {
+			continue
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(src)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, etc+"/"+name); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := roBind(src, etc+"/"+name); err != nil {
+			return fmt.Errorf("bind %s: %w", src, err)
+		}
+	}
+	files := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
+			"sandbox:x:" + strconv.Itoa(sandboxUID) + ":" + strconv.Itoa(sandboxUID) + ":sandbox:" + cfg.Home + ":/bin/sh\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group": "root:x:0:\nsandbox:x:" + strconv.Itoa(sandboxUID) + ":\nnogroup:x:65534:\n",
+		"hosts": "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		// Without a network there is nobody to ask; with the host's,
+		// ask whom the host asks.
+		"resolv.conf": "nameserver 127.0.0.1\n",
+		"hostname":    cfg.Hostname + "\n",
+	}
+	if !cfg.NetNone {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			files["resolv.conf"] = string(b)
+		}
+	}
+	for name, content := range files {
+		if err := os.WriteFile(etc+"/"+name, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountProc mounts a procfs of the sandbox's pid namespace. hidepid hides
+// the init (another uid) from the commands; /proc/sys is read-only.
+func mountProc() error {
+	dst := newRoot + "/proc"
+	if err := mkdirAll(dst); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+	var err error
+	for _, opt := range []string{"hidepid=invisible", "hidepid=2", ""} {
+		if err = unix.Mount("proc", dst, "proc", flags, opt); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, p := range []string{"/sys", "/sysrq-trigger", "/irq", "/bus", "/fs"} {
+		if _, err := os.Stat(dst + p); err != nil {
+			continue
+		}
+		if err := unix.Mount(dst+p, dst+p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind /proc%s: %w", p, err)
+		}
+		if err := setReadOnly(dst+p, true); err != nil {
+			return fmt.Errorf("make /proc%s read-only: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// mountDev builds a minimal /dev: a tmpfs with binds of the harmless
+// character devices (mknod is not allowed in a user namespace), a private
+// devpts and a sized /dev/shm.
+func mountDev(cfg *initConfig) error {
+	dev := newRoot + "/dev"
+	if err := mkdirAll(dev); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if err := touch(dev + "/" + d); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+d, dev+"/"+d, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", d, err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, dev+"/"+d, 0, &unix.MountAttr{
+			Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC,
+		}); err != nil {
+			return fmt.Errorf("restrict /dev/%s: %w", d, err)
+		}
+	}
+	links := map[string]string{
+		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+		"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, dev+"/"+name); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dev+"/pts", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	if err := os.Mkdir(dev+"/shm", 0o1777); err != nil {
+		return err
+	}
+	opt := "mode=1777,size=" + strconv.FormatInt(cfg.ShmBytes, 10)
+	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opt); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	return nil
+}
+
+// loopbackUp sets IFF_UP on lo, the only interface of a new netns.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// dropBoundingSet empties the capability bounding set and the ambient set,
+// so nothing the init starts can ever gain a capability, whatever file
+// capabilities a binary carries. The init keeps its own capabilities
+// (CAP_SETUID/SETGID to switch to the sandbox user, CAP_KILL): commands
+// run as another uid, cannot ptrace (seccomp), cannot signal it (uid
+// check) and cannot see it (hidepid), and it holds no file a command can
+// reach.
+func dropBoundingSet() error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	all := true
+	for c := 0; c <= last; c++ {
+		_, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
+		if errno == syscall.ENOTSUP {
+			all = false // cgo build: this (locked) thread is the one that forks
+			break
+		}
+		if errno != 0 {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	if !all {
+		for c := 0; c <= last; c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+				return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+			}
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	return nil
+}
+
+// landlockABI is the kernel's Landlock ABI version, 0 without Landlock.
+func landlockABI() int {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// applyLandlock restricts the init and, by inheritance, every command:
+// the whole tree is readable and executable, only the writable dirs and a
+// few devices are writable. It returns the ABI applied. Network rules are
+// not used: Landlock's TCP rules are bypassed with MPTCP; the netns and
+// seccomp do that job.
+func applyLandlock(cfg *initConfig) (int, error) {
+	abi := landlockABI()
+	if abi <= 0 {
+		return 0, errors.New("landlock is not available in this kernel")
+	}
+	conf := landlock.V7
+	conf.HandledAccessNet = 0
+	rules := []landlock.Rule{
+		landlock.RODirs("/"),
+		landlock.RWDirs(cfg.WritableDirs...).WithRefer().IgnoreIfMissing(),
+		landlock.RWDirs("/dev/pts").WithIoctlDev(),
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
+	}
+	if err := conf.BestEffort().Restrict(rules...); err != nil {
+		return 0, err
+	}
+	return min(abi, 7), nil
+}
+
+// signalIgnore makes PID 1 deaf to the signals a command could send it.
+// The signals are caught and dropped rather than set to SIG_IGN: an
+// ignored disposition would be inherited by every command across execve
+// (and a shell cannot trap a signal ignored at entry); a caught one is
+// reset to the default there.
+func signalIgnore() {
+	// Every signal: a disposition the daemon inherited as SIG_IGN (say
+	// SIGPIPE, SIGXFSZ) would otherwise be restored in each command by
+	// the Go runtime's fork path.
+	c := make(chan os.Signal, 16)
+	signal.Notify(c)
+	go func() {
+		for range c {
+		}
+	}()
+}

@@ -1,0 +1,232 @@
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+)
+
+// Conformance: the contract of sandbox.Runtime, Sandbox and Process. These
+// are also the positive controls of the escape cases: a sandbox that can
+// write nothing, or commits nothing, would pass the escape cases for the
+// wrong reason.
+
+func conformanceCases() []tcase {
+	return []tcase{
+		{
+			name: "conf_exec_basics",
+			run: func(h *harness) {
+				h.create()
+				r := h.shell("echo out; pwd; echo err >&2; exit 3")
+				if r.err != nil || r.exit.Code != 3 || r.exit.Reason != "" {
+					h.t.Errorf("want exit 3, no verdict:\n%s", r)
+				}
+				if want := "out\n" + h.spec.WorkspaceDir + "\n"; r.stdout != want {
+					h.t.Errorf("stdout = %q, want %q", r.stdout, want)
+				}
+				if r.stderr != "err\n" {
+					h.t.Errorf("stderr = %q, want %q", r.stderr, "err\n")
+				}
+			},
+		},
+		{
+			name: "conf_stdin_and_exit_zero",
+			run: func(h *harness) {
+				h.create()
+				r := h.start([]string{"cat"}, runOpts{stdin: strings.NewReader("hello stdin\n")}).wait()
+				h.expectExit(r, 0)
+				if r.stdout != "hello stdin\n" {
+					h.t.Errorf("stdout = %q, want the stdin echoed", r.stdout)
+				}
+			},
+		},
+		{
+			name: "conf_cmd_env_and_dir",
+			run: func(h *harness) {
+				h.create()
+				r := h.start(h.shellArgs(`printf '%s|%s|%s\n' "$HOME" "$EXTRA" "$(pwd)"`), runOpts{
+					env: map[string]string{"HOME": "/override", "EXTRA": "1"},
+					dir: filepath.Join(h.spec.WorkspaceDir, "sub"),
+				}).wait()
+				h.expectExit(r, 0)
+				if want := "/override|1|" + filepath.Join(h.spec.WorkspaceDir, "sub") + "\n"; r.stdout != want {
+					h.t.Errorf("stdout = %q, want %q (Cmd.Env wins over Spec.Env; Cmd.Dir is the cwd)", r.stdout, want)
+				}
+			},
+		},
+		{
+			name: "conf_workspace_changes_commit",
+			run: func(h *harness) {
+				h.create()
+				expected := map[string]bool{"README.md": true, "new.txt": true, "dir": true, "dir/x.txt": true, "old.txt": true}
+				h.allow = func(c change) bool { return expected[c.Path] }
+				r := h.shell(`set -e
+printf 'changed\n' > README.md
+printf 'new\n' > new.txt
+mkdir dir && printf 'x\n' > dir/x.txt
+rm old.txt
+cat README.md new.txt dir/x.txt`)
+				h.expectExit(r, 0)
+				if r.stdout != "changed\nnew\nx\n" {
+					h.t.Errorf("inside, the changes are not visible: stdout %q", r.stdout)
+				}
+				// Until Commit, the host workspace is untouched.
+				if got, _ := h.read("README.md"); got != workspaceFiles["README.md"] {
+					h.t.Errorf("host README.md changed before Commit: %q", got)
+				}
+				if v := h.commit(); len(v) != 0 {
+					h.t.Errorf("Commit of ordinary changes reported violations: %s", fmtViolations(v))
+				}
+				for rel, want := range map[string]string{"README.md": "changed\n", "new.txt": "new\n", "dir/x.txt": "x\n"} {
+					if got, ok := h.read(rel); !ok || got != want {
+						h.t.Errorf("after Commit, host %s = %q (exists %v), want %q", rel, got, ok, want)
+					}
+				}
+				if fileExists(filepath.Join(h.ws, "old.txt")) {
+					h.t.Errorf("after Commit, host old.txt still exists; the sandbox deleted it")
+				}
+				// Commit is idempotent.
+				if v := h.commit(); len(v) != 0 {
+					h.t.Errorf("second Commit reported violations: %s", fmtViolations(v))
+				}
+				// Later changes are committed by Close.
+				r = h.shell(`printf 'later\n' > new.txt`)
+				h.expectExit(r, 0)
+				h.close()
+				if got, _ := h.read("new.txt"); got != "later\n" {
+					h.t.Errorf("after Close, host new.txt = %q, want %q (Close commits)", got, "later\n")
+				}
+			},
+		},
+		{
+			name: "conf_signal",
+			run: func(h *harness) {
+				h.create()
+				p := h.start([]string{"sleep", "1000"}, runOpts{timeout: 20 * time.Second})
+				time.Sleep(100 * time.Millisecond)
+				if err := p.p.Signal(syscall.SIGTERM); err != nil {
+					h.t.Errorf("Signal(SIGTERM): %v", err)
+				}
+				r := p.wait()
+				if r.exit.Code != -1 || r.exit.Signal == "" || r.exit.Reason != "" {
+					h.t.Errorf("want code -1 with the signal named and no verdict, got:\n%s", r)
+				}
+			},
+		},
+		{
+			// A workload starts with default signal dispositions and an
+			// empty mask, whatever the daemon or the sandbox's init
+			// ignore; otherwise SIGTERM cannot stop it and SIGPIPE does
+			// not end a pipeline.
+			name: "conf_default_signal_dispositions",
+			want: map[string]string{"sig_ign": "0000000000000000", "sig_blk": "0000000000000000"},
+			run: func(h *harness) {
+				h.create()
+				// The shell reads its own status: Python would show the
+				// SIGPIPE and SIGXFSZ it ignores itself at start-up.
+				r := h.shell(`ign=missing blk=missing
+while read -r k v; do
+	case $k in
+	SigIgn:) ign=$v ;;
+	SigBlk:) blk=$v ;;
+	esac
+done < /proc/self/status
+echo "R sig_ign $ign"
+echo "R sig_blk $blk"`)
+				h.expectExit(r, 0)
+				h.expect(r)
+			},
+		},
+		{
+			name: "conf_info_and_close",
+			run: func(h *harness) {
+				h.create()
+				info := h.sb.Info()
+				if info.Runtime != h.rt.Name() {
+					h.t.Errorf("Info().Runtime = %q, want %q", info.Runtime, h.rt.Name())
+				}
+				if len(info.Mechanisms) == 0 {
+					h.t.Errorf("Info().Mechanisms is empty: a sandbox must say what is in force")
+				}
+				if h.sb.ID() == "" {
+					h.t.Errorf("ID() is empty")
+				}
+				h.close()
+				ctx, cancel := bg(time.Minute)
+				defer cancel()
+				if _, err := h.sb.Close(ctx); err != nil {
+					h.t.Errorf("second Close: %v (must be safe to call twice)", err)
+				}
+				_, err := h.sb.Start(ctx, sandbox.Cmd{Args: []string{"true"}})
+				if !errors.Is(err, sandbox.ErrClosed) {
+					h.t.Errorf("Start after Close: err = %v, want ErrClosed", err)
+				}
+			},
+		},
+		{
+			name: "conf_create_fails_closed",
+			run:  failClosed,
+		},
+	}
+}
+
+// failClosed creates sandboxes from specs the runtime cannot or must not
+// enforce: each must fail at Create, and nothing may run.
+func failClosed(h *harness) {
+	for _, tc := range []struct {
+		name          string
+		mod           func(*sandbox.Spec)
+		unenforceable bool // must wrap sandbox.ErrUnenforceable
+		mention       string
+	}{
+		// The host cannot deny a syscall it does not have: a deny list that
+		// cannot be applied in full is not enforceable.
+		{"unknown_syscall_in_deny_list", func(s *sandbox.Spec) { s.Syscalls.Deny = []string{"agentbox_no_such_syscall"} }, true, "agentbox_no_such_syscall"},
+		{"unknown_seccomp_profile", func(s *sandbox.Spec) { s.Syscalls.Profile = "agentbox-no-such-profile" }, false, "agentbox-no-such-profile"},
+		{"unknown_network_mode", func(s *sandbox.Spec) { s.Network.Mode = "agentbox-no-such-mode" }, false, "agentbox-no-such-mode"},
+		{"missing_workspace", func(s *sandbox.Spec) { s.Workspace = filepath.Join(h.root, "no-such-dir") }, false, ""},
+	} {
+		spec := h.defaultSpec()
+		tc.mod(&spec)
+		if h.opts.Spec != nil {
+			h.opts.Spec(&spec)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute+h.opts.SlowStart)
+		sb, err := safeCreate(ctx, h.rt, spec)
+		if err == nil {
+			// Fail the case, but prove whether it would also have run.
+			h.t.Errorf("%s: Create succeeded; want an error", tc.name)
+			p, serr := sb.Start(ctx, sandbox.Cmd{Args: []string{"sh", "-c", "echo ran > ran.txt", h.marker}})
+			if serr == nil {
+				_, _ = p.Wait()
+			}
+			_, _ = sb.Close(ctx)
+			if fileExists(filepath.Join(h.ws, "ran.txt")) {
+				h.t.Errorf("%s: the command ran under a spec that should have been refused", tc.name)
+				_ = os.Remove(filepath.Join(h.ws, "ran.txt"))
+			}
+			cancel()
+			continue
+		}
+		cancel()
+		if errors.Is(err, errPanicked) {
+			h.t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if tc.unenforceable && !errors.Is(err, sandbox.ErrUnenforceable) {
+			h.t.Errorf("%s: err = %v; want it to wrap sandbox.ErrUnenforceable", tc.name, err)
+		}
+		if tc.mention != "" && !strings.Contains(err.Error(), tc.mention) {
+			h.t.Errorf("%s: error %q does not name %q", tc.name, err, tc.mention)
+		}
+	}
+	if left := waitNoMarkerProcs(h.marker, time.Second); len(left) > 0 {
+		h.t.Errorf("processes left after refused specs: %v", left)
+	}
+}
