@@ -33,6 +33,7 @@ const (
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
 	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
+	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
 	ProblemCancelled            = ProblemTypeBase + "cancelled"              // 499: the client went away (logs and metrics only)
 	ProblemInternal             = ProblemTypeBase + "internal"               // 500: see the daemon log
@@ -102,6 +103,8 @@ func (e *APIError) Kind() string {
 		return "unsupported-media-type"
 	case http.StatusUnprocessableEntity:
 		return "validation"
+	case http.StatusTooManyRequests:
+		return "too-many-requests"
 	case http.StatusInternalServerError:
 		return "internal"
 	case http.StatusServiceUnavailable:
@@ -179,6 +182,10 @@ func IsNotLive(err error) bool { return HasProblemType(err, ProblemNotLive) }
 // IsUnavailable reports whether err says the agent or the daemon cannot
 // serve the request here.
 func IsUnavailable(err error) bool { return HasProblemType(err, ProblemUnavailable) }
+
+// IsTooManyRequests reports whether err says the daemon runs as many
+// sandboxed tasks as it allows; retry after the Retry-After delay.
+func IsTooManyRequests(err error) bool { return HasProblemType(err, ProblemTooManyRequests) }
 
 // IsShuttingDown reports whether err says the daemon is stopping.
 func IsShuttingDown(err error) bool { return HasProblemType(err, ProblemShuttingDown) }

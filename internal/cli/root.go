@@ -75,7 +75,10 @@ func ExitCode(err error) int {
 // second. It copes with such a context, but cannot tell SIGTERM apart then.
 func Execute(ctx context.Context, root *cobra.Command) int {
 	err := root.ExecuteContext(ctx)
-	if err != nil {
+	// An ExitError without a cause passes a code through (agentbox exec
+	// exits with its command's status) and has nothing to say.
+	var ee *ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.Err == nil) {
 		fmt.Fprintf(root.ErrOrStderr(), "%s: %v\n", root.Name(), err)
 	}
 	return ExitCode(err)
@@ -138,7 +141,7 @@ These commands talk to a running daemon; see --url.`,
 	pf.StringVar(&a.url, "url", DefaultURL, "daemon URL: http(s)://host:port or unix:///path/to.sock (env "+EnvURL+")")
 	pf.StringVar(&a.token, "token", "", "bearer token for the daemon (env "+EnvToken+")")
 	pf.BoolVar(&a.json, "json", false, "print JSON (events as JSON lines) instead of text")
-	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.agentsCmd(), a.policyCmd(), a.versionCmd(), a.acpCmd())
+	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.agentsCmd(), a.policyCmd(), a.versionCmd(), a.acpCmd(), a.execCmd(), a.doctorCmd())
 	return root
 }
 

@@ -29,10 +29,14 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/agent/opencode"
 	"github.com/agentbox/agentbox/internal/agent/pi"
+	"github.com/agentbox/agentbox/internal/audit"
+	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
+	"github.com/agentbox/agentbox/internal/sandbox/microvm"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -84,14 +88,21 @@ type Config struct {
 	SessionPolicy string
 	// Runtimes, when set, replaces the built-in isolation runtimes (tests).
 	Runtimes *sandbox.Registry
+	// ExecPool is the number of warm sandboxes kept per execution policy
+	// (0: none) and MaxProcesses the limit of concurrent executions and
+	// processes (0: the default, 16).
+	ExecPool     int
+	MaxProcesses int
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
 // seccomp, cgroups), gvisor (runsc) and microvm (probe only). hide lists
 // host directories a sandbox reading outside its workspace must not see.
-func Runtimes(hide ...string) *sandbox.Registry {
+func Runtimes(dataDir string) *sandbox.Registry {
 	r := sandbox.NewRegistry()
-	r.Register(process.New(process.Options{HideDirs: hide}))
+	r.Register(process.New(process.Options{HideDirs: []string{dataDir}}))
+	r.Register(gvisor.New(gvisor.Options{StateDir: filepath.Join(dataDir, "gvisor")}))
+	r.Register(microvm.New(microvm.Options{}))
 	return r
 }
 
@@ -101,6 +112,8 @@ type Daemon struct {
 	log     *slog.Logger
 	st      store.Store
 	mgr     *session.Manager
+	ex      *execution.Service
+	audit   *audit.Log
 	metrics *metrics.Metrics
 	srv     *http.Server
 	ln      net.Listener
@@ -208,16 +221,42 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.Runtimes == nil {
 		cfg.Runtimes = Runtimes(cfg.DataDir)
 	}
-	// Cgroups a killed daemon left behind hold no process: remove them.
+	// Cgroups and gVisor containers a killed daemon left behind hold no
+	// live work: remove them.
 	if stale, err := cgroup.RemoveStale(time.Minute); err == nil && len(stale) > 0 {
 		cfg.Log.Info("removed stale sandbox cgroups", "count", len(stale))
 	}
+	if rt, err := cfg.Runtimes.Get("gvisor"); err == nil {
+		if g, ok := rt.(*gvisor.Runtime); ok {
+			if err := g.RemoveStale(); err != nil {
+				cfg.Log.Warn("removing stale gVisor sandboxes", "err", err)
+			}
+		}
+	}
+	aud, err := audit.Open(filepath.Join(cfg.DataDir, "audit.jsonl"), cfg.Log.With("component", "audit"))
+	if err != nil {
+		_ = st.Close() // best effort: the audit error is the one to report
+		return nil, err
+	}
 	m := metrics.New()
+	m.Registry.MustRegister(aud.Violations)
 	mgr := session.New(session.Config{
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
-		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes},
+		Sandboxes:   &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes},
+		OnViolation: func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 	})
+	ex, err := execution.New(execution.Options{
+		Runtimes: cfg.Runtimes, Resolve: execution.PolicyResolver(global),
+		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
+		Registerer: m.Registry, Violations: aud.Violations,
+		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
+		Log:         cfg.Log.With("component", "exec"),
+	})
+	if err != nil {
+		_ = st.Close() // best effort: the exec error is the one to report
+		return nil, err
+	}
 	n, err := mgr.Recover(ctx)
 	if err != nil {
 		_ = st.Close() // best effort: the recovery error is the one to report
@@ -232,11 +271,12 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		_ = st.Close() // best effort: the listen error is the one to report
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, metrics: m, ln: ln, url: url}
+	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url}
 	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
 	h := httpapi.New(httpapi.Config{
 		Token: cfg.Token, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
 		Version: version.String(),
+		Exec:    ex,
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals
@@ -318,7 +358,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		srvDone := make(chan error, 1)
 		go func() { srvDone <- d.srv.Shutdown(ctx) }()
 		d.cancelHandler()
-		errs := []error{d.mgr.Shutdown(ctx)}
+		errs := []error{d.mgr.Shutdown(ctx), d.ex.Close(ctx)}
 		// Adapters that own shared processes (OpenCode's servers) stop them
 		// once no session is left.
 		for _, name := range d.cfg.Agents.Names() {
@@ -331,7 +371,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if err := <-srvDone; err != nil {
 			errs = append(errs, err, d.srv.Close())
 		}
-		errs = append(errs, d.st.Close())
+		errs = append(errs, d.st.Close(), d.audit.Close())
 		d.shutdownErr = errors.Join(errs...)
 		if d.shutdownErr != nil {
 			d.log.Warn("shutdown finished with errors", "err", d.shutdownErr)

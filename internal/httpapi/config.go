@@ -46,6 +46,8 @@ type Config struct {
 	// Started is when the daemon started, for the uptime in GET /v1/health;
 	// zero means when New was called.
 	Started time.Time
+	// Exec serves /v1/exec and /v1/processes; nil answers them with 503.
+	Exec ExecService
 	// ACP, when set, serves GET /v1/acp (ACP over an upgraded connection;
 	// see package acpserver), behind the same authentication as the API.
 	ACP http.Handler

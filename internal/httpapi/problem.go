@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -37,6 +38,7 @@ var statusTypes = map[int]string{
 	http.StatusRequestEntityTooLarge: client.ProblemPayloadTooLarge,
 	http.StatusUnsupportedMediaType:  client.ProblemUnsupportedMediaType,
 	http.StatusUnprocessableEntity:   client.ProblemValidation,
+	http.StatusTooManyRequests:       client.ProblemTooManyRequests,
 	http.StatusInternalServerError:   client.ProblemInternal,
 	http.StatusServiceUnavailable:    client.ProblemUnavailable,
 	http.StatusGatewayTimeout:        client.ProblemTimeout,
@@ -140,6 +142,19 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusConflict, client.ProblemAlreadyResolved, msg)
 	case errors.Is(err, store.ErrExists):
 		return newProblem(http.StatusConflict, client.ProblemConflict, msg)
+	case errors.Is(err, execution.ErrNotFound):
+		return newProblem(http.StatusNotFound, client.ProblemNotFound, msg)
+	case errors.Is(err, execution.ErrInvalid):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
+	case errors.Is(err, execution.ErrConflict):
+		return newProblem(http.StatusConflict, client.ProblemConflict, msg)
+	case errors.Is(err, execution.ErrTooMany):
+		return newProblem(http.StatusTooManyRequests, client.ProblemTooManyRequests, msg).withHeader("Retry-After", retryAfterBusy)
+	case errors.Is(err, execution.ErrClosed):
+		return newProblem(http.StatusServiceUnavailable, client.ProblemShuttingDown, "The daemon is shutting down.").
+			withHeader("Retry-After", "5")
+	case errors.Is(err, execution.ErrPolicyInvalid), errors.Is(err, execution.ErrPolicyDenied):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
 	case errors.Is(err, session.ErrPolicy), errors.Is(err, sandbox.ErrUnenforceable), errors.Is(err, sandbox.ErrUnknownRuntime), errors.Is(err, sandbox.ErrUnavailable):
 		// A policy that is invalid, or that this host cannot enforce: the
 		// message names the field or the missing mechanism.

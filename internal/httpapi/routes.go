@@ -238,6 +238,7 @@ func (s *server) register(api huma.API) {
 	}, s.listEvents)
 
 	s.registerStream(api)
+	s.registerExec(api)
 	registerPlainRoutes(api)
 }
 

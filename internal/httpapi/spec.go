@@ -55,6 +55,8 @@ func humaConfig() huma.Config {
 				{Name: "sessions", Description: "Agent sessions and their turns."},
 				{Name: "requests", Description: "Permission requests and questions awaiting an answer."},
 				{Name: "events", Description: "Each session's event log, paged or streamed."},
+				{Name: "exec", Description: "Code execution in a sandbox under a policy."},
+				{Name: "processes", Description: "Long-running sandboxed processes: start, stream and replay output, stdin, signals."},
 			},
 		},
 		Formats: map[string]huma.Format{
@@ -86,6 +88,8 @@ func problemTable() string {
 		client.ProblemAlreadyResolved:      "409: the request was already answered",
 		client.ProblemUnavailable:          "503: the agent cannot run on this host",
 		client.ProblemShuttingDown:         "503: the daemon is stopping; retry elsewhere or later",
+		client.ProblemTooManyRequests:      "429: as many sandboxed tasks run as the daemon allows; retry after Retry-After",
+		client.ProblemPolicy:               "422: the sandbox policy is invalid, refused by the global policy, or cannot be enforced here",
 		client.ProblemTimeout:              "504: the operation timed out",
 		client.ProblemInternal:             "500: an unexpected failure; the daemon log has details (see instance)",
 		client.ProblemCancelled:            "499: the client went away (recorded in logs and metrics; never received)",

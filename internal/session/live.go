@@ -359,7 +359,7 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 		// The turn's workspace changes reach the host before anyone sees
 		// turn.completed; changes to protected paths are dropped here.
 		vs, cerr := l.sb.Commit(context.WithoutCancel(ctx))
-		evs := violationEvents(vs)
+		evs := l.m.violationEvents(l.id, vs)
 		if cerr != nil {
 			evs = append(evs, event.New(event.SourceDaemon, &event.Error{Code: "sandbox_commit_failed", Message: cerr.Error()}))
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/ids"
 	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -54,6 +55,9 @@ type Config struct {
 	// Sandboxes, when set, runs sessions inside sandboxes under their
 	// policy; nil runs agents on the host and refuses any policy.
 	Sandboxes Sandboxes
+	// OnViolation, when set, gets every violation a session's sandbox
+	// reports (the daemon's audit log). It must not block.
+	OnViolation func(sessionID string, v sandbox.Violation)
 }
 
 // CreateParams are the inputs of Create.
@@ -420,7 +424,7 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 		cctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), time.Second))
 		vs, err := l.sb.Close(cctx)
 		cancel()
-		closeEvs = violationEvents(vs)
+		closeEvs = m.violationEvents(l.id, vs)
 		if err != nil {
 			closeEvs = append(closeEvs, event.New(event.SourceDaemon, &event.Error{Code: "sandbox_close_failed", Message: err.Error()}))
 		}

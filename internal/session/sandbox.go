@@ -39,11 +39,15 @@ type SandboxPaths struct {
 	Write []string
 }
 
-// violationEvents turns what a sandbox refused into sandbox.violation
-// events.
-func violationEvents(vs []sandbox.Violation) []event.Event {
+// violationEvents turns what a session's sandbox refused into
+// sandbox.violation events, handing each to Config.OnViolation (the audit
+// log) too.
+func (m *Manager) violationEvents(sessionID string, vs []sandbox.Violation) []event.Event {
 	evs := make([]event.Event, 0, len(vs))
 	for _, v := range vs {
+		if m.cfg.OnViolation != nil {
+			m.cfg.OnViolation(sessionID, v)
+		}
 		evs = append(evs, event.New(event.SourceDaemon, &event.SandboxViolation{
 			Kind: event.ViolationKind(v.Kind), Action: event.ActionBlocked,
 			Detail: v.Detail, Path: v.Target, Rule: v.Rule,

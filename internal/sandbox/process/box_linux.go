@@ -37,7 +37,8 @@ type box struct {
 	upper, tmp, home *os.File // detached tmpfs mounts (see host_linux.go)
 	closers          []io.Closer
 	cmd              *exec.Cmd
-	initFD           int // pidfd of the init
+	initFD           int        // pidfd of the init; guarded by fdMu once started
+	fdMu             sync.Mutex // a timeout's killAll races with destroy closing initFD
 	initStderr       tailBuffer
 	waitDone         chan struct{} // closed when the init is reaped
 	ctl              *net.UnixConn
@@ -154,6 +155,8 @@ func closeAll(fds []int) {
 // (double-forked daemons too: they cannot leave the namespace).
 func (b *box) killAll() {
 	b.killed.Store(true)
+	b.fdMu.Lock()
+	defer b.fdMu.Unlock()
 	if b.cg != nil {
 		b.cg.Kill()
 	}
@@ -372,6 +375,7 @@ func (b *box) destroy() {
 		c.Close()
 	}
 	b.closers = nil
+	b.fdMu.Lock()
 	if b.initFD >= 0 {
 		unix.Close(b.initFD)
 		b.initFD = -1
@@ -379,6 +383,7 @@ func (b *box) destroy() {
 	if b.cg != nil {
 		b.cg.Delete()
 	}
+	b.fdMu.Unlock()
 	if b.slot >= 0 {
 		freeSlot(b.slot)
 		b.slot = -1

@@ -9,10 +9,10 @@ import (
 )
 
 // OCI returns the same profile as an OCI runtime-spec seccomp section, for
-// runtimes that install the filter themselves (gVisor applies it inside
-// its own kernel with runsc --oci-seccomp). The foreign-ABI kill has no
-// OCI form; listing only the native architecture makes the runtime refuse
-// other ABIs.
+// runtimes that install the filter themselves (runsc --oci-seccomp). The
+// foreign-ABI kill has no OCI form (listing only the native architecture
+// makes the runtime refuse other ABIs), nor has personality's allowlist
+// (one comparison per argument), which is left out.
 func OCI(profile string, extraDeny []string) (*specs.LinuxSeccomp, error) {
 	if err := Check(profile, extraDeny); err != nil {
 		return nil, err

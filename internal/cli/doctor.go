@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
+	"github.com/agentbox/agentbox/internal/sandbox/microvm"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
+	"github.com/agentbox/agentbox/internal/sandbox/probe"
+	"github.com/agentbox/agentbox/internal/sandbox/process"
+)
+
+// doctorReport is what `agentbox doctor --json` prints.
+type doctorReport struct {
+	Mechanisms []sandbox.Mechanism `json:"mechanisms"`
+	Runtimes   []sandbox.Probe     `json:"runtimes"`
+	Presets    []presetStatus      `json:"presets"`
+}
+
+type presetStatus struct {
+	Name      string   `json:"name"`
+	Isolation string   `json:"isolation"`
+	OK        bool     `json:"ok"`
+	Missing   []string `json:"missing,omitempty"`
+}
+
+// doctorCmd probes this machine's isolation mechanisms locally (no daemon).
+func (a *app) doctorCmd() *cobra.Command {
+	var noBoot bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check which sandbox mechanisms work on this machine (local; no daemon needed)",
+		Long: `doctor tries every isolation mechanism agentbox uses, for real: namespaces,
+overlayfs in a user namespace, Landlock, seccomp, cgroups, gVisor (runsc) and a
+KVM guest boot. It prints what works, which runtimes (process, gvisor,
+microvm) can run, and which policy presets can be enforced. It exits non-zero
+when the default runtime (process) cannot run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			rep := doctorReport{Mechanisms: probe.Host(ctx, probe.Options{Runsc: true})}
+			runtimes := []sandbox.Runtime{process.New(process.Options{}), gvisor.New(gvisor.Options{})}
+			if !noBoot {
+				runtimes = append(runtimes, microvm.New(microvm.Options{}))
+			}
+			avail := map[string]bool{}
+			for _, rt := range runtimes {
+				p := rt.Probe(ctx)
+				rep.Runtimes = append(rep.Runtimes, p)
+				avail[p.Runtime] = p.Available
+				if p.Runtime == microvm.Name {
+					// The boot probe's rows belong in the mechanism table.
+					for _, m := range p.Mechanisms {
+						if m.Name == "kvm-boot" {
+							rep.Mechanisms = append(rep.Mechanisms, m)
+						}
+					}
+				}
+			}
+			if noBoot {
+				rep.Runtimes = append(rep.Runtimes, sandbox.Probe{Runtime: microvm.Name, Reason: "boot probe skipped (--no-boot)"})
+			}
+			rep.Presets = presetStatuses(rep.Mechanisms, avail)
+
+			out := cmd.OutOrStdout()
+			if a.json {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				printDoctor(out, rep)
+			}
+			if !avail["process"] {
+				return &ExitError{Code: 1, Err: fmt.Errorf("the default runtime (process) cannot run here: %s", reasonOf(rep.Runtimes, "process"))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noBoot, "no-boot", false, "skip the KVM guest boot probe (up to 10 s)")
+	return cmd
+}
+
+func reasonOf(ps []sandbox.Probe, name string) string {
+	for _, p := range ps {
+		if p.Runtime == name {
+			return p.Reason
+		}
+	}
+	return "not probed"
+}
+
+// presetStatuses says, for each built-in preset, whether its runtime runs
+// here and whether the mechanisms its limits need work.
+func presetStatuses(rows []sandbox.Mechanism, avail map[string]bool) []presetStatus {
+	ok := func(name string) bool { m, found := probe.Find(rows, name); return found && m.OK }
+	ws, err := os.MkdirTemp("", "agentbox-doctor-")
+	if err == nil {
+		defer os.RemoveAll(ws)
+	}
+	var out []presetStatus
+	for _, name := range policy.PresetNames() {
+		st := presetStatus{Name: name}
+		p, err := policy.Preset(name)
+		if err != nil {
+			st.Missing = []string{err.Error()}
+			out = append(out, st)
+			continue
+		}
+		st.Isolation = p.Isolation()
+		if !avail[st.Isolation] {
+			st.Missing = append(st.Missing, "runtime "+st.Isolation)
+		}
+		if st.Isolation == "process" {
+			for _, m := range []string{"userns", "mountns", "pidns", "netns", "seccomp", "overlay-userns"} {
+				if !ok(m) {
+					st.Missing = append(st.Missing, m)
+				}
+			}
+		}
+		if spec, err := p.Compile(ws, func(string) (string, bool) { return "", false }); err != nil {
+			st.Missing = append(st.Missing, "compile: "+err.Error())
+		} else if l := spec.Limits; (l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0) && !ok("cgroup") {
+			st.Missing = append(st.Missing, "cgroup")
+		}
+		st.OK = len(st.Missing) == 0
+		out = append(out, st)
+	}
+	return out
+}
+
+func printDoctor(w interface{ Write([]byte) (int, error) }, rep doctorReport) {
+	mark := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "missing"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MECHANISM\tSTATUS\tDETAIL")
+	for _, m := range rep.Mechanisms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, mark(m.OK), m.Detail)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "RUNTIME\tSTATUS\tDETAIL")
+	for _, p := range rep.Runtimes {
+		status := "available"
+		if !p.Available {
+			status = "unavailable"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Runtime, status, p.Reason)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "PRESET\tSTATUS\tDETAIL")
+	for _, p := range rep.Presets {
+		status, detail := "enforceable", "isolation "+p.Isolation
+		if !p.OK {
+			status, detail = "not enforceable", "missing: "+strings.Join(p.Missing, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, status, detail)
+	}
+	tw.Flush()
+}

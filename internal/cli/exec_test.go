@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/execution"
+	"github.com/agentbox/agentbox/internal/execution/exectest"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/sandbox"
+)
+
+// newExecHarness runs the CLI against the real API handler and execution
+// service, with the real policy presets; the runtime named "process" is
+// the host double, so these tests are about the CLI, not isolation.
+func newExecHarness(t *testing.T) *harness {
+	t.Helper()
+	reg := sandbox.NewRegistry()
+	reg.Register(&exectest.Runtime{Key: "process"})
+	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Exec: svc}, nil, nil, nil))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = svc.Close(ctx)
+		srv.Close()
+	})
+	return &harness{t: t, env: map[string]string{EnvURL: srv.URL}, signals: make(chan chan<- os.Signal, 1)}
+}
+
+func TestExecCommand(t *testing.T) {
+	h := newExecHarness(t)
+	dir := t.TempDir()
+	local := filepath.Join(dir, "local.txt")
+	if err := os.WriteFile(local, []byte("file content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badPolicy := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badPolicy, []byte("version: 1\nresources:\n  memory: lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		stdin  string
+		args   []string
+		code   int
+		stdout string
+		stderr []string
+	}{
+		{"command", "", []string{"exec", "--", "sh", "-c", "echo out; echo err >&2; exit 3"}, 3, "out\n", []string{"err\n"}},
+		{"code", "", []string{"exec", "--lang", "python", "--code", "print(6*7)"}, 0, "42\n", nil},
+		{"code from stdin", "echo from-stdin", []string{"exec", "--lang", "bash"}, 0, "from-stdin\n", nil},
+		{"stdin to the command", "piped", []string{"exec", "--", "cat"}, 0, "piped", nil},
+		{"file", "", []string{"exec", "--file", "sub/x.txt=" + local, "--", "cat", "sub/x.txt"}, 0, "file content", nil},
+		{"preset", "", []string{"exec", "--policy", "strict", "--", "echo", "ok"}, 0, "ok\n", nil},
+		{"timeout", "", []string{"exec", "--timeout", "300ms", "--", "sleep", "30"}, ExitTimeout, "", []string{"timeout"}},
+		{"signal", "", []string{"exec", "--", "sh", "-c", "kill -9 $$"}, 137, "", nil},
+		{"bad policy file", "", []string{"exec", "--policy", badPolicy, "--", "true"}, 1, "", []string{"bad.yaml:3", "resources.memory"}},
+		{"unknown preset", "", []string{"exec", "--policy", "nope", "--", "true"}, 1, "", []string{`unknown policy preset "nope"`}},
+		{"missing policy file", "", []string{"exec", "--policy", "./nope.yaml", "--", "true"}, 1, "", []string{"no such file"}},
+		{"no command", "", []string{"exec"}, ExitUsage, "", []string{"give a command"}},
+		{"both", "", []string{"exec", "--lang", "bash", "--", "true"}, ExitUsage, "", []string{"not both"}},
+		{"language", "", []string{"exec", "--lang", "cobol", "--code", "x"}, ExitUsage, "", []string{"want one of"}},
+		{"code without lang", "", []string{"exec", "--code", "x", "--", "true"}, ExitUsage, "", []string{"--code needs --lang"}},
+		{"bad file flag", "", []string{"exec", "--file", "x", "--", "true"}, ExitUsage, "", []string{"PATH=LOCAL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.run(t.Context(), strings.NewReader(tt.stdin), tt.args...)
+			if r.code != tt.code || r.stdout != tt.stdout {
+				t.Fatalf("exit %d stdout %q stderr %q; want %d %q", r.code, r.stdout, r.stderr, tt.code, tt.stdout)
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr %q lacks %q", r.stderr, s)
+				}
+			}
+		})
+	}
+}
+
+func TestExecCommandJSON(t *testing.T) {
+	h := newExecHarness(t)
+	r := h.run(t.Context(), nil, "--json", "exec", "--", "sh", "-c", "echo hi; exit 5")
+	if r.code != 5 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var res client.ExecResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	if res.Stdout != "hi\n" || res.ExitCode != 5 || res.Sandbox.Runtime != "process" {
+		t.Fatalf("result = %+v", res)
+	}
+}

@@ -1,0 +1,554 @@
+package execution
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+)
+
+// StartRequest starts a process.
+type StartRequest struct {
+	Argv []string
+	// Env is added to the policy's environment.
+	Env map[string]string
+	// Cwd is absolute (as seen inside) or relative to the workspace;
+	// empty means the workspace.
+	Cwd string
+	// Stdin opens the process's standard input for SendStdin; otherwise
+	// it reads /dev/null.
+	Stdin bool
+	// Tag is an optional caller-chosen name, unique among running
+	// processes, to find the process again without its id.
+	Tag     string
+	Files   map[string][]byte
+	Policy  PolicyRef
+	Timeout time.Duration
+	// Sandbox, when set, runs the process in this existing sandbox (a
+	// session's) instead of a new one; it is then not closed when the
+	// process ends, and Policy and Files must be empty.
+	Sandbox sandbox.Sandbox
+}
+
+// ProcessInfo describes a started process.
+type ProcessInfo struct {
+	ID      string
+	Tag     string
+	Argv    []string
+	Pid     int
+	Running bool
+	// StdinOpen: SendStdin is possible.
+	StdinOpen bool
+	StartedAt time.Time
+	EndedAt   time.Time // zero while running
+	// Set when ended, as in Result.
+	ExitCode   int
+	Signal     string
+	Error      *ErrorInfo
+	Usage      sandbox.Usage
+	Violations []sandbox.Violation
+	// LastSeq is the seq of the last event so far.
+	LastSeq int64
+	Sandbox SandboxInfo
+}
+
+// maxTag bounds a tag's length.
+const maxTag = 128
+
+// proc is one started process.
+type proc struct {
+	id, tag string
+	argv    []string
+	box     *box
+	p       sandbox.Process
+	out     *ring
+	outs    [2]*procWriter
+	started time.Time
+	k       killer
+	done    chan struct{}
+
+	stdinMu sync.Mutex
+	stdin   *os.File // write end; nil when closed or never opened
+
+	mu   sync.Mutex
+	info ProcessInfo // final once done is closed
+}
+
+// Start starts a process and returns at once. The process's lifetime is
+// detached from ctx on purpose: it runs until it exits, hits its timeout,
+// or is killed through Signal, Remove or Close; ctx bounds only the start.
+func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, error) {
+	if err := checkStart(req); err != nil {
+		return ProcessInfo{}, err
+	}
+	release, err := s.acquire()
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			release()
+		}
+	}()
+	if req.Tag != "" {
+		if err := s.reserveTag(req.Tag); err != nil {
+			return ProcessInfo{}, err
+		}
+		defer s.unreserveTag(req.Tag)
+	}
+
+	var b *box
+	if req.Sandbox != nil {
+		b = &box{sb: req.Sandbox}
+	} else {
+		pol, err := s.resolve(req.Policy)
+		if err != nil {
+			return ProcessInfo{}, err
+		}
+		if b, err = s.sandboxFor(ctx, pol, req.Files); err != nil {
+			return ProcessInfo{}, err
+		}
+	}
+	pr := &proc{id: newID("prc_"), tag: req.Tag, argv: slices.Clone(req.Argv), box: b, out: newRing(s.opts.OutputBuffer), done: make(chan struct{})}
+	pr.outs = [2]*procWriter{{r: pr.out, stream: Stdout}, {r: pr.out, stream: Stderr}}
+	cmd := sandbox.Cmd{
+		Args:    req.Argv,
+		Env:     req.Env,
+		Dir:     cwdInside(req.Cwd, b.spec),
+		Stdout:  pr.outs[0],
+		Stderr:  pr.outs[1],
+		Timeout: effectiveTimeout(req.Timeout, b.spec.Limits.Timeout),
+	}
+	var stdinR *os.File
+	if req.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			s.report("process:"+pr.id, b.release(s.opts.Log))
+			return ProcessInfo{}, fmt.Errorf("stdin pipe: %w", err)
+		}
+		stdinR, pr.stdin, cmd.Stdin = r, w, r
+	}
+	pr.started = time.Now()
+	p, err := b.sb.Start(ctx, cmd)
+	if stdinR != nil {
+		_ = stdinR.Close() // the sandbox has its own copy (or it failed)
+	}
+	if err != nil {
+		if pr.stdin != nil {
+			_ = pr.stdin.Close()
+		}
+		s.report("process:"+pr.id, b.release(s.opts.Log))
+		return ProcessInfo{}, fmt.Errorf("start %q in sandbox: %w", req.Argv[0], err)
+	}
+	pr.p = p
+	pr.k.set(p)
+	pr.info = ProcessInfo{ID: pr.id, Tag: pr.tag, Argv: pr.argv, Pid: p.Pid(), Running: true, StartedAt: pr.started, Sandbox: b.info()}
+
+	s.mu.Lock()
+	s.procs[pr.id] = pr
+	s.mu.Unlock()
+	s.metrics.processes.Inc()
+	s.metrics.running.Inc()
+	ok = true
+	go s.wait(pr, cmd.Timeout, release)
+	return pr.snapshot(), nil
+}
+
+// checkStart validates what does not need the sandbox.
+func checkStart(req StartRequest) error {
+	switch {
+	case len(req.Argv) == 0 || req.Argv[0] == "":
+		return fmt.Errorf("%w: argv is empty", ErrInvalid)
+	case len(req.Tag) > maxTag || strings.ContainsFunc(req.Tag, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%w: tag must be at most %d printable characters", ErrInvalid, maxTag)
+	case strings.HasPrefix(req.Tag, "prc_"):
+		return fmt.Errorf("%w: tag %q would be taken for a process id", ErrInvalid, req.Tag)
+	case req.Timeout < 0:
+		return fmt.Errorf("%w: negative timeout", ErrInvalid)
+	case req.Cwd != "" && !path.IsAbs(req.Cwd) && !filepath.IsLocal(req.Cwd):
+		return fmt.Errorf("%w: cwd %q must be absolute or stay inside the workspace", ErrInvalid, req.Cwd)
+	case req.Sandbox != nil && (!req.Policy.IsZero() || len(req.Files) > 0):
+		return fmt.Errorf("%w: a process in an existing sandbox takes no policy or files", ErrInvalid)
+	}
+	for name := range req.Files {
+		if err := checkFilePath(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cwdInside resolves a relative cwd against the workspace as seen inside.
+func cwdInside(cwd string, spec sandbox.Spec) string {
+	if cwd == "" || path.IsAbs(cwd) {
+		return cwd
+	}
+	ws := spec.WorkspaceDir
+	if ws == "" {
+		ws = spec.Workspace
+	}
+	if ws == "" {
+		return cwd
+	}
+	return path.Join(ws, cwd)
+}
+
+// reserveTag claims a tag for a starting process; a running process (or
+// another start) holding it is a conflict.
+func (s *Service) reserveTag(tag string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reserved == nil {
+		s.reserved = map[string]bool{}
+	}
+	if s.reserved[tag] {
+		return fmt.Errorf("%w: tag %q is being used by a starting process", ErrConflict, tag)
+	}
+	for _, p := range s.procs {
+		if p.tag == tag && p.running() {
+			return fmt.Errorf("%w: tag %q is used by running process %s", ErrConflict, tag, p.id)
+		}
+	}
+	s.reserved[tag] = true
+	return nil
+}
+
+func (s *Service) unreserveTag(tag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.reserved, tag)
+}
+
+// wait waits for the process to end, then closes its sandbox and records
+// how it ended.
+func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
+	stop := backstopKill(timeout, &pr.k)
+	exit, err := pr.p.Wait()
+	stop()
+	for _, w := range pr.outs {
+		w.flush()
+	}
+	pr.closeStdin()
+	viol := pr.box.release(s.opts.Log)
+	info := pr.snapshot()
+	info.Running, info.StdinOpen, info.EndedAt = false, false, time.Now()
+	info.ExitCode, info.Signal, info.Usage = exit.Code, exit.Signal, exit.Usage
+	reason, msg := exit.Reason, exit.Message
+	if err != nil {
+		info.ExitCode = -1
+		reason, msg = sandbox.ReasonSandboxFailed, err.Error()
+		s.opts.Log.Warn("waiting for a sandboxed process", "process", pr.id, "err", err)
+	}
+	if reason != "" {
+		info.Error = &ErrorInfo{Code: reason, Message: msg}
+	}
+	info.Violations = withLimitViolation(viol, reason, msg)
+	s.report("process:"+pr.id, info.Violations)
+	// The output is complete (Wait returned, the writers are flushed): the
+	// exit event comes next.
+	info.LastSeq = pr.out.lastSeq() + 1
+
+	// Record the end, then free the slot, then tell readers and waiters:
+	// whoever sees the exit may look the process up or start the next one
+	// at once.
+	pr.mu.Lock()
+	pr.info = info
+	pr.mu.Unlock()
+	s.metrics.running.Dec()
+	release()
+	pr.out.end(info)
+	close(pr.done)
+}
+
+func (pr *proc) running() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.info.Running
+}
+
+func (pr *proc) snapshot() ProcessInfo {
+	pr.mu.Lock()
+	info := pr.info
+	pr.mu.Unlock()
+	if info.Running {
+		info.LastSeq = pr.out.lastSeq()
+		pr.stdinMu.Lock()
+		info.StdinOpen = pr.stdin != nil
+		pr.stdinMu.Unlock()
+	}
+	info.Argv = slices.Clone(info.Argv)
+	info.Violations = slices.Clone(info.Violations)
+	return info
+}
+
+func (pr *proc) kill() { pr.k.kill() }
+
+func (pr *proc) closeStdin() bool {
+	pr.stdinMu.Lock()
+	defer pr.stdinMu.Unlock()
+	if pr.stdin == nil {
+		return false
+	}
+	_ = pr.stdin.Close() // a close error on a pipe's write end loses nothing
+	pr.stdin = nil
+	return true
+}
+
+// lookup finds a process by id, or else the latest one with that tag.
+func (s *Service) lookup(idOrTag string) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.procs[idOrTag]; ok {
+		return p, nil
+	}
+	var best *proc
+	for _, p := range s.procs {
+		if p.tag == idOrTag && (best == nil || p.started.After(best.started)) {
+			best = p
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, idOrTag)
+	}
+	return best, nil
+}
+
+// Get describes a process found by id or tag.
+func (s *Service) Get(idOrTag string) (ProcessInfo, error) {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	return pr.snapshot(), nil
+}
+
+// List describes every known process, oldest first. Finished processes
+// stay listed for Options.Retain unless removed.
+func (s *Service) List() []ProcessInfo {
+	s.mu.Lock()
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(procs, func(a, b *proc) int { return a.started.Compare(b.started) })
+	out := make([]ProcessInfo, len(procs))
+	for i, p := range procs {
+		out[i] = p.snapshot()
+	}
+	return out
+}
+
+// Subscribe returns the process's events with seq greater than after:
+// what the buffer still holds (with a dropped event for what it lost),
+// then new ones as they come, ending with the exit event, after which the
+// channel closes. It also closes when ctx ends.
+func (s *Service) Subscribe(ctx context.Context, idOrTag string, after int64) (<-chan Event, error) {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		return nil, fmt.Errorf("%w: negative seq", ErrInvalid)
+	}
+	ch := make(chan Event, 16)
+	go func() {
+		defer close(ch)
+		last := after
+		for {
+			evs, done, wake := pr.out.since(last)
+			for _, ev := range evs {
+				select {
+				case ch <- ev:
+					last = ev.Seq
+				case <-ctx.Done():
+					return
+				}
+			}
+			if done {
+				return
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// stdinTimeout bounds one SendStdin when ctx has no deadline: a process
+// that does not read must not hold the caller forever.
+const stdinTimeout = 30 * time.Second
+
+// SendStdin writes data to the process's standard input.
+func (s *Service) SendStdin(ctx context.Context, idOrTag string, data []byte) error {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return err
+	}
+	pr.stdinMu.Lock()
+	defer pr.stdinMu.Unlock()
+	if pr.stdin == nil {
+		return fmt.Errorf("%w: process %s has no open stdin", ErrConflict, pr.id)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(stdinTimeout)
+	}
+	if err := pr.stdin.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("stdin of %s: %w", pr.id, err)
+	}
+	// Stop the write early when the caller goes away.
+	stop := context.AfterFunc(ctx, func() { _ = pr.stdin.SetWriteDeadline(time.Now()) })
+	defer stop()
+	if _, err := pr.stdin.Write(data); err != nil {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+			return fmt.Errorf("stdin of %s: %w", pr.id, context.Cause(ctx))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%w: process %s is not reading its stdin", ErrConflict, pr.id)
+		case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed):
+			return fmt.Errorf("%w: process %s closed its stdin", ErrConflict, pr.id)
+		}
+		return fmt.Errorf("stdin of %s: %w", pr.id, err)
+	}
+	return nil
+}
+
+// CloseStdin closes the process's standard input (it then reads EOF).
+func (s *Service) CloseStdin(idOrTag string) error {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return err
+	}
+	if !pr.closeStdin() {
+		return fmt.Errorf("%w: process %s has no open stdin", ErrConflict, pr.id)
+	}
+	return nil
+}
+
+// Signal sends sig to a running process; SIGKILL kills its whole tree.
+func (s *Service) Signal(idOrTag string, sig os.Signal) error {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return err
+	}
+	if !pr.running() {
+		return fmt.Errorf("%w: process %s has ended", ErrConflict, pr.id)
+	}
+	if err := pr.p.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", pr.id, err)
+	}
+	return nil
+}
+
+// Wait waits until the process ends or ctx does, and describes it. When
+// ctx ends first it returns the description so far with ctx's error.
+func (s *Service) Wait(ctx context.Context, idOrTag string) (ProcessInfo, error) {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	select {
+	case <-pr.done:
+		return pr.snapshot(), nil
+	case <-ctx.Done():
+		return pr.snapshot(), ctx.Err()
+	}
+}
+
+// Remove kills the process if it runs, waits for it to end (bounded by
+// ctx) and forgets it.
+func (s *Service) Remove(ctx context.Context, idOrTag string) error {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return err
+	}
+	pr.kill()
+	select {
+	case <-pr.done:
+	case <-ctx.Done():
+		return fmt.Errorf("remove %s: %w", pr.id, ctx.Err())
+	}
+	s.mu.Lock()
+	delete(s.procs, pr.id)
+	s.mu.Unlock()
+	return nil
+}
+
+// forgetFinished drops processes that ended more than Retain ago.
+func (s *Service) forgetFinished(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.procs {
+		if p.running() {
+			continue
+		}
+		p.mu.Lock()
+		ended := p.info.EndedAt
+		p.mu.Unlock()
+		if now.Sub(ended) > s.opts.Retain {
+			delete(s.procs, id)
+		}
+	}
+}
+
+// procWriter feeds one output stream into the ring, holding back an
+// incomplete trailing UTF-8 sequence until the next write completes it.
+type procWriter struct {
+	r      *ring
+	stream string
+	mu     sync.Mutex
+	carry  []byte
+}
+
+func (w *procWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data := p
+	if len(w.carry) > 0 {
+		data = append(w.carry, p...)
+	}
+	cut := completeUTF8(data)
+	w.r.add(w.stream, data[:cut])
+	w.carry = slices.Clone(data[cut:])
+	return len(p), nil
+}
+
+func (w *procWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.r.add(w.stream, w.carry)
+	w.carry = nil
+}
+
+// signals are the signals the API accepts, by name.
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"TERM": syscall.SIGTERM, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+	"STOP": syscall.SIGSTOP, "CONT": syscall.SIGCONT, "WINCH": syscall.SIGWINCH,
+}
+
+// SignalNames lists the accepted signal names.
+var SignalNames = []string{"SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT", "SIGWINCH"}
+
+// ParseSignal accepts "SIGTERM", "TERM" or "term".
+func ParseSignal(name string) (syscall.Signal, error) {
+	n := strings.TrimPrefix(strings.ToUpper(name), "SIG")
+	if sig, ok := signals[n]; ok {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("%w: unknown signal %q (want one of %s)", ErrInvalid, name, strings.Join(SignalNames, ", "))
+}

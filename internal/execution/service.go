@@ -1,0 +1,447 @@
+// Package execution runs code and long-lived processes in sandboxes on
+// behalf of API callers: one-shot execution (Exec, ExecStream), a manager
+// of started processes whose output can be replayed and followed (like E2B's
+// envd), and a warm pool of pre-created sandboxes per policy hash.
+//
+// Every task gets a fresh sandbox that is closed when the task ends and is
+// never reused. Policies are resolved by a Resolver (see PolicyResolver) and
+// sandboxes come from the runtimes of a sandbox.Registry.
+package execution
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
+)
+
+// Errors of the service. The HTTP layer maps each once; runtime errors
+// (sandbox.ErrUnenforceable, sandbox.ErrUnavailable,
+// sandbox.ErrUnknownRuntime) pass through wrapped.
+var (
+	// ErrPolicyInvalid: the request's policy does not parse or validate;
+	// the message names the file, line and field.
+	ErrPolicyInvalid = errors.New("invalid policy")
+	// ErrPolicyDenied: the operator's global policy refuses what the
+	// request's policy asks for.
+	ErrPolicyDenied = errors.New("policy denied")
+	// ErrInvalid: the request itself is malformed (unknown language, a file
+	// path escaping the workspace, an unknown signal, ...).
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound: no process has that id or tag.
+	ErrNotFound = errors.New("no such process")
+	// ErrTooMany: the concurrency limit is reached; retry later.
+	ErrTooMany = errors.New("too many sandboxed tasks running")
+	// ErrConflict: the process is not in a state that allows the call
+	// (stdin closed or never opened, a tag already in use, ...).
+	ErrConflict = errors.New("conflict")
+	// ErrClosed: the service is shutting down.
+	ErrClosed = errors.New("execution service closed")
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxConcurrent  = 16
+	DefaultPoolSize       = 2 // what the daemon should use; 0 disables the pool
+	DefaultPoolIdle       = 5 * time.Minute
+	DefaultOutputBuffer   = 1 << 20 // per process
+	DefaultRetain         = 10 * time.Minute
+	DefaultMaxOutputBytes = 16 << 20 // per stream of one exec, whatever the policy says
+	DefaultPreset         = "exec-default"
+)
+
+// Policy is what the service needs of a resolved policy;
+// *policy.Policy implements it.
+type Policy interface {
+	// Isolation names the runtime: process, gvisor, microvm.
+	Isolation() string
+	// Hash identifies the policy for the warm pool.
+	Hash() string
+	// Compile resolves the policy for a workspace into a sandbox spec.
+	Compile(workspace string, hostEnv func(string) (string, bool)) (sandbox.Spec, error)
+}
+
+// PolicyRef is how a request names its policy: at most one of Preset,
+// Inline and Source. All empty means the service's default preset.
+type PolicyRef struct {
+	// Preset is a preset name ("strict", "exec-default", ...).
+	Preset string
+	// Inline is a policy as a JSON object.
+	Inline json.RawMessage
+	// Source is a policy document (YAML or JSON) as written in a file
+	// called Name, so that errors name the caller's file and line.
+	Name, Source string
+}
+
+// IsZero reports whether the reference names no policy.
+func (r PolicyRef) IsZero() bool { return r.Preset == "" && len(r.Inline) == 0 && r.Source == "" }
+
+// Resolver turns a request's policy reference into the effective policy
+// (already intersected with the operator's global policy). It wraps
+// ErrPolicyInvalid or ErrPolicyDenied when it refuses.
+type Resolver func(ref PolicyRef) (Policy, error)
+
+// Options configure a Service.
+type Options struct {
+	// Runtimes holds the isolation runtimes; required.
+	Runtimes *sandbox.Registry
+	// Resolve resolves request policies; required (see PolicyResolver).
+	Resolve Resolver
+	// DefaultPreset is used when a request names no policy
+	// (default "exec-default").
+	DefaultPreset string
+	// WorkDir is where task workspaces are created (default os.TempDir()).
+	WorkDir string
+	// HostEnv is consulted for the env names a policy passes through
+	// (default os.LookupEnv).
+	HostEnv func(string) (string, bool)
+	// MaxConcurrent bounds the tasks (execs and processes) running at
+	// once; beyond it calls fail with ErrTooMany (default 16).
+	MaxConcurrent int
+	// PoolSize is the number of sandboxes kept ready per policy hash;
+	// 0 disables the warm pool (the daemon should use DefaultPoolSize).
+	PoolSize int
+	// PoolIdle closes the ready sandboxes of a policy hash not asked for
+	// in this long (default 5 minutes).
+	PoolIdle time.Duration
+	// OutputBuffer bounds the output kept per process for replay
+	// (default 1 MiB); older output is dropped with a marker.
+	OutputBuffer int
+	// MaxOutputBytes caps each output stream of one exec when the policy
+	// sets no smaller limit (default 16 MiB).
+	MaxOutputBytes int64
+	// Retain is how long a finished process stays listed (default 10
+	// minutes) unless deleted.
+	Retain time.Duration
+	// Registerer, when set, gets the service's metrics.
+	Registerer prometheus.Registerer
+	// Violations, when set, is the daemon-wide violations counter (label
+	// kind) to count in; it is then not registered here.
+	Violations *prometheus.CounterVec
+	// OnViolation, when set, is called for every violation a sandbox
+	// reports (for the audit log). It must not block.
+	OnViolation func(task string, v sandbox.Violation)
+	Log         *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.DefaultPreset == "" {
+		o.DefaultPreset = DefaultPreset
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = os.TempDir()
+	}
+	if o.HostEnv == nil {
+		o.HostEnv = os.LookupEnv
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.PoolIdle <= 0 {
+		o.PoolIdle = DefaultPoolIdle
+	}
+	if o.OutputBuffer <= 0 {
+		o.OutputBuffer = DefaultOutputBuffer
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if o.Retain <= 0 {
+		o.Retain = DefaultRetain
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Service runs execs and processes. Its methods are safe for concurrent use.
+type Service struct {
+	opts    Options
+	pool    *pool
+	metrics *serviceMetrics
+	slots   chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	procs  map[string]*proc
+	// reserved holds the tags of processes being started.
+	reserved map[string]bool
+	// execs are the running execs, killed by Close.
+	execs map[*killer]struct{}
+	tasks sync.WaitGroup // running execs and process waiters
+
+	stopJanitor context.CancelFunc
+	janitorDone chan struct{}
+}
+
+// New returns a service. Close it to kill what still runs and release the
+// warm pool.
+func New(opts Options) (*Service, error) {
+	if opts.Runtimes == nil || opts.Resolve == nil {
+		return nil, errors.New("execution: Options.Runtimes and Options.Resolve are required")
+	}
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("execution: work dir: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer, opts.Violations)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		opts:    opts,
+		metrics: m,
+		slots:   make(chan struct{}, opts.MaxConcurrent),
+		procs:   map[string]*proc{},
+		execs:   map[*killer]struct{}{},
+	}
+	s.pool = newPool(opts.PoolSize, opts.PoolIdle, opts.Log, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopJanitor, s.janitorDone = cancel, make(chan struct{})
+	go s.janitor(ctx)
+	return s, nil
+}
+
+// Close kills every running process, waits for the running tasks and
+// closes the warm pool's sandboxes. New calls fail with ErrClosed.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	for k := range s.execs {
+		k.kill()
+	}
+	s.mu.Unlock()
+
+	s.stopJanitor()
+	<-s.janitorDone
+	for _, p := range procs {
+		p.kill()
+	}
+	done := make(chan struct{})
+	go func() { s.tasks.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("execution: close: %w", ctx.Err())
+	}
+	return s.pool.close(ctx)
+}
+
+// acquire takes a concurrency slot; release gives it back.
+func (s *Service) acquire() (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		s.metrics.rejected.Inc()
+		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, cap(s.slots))
+	}
+	s.tasks.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			<-s.slots
+			s.tasks.Done()
+		})
+	}, nil
+}
+
+// janitor closes idle pool entries and forgets old finished processes.
+func (s *Service) janitor(ctx context.Context) {
+	defer close(s.janitorDone)
+	every := min(s.opts.PoolIdle/2, s.opts.Retain/2, 30*time.Second)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.pool.evictIdle(now)
+			s.forgetFinished(now)
+		}
+	}
+}
+
+// box is a sandbox acquired for one task, with the workspace it works in.
+type box struct {
+	sb        sandbox.Sandbox
+	spec      sandbox.Spec
+	workspace string // host dir, removed at release; "" when not ours
+	warm      bool
+	own       bool // closed at release
+}
+
+// info describes the box for results.
+func (b *box) info() SandboxInfo {
+	in := b.sb.Info()
+	return SandboxInfo{ID: b.sb.ID(), Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded, Warm: b.warm}
+}
+
+// release closes the sandbox (when ours) and removes its workspace. The
+// close is bounded on its own: it runs after the task, whatever the
+// caller's context says.
+func (b *box) release(log *slog.Logger) []sandbox.Violation {
+	if !b.own {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	viol, err := b.sb.Close(ctx)
+	if err != nil {
+		log.Warn("closing sandbox", "sandbox", b.sb.ID(), "err", err)
+	}
+	if b.workspace != "" {
+		if err := os.RemoveAll(b.workspace); err != nil {
+			log.Warn("removing task workspace", "dir", b.workspace, "err", err)
+		}
+	}
+	return viol
+}
+
+// resolve returns the effective policy of a request.
+func (s *Service) resolve(ref PolicyRef) (Policy, error) {
+	if ref.IsZero() {
+		ref.Preset = s.opts.DefaultPreset
+	}
+	pol, err := s.opts.Resolve(ref)
+	if err != nil {
+		s.metrics.policyDenied.Inc()
+		return nil, err
+	}
+	return pol, nil
+}
+
+// sandboxFor returns a sandbox for pol: a warm one when the pool has one
+// and the task needs no files placed before the start, a new one
+// otherwise. The workspace of a warm sandbox was made by the pool.
+func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][]byte) (*box, error) {
+	if len(files) == 0 && s.pool.enabled() {
+		if w := s.pool.take(pol.Hash(), func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil) }); w != nil {
+			w.warm = true
+			return w, nil
+		}
+	}
+	return s.create(ctx, pol, files)
+}
+
+// create builds a sandbox with a fresh workspace holding files.
+func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byte) (*box, error) {
+	rt, err := s.opts.Runtimes.Get(pol.Isolation())
+	if err != nil {
+		return nil, fmt.Errorf("isolation %q: %w", pol.Isolation(), err)
+	}
+	ws, err := os.MkdirTemp(s.opts.WorkDir, "task-")
+	if err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	fail := func(err error) (*box, error) {
+		_ = os.RemoveAll(ws) // best effort: err is the one to report
+		return nil, err
+	}
+	if err := writeFiles(ws, files); err != nil {
+		return fail(err)
+	}
+	spec, err := pol.Compile(ws, s.opts.HostEnv)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrPolicyInvalid, err))
+	}
+	sb, err := rt.Create(ctx, spec)
+	if err != nil {
+		return fail(fmt.Errorf("create %s sandbox: %w", rt.Name(), err))
+	}
+	return &box{sb: sb, spec: spec, workspace: ws, own: true}, nil
+}
+
+// maxFiles bounds the files of one request.
+const maxFiles = 1000
+
+// writeFiles places files (relative path → content) in dir, refusing any
+// path that would leave it. os.Root keeps symlinks from leading out too.
+func writeFiles(dir string, files map[string][]byte) error {
+	if len(files) == 0 {
+		return nil
+	}
+	if len(files) > maxFiles {
+		return fmt.Errorf("%w: %d files, at most %d", ErrInvalid, len(files), maxFiles)
+	}
+	for name := range files {
+		if err := checkFilePath(name); err != nil {
+			return err
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	for name, data := range files {
+		name = filepath.FromSlash(name)
+		if d := filepath.Dir(name); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("%w: file %q: %w", ErrInvalid, name, err)
+			}
+		}
+		if err := root.WriteFile(name, data, 0o644); err != nil {
+			return fmt.Errorf("%w: file %q: %w", ErrInvalid, name, err)
+		}
+	}
+	return nil
+}
+
+// checkFilePath accepts slash-separated relative paths inside the
+// workspace: no absolute path, no "..", nothing empty.
+func checkFilePath(name string) error {
+	switch {
+	case name == "" || strings.ContainsRune(name, 0):
+		return fmt.Errorf("%w: file path %q is empty or holds NUL", ErrInvalid, name)
+	case strings.HasPrefix(name, "/") || !filepath.IsLocal(filepath.FromSlash(name)):
+		return fmt.Errorf("%w: file path %q must be relative and stay inside the workspace", ErrInvalid, name)
+	case strings.HasSuffix(name, "/") || path.Clean(name) == ".":
+		return fmt.Errorf("%w: file path %q names a directory", ErrInvalid, name)
+	}
+	return nil
+}
+
+// newID returns a random id with a prefix.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// report records violations in the metrics and hands them to OnViolation.
+func (s *Service) report(task string, viol []sandbox.Violation) {
+	for _, v := range viol {
+		s.metrics.violations.WithLabelValues(v.Kind).Inc()
+		if s.opts.OnViolation != nil {
+			s.opts.OnViolation(task, v)
+		}
+	}
+}

@@ -1,0 +1,718 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/execution"
+	"github.com/agentbox/agentbox/internal/sandbox"
+)
+
+// ExecService is what the API needs for code execution and processes;
+// *execution.Service implements it. A nil ExecService in Config answers
+// those routes with 503.
+type ExecService interface {
+	Exec(ctx context.Context, req execution.Request) (execution.Result, error)
+	ExecStream(ctx context.Context, req execution.Request, hooks execution.Hooks) (execution.Result, error)
+	Start(ctx context.Context, req execution.StartRequest) (execution.ProcessInfo, error)
+	List() []execution.ProcessInfo
+	Get(idOrTag string) (execution.ProcessInfo, error)
+	Subscribe(ctx context.Context, idOrTag string, after int64) (<-chan execution.Event, error)
+	SendStdin(ctx context.Context, idOrTag string, data []byte) error
+	CloseStdin(idOrTag string) error
+	Signal(idOrTag string, sig os.Signal) error
+	Wait(ctx context.Context, idOrTag string) (execution.ProcessInfo, error)
+	Remove(ctx context.Context, idOrTag string) error
+}
+
+var _ ExecService = (*execution.Service)(nil)
+
+// errExecDisabled answers the exec routes of a daemon without an
+// ExecService.
+var errExecDisabled = newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, "Code execution is not enabled on this daemon.")
+
+// retryAfterBusy is the Retry-After of a 429: tasks are short, as a rule.
+const retryAfterBusy = "1"
+
+// Default and longest server-side wait of POST /v1/processes/{id}/wait.
+const (
+	defaultWait = 30 * time.Second
+	maxWait     = 5 * time.Minute
+)
+
+type execInput struct{ Body client.ExecRequest }
+
+// Resolve enforces what the schema cannot: exactly one of language and
+// argv, code only with language, one way to name the policy.
+func (in *execInput) Resolve(huma.Context) []error {
+	b := in.Body
+	var errs []error
+	switch {
+	case (b.Language == "") == (len(b.Argv) == 0):
+		errs = append(errs, &huma.ErrorDetail{Location: "body", Message: "exactly one of language (with code) and argv must be set"})
+	case len(b.Argv) > 0 && b.Code != "":
+		errs = append(errs, &huma.ErrorDetail{Location: "body.code", Message: "code goes with language, not with argv"})
+	case len(b.Argv) > 0 && b.Argv[0] == "":
+		errs = append(errs, &huma.ErrorDetail{Location: "body.argv[0]", Message: "the command is empty"})
+	}
+	return append(errs, checkPolicy(b.Policy, b.PolicySource)...)
+}
+
+type execOutput struct{ Body client.ExecResult }
+
+type startProcessInput struct{ Body client.StartProcess }
+
+func (in *startProcessInput) Resolve(huma.Context) []error {
+	if len(in.Body.Argv) == 0 || in.Body.Argv[0] == "" {
+		return []error{&huma.ErrorDetail{Location: "body.argv[0]", Message: "the command is empty"}}
+	}
+	return checkPolicy(in.Body.Policy, in.Body.PolicySource)
+}
+
+type processCreatedOutput struct {
+	Location string `header:"Location" doc:"URL of the new process."`
+	Body     client.Process
+}
+
+type processOutput struct{ Body client.Process }
+
+type processListOutput struct{ Body client.ProcessList }
+
+type processPath struct {
+	ID string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag (the newest process with that tag)."`
+}
+
+type processStdinInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
+	Body client.ProcessInput
+}
+
+type processSignalInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
+	Body client.ProcessSignal
+}
+
+type processWaitInput struct {
+	ID        string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
+	TimeoutMS int64  `query:"timeout_ms" minimum:"0" maximum:"300000" doc:"How long to wait at most (default 30000); the answer then describes the process still running."`
+}
+
+type processStreamInput struct {
+	ID          string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
+	LastEventID string `header:"Last-Event-ID" maxLength:"32" doc:"Resume after this seq: the id of the last event received. Wins over after."`
+	After       string `query:"after" maxLength:"32" doc:"Resume after this seq (a decimal integer, 0 or more) when there is no Last-Event-ID. Default 0: from the oldest output still held."`
+
+	from int64
+}
+
+// Resolve parses the resume point; the header wins over the query.
+func (in *processStreamInput) Resolve(huma.Context) []error {
+	loc, v := "query.after", in.After
+	if in.LastEventID != "" {
+		loc, v = "header.Last-Event-ID", in.LastEventID
+	}
+	if v == "" {
+		return nil
+	}
+	n, err := parseSeq(v)
+	if err != nil {
+		return []error{&huma.ErrorDetail{Location: loc, Message: err.Error(), Value: v}}
+	}
+	in.from = n
+	return nil
+}
+
+// checkPolicy accepts a policy that is a preset name or an object, not
+// both a policy and a policy source.
+func checkPolicy(raw json.RawMessage, src *client.PolicySource) []error {
+	if _, err := policyRef(raw, nil); err != nil {
+		return []error{&huma.ErrorDetail{Location: "body.policy", Message: err.Error()}}
+	}
+	if src != nil && len(bytes.TrimSpace(raw)) > 0 && string(bytes.TrimSpace(raw)) != "null" {
+		return []error{&huma.ErrorDetail{Location: "body.policy_source", Message: "set policy or policy_source, not both"}}
+	}
+	return nil
+}
+
+var errPolicyShape = errors.New("expected a preset name (a string) or a policy object")
+
+// policyRef reads the request's policy fields.
+func policyRef(raw json.RawMessage, src *client.PolicySource) (execution.PolicyRef, error) {
+	if src != nil {
+		return execution.PolicyRef{Name: src.Name, Source: src.Text}, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return execution.PolicyRef{}, nil
+	case raw[0] == '"':
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil || name == "" {
+			return execution.PolicyRef{}, errPolicyShape
+		}
+		return execution.PolicyRef{Preset: name}, nil
+	case raw[0] == '{':
+		return execution.PolicyRef{Inline: raw}, nil
+	}
+	return execution.PolicyRef{}, errPolicyShape
+}
+
+func toExecRequest(b client.ExecRequest) execution.Request {
+	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in Resolve
+	return execution.Request{
+		Language: b.Language, Code: b.Code, Argv: b.Argv,
+		Stdin: []byte(b.Stdin), Files: toFiles(b.Files), Policy: ref,
+		Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
+	}
+}
+
+func toFiles(m map[string]string) map[string][]byte {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = []byte(v)
+	}
+	return out
+}
+
+func toExecError(e *execution.ErrorInfo) *client.ExecError {
+	if e == nil {
+		return nil
+	}
+	return &client.ExecError{Code: e.Code, Message: e.Message}
+}
+
+func toViolations(vs []sandbox.Violation) []client.Violation {
+	out := make([]client.Violation, len(vs))
+	for i, v := range vs {
+		out[i] = client.Violation{Kind: v.Kind, Detail: v.Detail, Target: v.Target, Rule: v.Rule, Action: v.Action}
+	}
+	return out
+}
+
+func toSandboxInfo(in execution.SandboxInfo) client.SandboxInfo {
+	return client.SandboxInfo{ID: in.ID, Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded, Warm: in.Warm}
+}
+
+func toExecResult(r execution.Result) client.ExecResult {
+	return client.ExecResult{
+		ExitCode: r.ExitCode, Signal: r.Signal,
+		Stdout: string(r.Stdout), Stderr: string(r.Stderr), Truncated: r.Truncated,
+		DurationMS: r.Duration.Milliseconds(),
+		Resources:  client.Resources{MaxRSS: r.Usage.MaxRSSBytes, CPUMS: r.Usage.CPUMillis},
+		Violations: toViolations(r.Violations),
+		Error:      toExecError(r.Error),
+		Sandbox:    toSandboxInfo(r.Sandbox),
+	}
+}
+
+func toProcess(in execution.ProcessInfo) client.Process {
+	p := client.Process{
+		ID: in.ID, Tag: in.Tag, Argv: nonNil(in.Argv), Pid: in.Pid, Status: client.ProcessRunning,
+		StdinOpen: in.StdinOpen, StartedAt: in.StartedAt.UTC(), LastSeq: in.LastSeq, Sandbox: toSandboxInfo(in.Sandbox),
+	}
+	if !in.Running {
+		ended, code := in.EndedAt.UTC(), in.ExitCode
+		p.Status, p.EndedAt, p.ExitCode, p.Signal = client.ProcessExited, &ended, &code, in.Signal
+		p.Error = toExecError(in.Error)
+		p.Resources = &client.Resources{MaxRSS: in.Usage.MaxRSSBytes, CPUMS: in.Usage.CPUMillis}
+		p.Violations = toViolations(in.Violations)
+	}
+	return p
+}
+
+func (s *server) registerExec(api huma.API) {
+	execErrs := errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+		http.StatusTooManyRequests, http.StatusServiceUnavailable)
+	huma.Register(api, huma.Operation{
+		OperationID: "exec", Method: http.MethodPost, Path: "/v1/exec", Tags: []string{"exec"},
+		Summary: "Run code in a sandbox",
+		Description: "Runs code (python, node or bash) or a command in a fresh sandbox under a policy and answers when it has ended. " +
+			"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, output_limit_exceeded); " +
+			"a policy that is invalid, refused by the operator's global policy or not enforceable here is a 422 policy problem. " +
+			"Beyond the concurrency limit the answer is 429 with Retry-After. The process is killed if the client goes away.",
+		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
+		BodyReadTimeout: 30 * time.Second,
+		Errors:          execErrs,
+	}, s.exec)
+
+	s.registerExecStream(api, execErrs)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "startProcess", Method: http.MethodPost, Path: "/v1/processes", Tags: []string{"processes"},
+		Summary: "Start a process in a sandbox",
+		Description: "Starts a command in a fresh sandbox and returns at once. The process runs until it exits, hits its timeout or is signalled; " +
+			"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After.",
+		DefaultStatus:   http.StatusCreated,
+		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
+		BodyReadTimeout: 30 * time.Second,
+		Errors:          append(execErrs, http.StatusConflict),
+	}, s.startProcess)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "listProcesses", Method: http.MethodGet, Path: "/v1/processes", Tags: []string{"processes"},
+		Summary: "List processes", Description: "Running processes and those that ended recently, oldest first.",
+		Errors: errs(http.StatusServiceUnavailable),
+	}, s.listProcesses)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "getProcess", Method: http.MethodGet, Path: "/v1/processes/{id}", Tags: []string{"processes"},
+		Summary: "Get a process", Description: "By ID or by tag.",
+		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}, s.getProcess)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "deleteProcess", Method: http.MethodDelete, Path: "/v1/processes/{id}", Tags: []string{"processes"},
+		Summary: "Kill and forget a process", Description: "Kills the process's whole tree if it runs, waits for the end and forgets it.",
+		DefaultStatus: http.StatusNoContent,
+		Errors:        errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}, s.deleteProcess)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "sendProcessInput", Method: http.MethodPost, Path: "/v1/processes/{id}/stdin", Tags: []string{"processes"},
+		Summary: "Write to a process's standard input", Description: "Needs a process started with stdin true. With close, standard input is closed after data.",
+		DefaultStatus: http.StatusNoContent,
+		MaxBodyBytes:  s.cfg.MaxMessageBytes + 1,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
+			http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}, s.processStdin)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "signalProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/signal", Tags: []string{"processes"},
+		Summary: "Signal a process", Description: "SIGKILL kills the process's whole tree; other signals go to the process itself.",
+		DefaultStatus: http.StatusNoContent,
+		MaxBodyBytes:  s.cfg.MaxBodyBytes + 1,
+		Errors:        errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}, s.signalProcess)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "waitProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/wait", Tags: []string{"processes"},
+		Summary:     "Wait for a process to exit",
+		Description: "Answers when the process has exited, or after timeout_ms with the process still running (status running); call again to keep waiting.",
+		Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}, s.waitProcess)
+
+	s.registerProcessStream(api)
+}
+
+// sseResponse documents an event stream whose events are named in types.
+func sseResponse(desc string, events map[string]*huma.Schema) map[string]*huma.Response {
+	var variants []*huma.Schema
+	names := make([]string, 0, len(events))
+	for name := range events {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		variants = append(variants, &huma.Schema{
+			Type: huma.TypeObject,
+			Properties: map[string]*huma.Schema{
+				"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq, when it has one."},
+				"event": {Type: huma.TypeString, Enum: []any{name}},
+				"data":  events[name],
+			},
+			Required: []string{"event", "data"},
+		})
+	}
+	return map[string]*huma.Response{
+		"200": {
+			Description: desc,
+			Headers: map[string]*huma.Header{
+				"Cache-Control":     {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no-cache"}}},
+				"X-Accel-Buffering": {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no"}}},
+			},
+			Content: map[string]*huma.MediaType{
+				"text/event-stream": {Schema: &huma.Schema{
+					Title:       "Server-Sent Events",
+					Description: "The stream as a sequence of messages, each serialized as UTF-8 text per the SSE specification.",
+					Type:        huma.TypeArray,
+					Items:       &huma.Schema{OneOf: variants},
+				}},
+			},
+		},
+	}
+}
+
+func (s *server) registerExecStream(api huma.API, execErrs []int) {
+	reg := api.OpenAPI().Components.Schemas
+	chunk := reg.Schema(reflect.TypeFor[client.OutputChunk](), true, "OutputChunk")
+	huma.Register(api, huma.Operation{
+		OperationID: "execStream", Method: http.MethodPost, Path: "/v1/exec/stream", Tags: []string{"exec"},
+		Summary: "Run code in a sandbox, streaming its output (SSE)",
+		Description: "Like POST /v1/exec, but answers with a Server-Sent Events stream once the process runs: a start event, " +
+			"stdout and stderr events as output arrives, then one result event (or an error event with a problem if the execution failed), " +
+			"after which the stream ends. Problems found before the start (policy, validation, 429) are ordinary problem answers. " +
+			"The stream carries `: ping` comment lines while idle. It cannot be resumed; the process is killed if the client goes away.",
+		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
+		BodyReadTimeout: 30 * time.Second,
+		Errors:          execErrs,
+		Responses: sseResponse("The execution's events.", map[string]*huma.Schema{
+			"start":  {Type: huma.TypeObject, Properties: map[string]*huma.Schema{"sandbox": reg.Schema(reflect.TypeFor[client.SandboxInfo](), true, "SandboxInfo")}},
+			"stdout": chunk,
+			"stderr": chunk,
+			"result": reg.Schema(reflect.TypeFor[client.ExecResult](), true, "ExecResult"),
+			"error":  {Ref: "#/components/schemas/Problem"},
+		}),
+	}, s.execStream)
+}
+
+func (s *server) registerProcessStream(api huma.API) {
+	reg := api.OpenAPI().Components.Schemas
+	chunk := reg.Schema(reflect.TypeFor[client.OutputChunk](), true, "OutputChunk")
+	huma.Register(api, huma.Operation{
+		OperationID: "streamProcess", Method: http.MethodGet, Path: "/v1/processes/{id}/stream", Tags: []string{"processes"},
+		Summary: "Follow a process's output (SSE)",
+		Description: "A Server-Sent Events stream of the process's output: what the buffer still holds after the resume point, then new output " +
+			"as it comes, then an exit event, after which the stream ends. Each event is sent as\n\n" +
+			"    id: <seq>\n    event: stdout | stderr | dropped | exit\n    data: <JSON, on one line>\n\n" +
+			"A dropped event stands for output the bounded buffer no longer holds. To resume, reconnect with Last-Event-ID " +
+			"(EventSource does this by itself) or ?after= set to the last seq received.",
+		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		Responses: sseResponse("The process's events.", map[string]*huma.Schema{
+			"stdout":  chunk,
+			"stderr":  chunk,
+			"dropped": reg.Schema(reflect.TypeFor[client.OutputGap](), true, "OutputGap"),
+			"exit":    reg.Schema(reflect.TypeFor[client.Process](), true, "Process"),
+		}),
+	}, s.streamProcess)
+}
+
+// execSvc returns the service or the 503 problem.
+func (s *server) execSvc() (ExecService, error) {
+	if s.cfg.Exec == nil {
+		return nil, errExecDisabled
+	}
+	return s.cfg.Exec, nil
+}
+
+func (s *server) exec(ctx context.Context, in *execInput) (*execOutput, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	res, err := svc.Exec(ctx, toExecRequest(in.Body))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &execOutput{Body: toExecResult(res)}, nil
+}
+
+func (s *server) execStream(ctx context.Context, in *execInput) (*huma.StreamResponse, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	req := toExecRequest(in.Body)
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		_, w := humago.Unwrap(hctx)
+		c := newSSEWriter(w, s.cfg.WriteTimeout)
+		defer c.finish()
+		// The stream opens when the process runs, so that problems found
+		// before (policy, 429) are answered as problems with a status.
+		hooks := execution.Hooks{
+			Started: func(sb execution.SandboxInfo) {
+				if c.begin(s.cfg.Heartbeat) {
+					c.send("", "start", map[string]any{"sandbox": toSandboxInfo(sb)})
+				}
+			},
+			Output: func(o execution.Output) {
+				c.send("", o.Stream, client.OutputChunk{Seq: o.Seq, Stream: o.Stream, Data: string(o.Data)})
+			},
+		}
+		res, err := svc.ExecStream(ctx, req, hooks)
+		switch {
+		case err != nil && !c.begun():
+			writeProblem(w, errorProblem(ctx, err))
+		case err != nil:
+			c.send("", "error", errorProblem(ctx, err))
+		default:
+			c.begin(s.cfg.Heartbeat) // normally begun already by Started
+			c.send("", "result", toExecResult(res))
+		}
+	}}, nil
+}
+
+func (s *server) startProcess(ctx context.Context, in *startProcessInput) (*processCreatedOutput, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	b := in.Body
+	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in Resolve
+	info, err := svc.Start(ctx, execution.StartRequest{
+		Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, Tag: b.Tag, Files: toFiles(b.Files),
+		Policy: ref, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &processCreatedOutput{Location: "/v1/processes/" + url.PathEscape(info.ID), Body: toProcess(info)}, nil
+}
+
+func (s *server) listProcesses(ctx context.Context, _ *struct{}) (*processListOutput, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	list := svc.List()
+	out := client.ProcessList{Processes: make([]client.Process, len(list))}
+	for i, p := range list {
+		out.Processes[i] = toProcess(p)
+	}
+	return &processListOutput{Body: out}, nil
+}
+
+func (s *server) getProcess(ctx context.Context, in *processPath) (*processOutput, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	info, err := svc.Get(in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &processOutput{Body: toProcess(info)}, nil
+}
+
+func (s *server) deleteProcess(ctx context.Context, in *processPath) (*struct{}, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Remove(ctx, in.ID); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &struct{}{}, nil
+}
+
+func (s *server) processStdin(ctx context.Context, in *processStdinInput) (*struct{}, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	if in.Body.Data != "" {
+		if err := svc.SendStdin(ctx, in.ID, []byte(in.Body.Data)); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	if in.Body.Close {
+		if err := svc.CloseStdin(in.ID); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	return &struct{}{}, nil
+}
+
+func (s *server) signalProcess(ctx context.Context, in *processSignalInput) (*struct{}, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	sig, err := execution.ParseSignal(in.Body.Signal)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	if err := svc.Signal(in.ID, sig); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &struct{}{}, nil
+}
+
+func (s *server) waitProcess(ctx context.Context, in *processWaitInput) (*processOutput, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	d := defaultWait
+	if in.TimeoutMS > 0 {
+		d = min(time.Duration(in.TimeoutMS)*time.Millisecond, maxWait)
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	info, err := svc.Wait(wctx, in.ID)
+	// Running out of the wait's own time is an answer, not an error.
+	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+		return nil, s.fail(ctx, err)
+	}
+	return &processOutput{Body: toProcess(info)}, nil
+}
+
+func (s *server) streamProcess(ctx context.Context, in *processStreamInput) (*huma.StreamResponse, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	// The subscription lives as long as the stream body below runs.
+	sctx, cancel := context.WithCancel(ctx)
+	ch, err := svc.Subscribe(sctx, in.ID, in.from)
+	if err != nil {
+		cancel()
+		return nil, s.fail(ctx, err)
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer cancel()
+		_, w := humago.Unwrap(hctx)
+		c := newSSEWriter(w, s.cfg.WriteTimeout)
+		defer c.finish()
+		if !c.begin(s.cfg.Heartbeat) || !c.retry(s.cfg.Retry) {
+			return
+		}
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case ev, ok := <-ch:
+				if !ok {
+					return
+				}
+				if !c.send(strconv.FormatInt(ev.Seq, 10), ev.Type, processEventData(ev)) {
+					return
+				}
+			}
+		}
+	}}, nil
+}
+
+func processEventData(ev execution.Event) any {
+	switch ev.Type {
+	case execution.EventDropped:
+		return client.OutputGap{FromSeq: ev.Gap.FromSeq, ToSeq: ev.Gap.ToSeq}
+	case execution.EventExit:
+		return toProcess(*ev.Exit)
+	}
+	return client.OutputChunk{Seq: ev.Seq, Stream: ev.Type, Data: string(ev.Data), Offset: ev.Offset}
+}
+
+// sseWriter writes an event stream from several goroutines (the task's
+// output and the heartbeat). After a failed write it drops everything.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+
+	mu      sync.Mutex
+	started bool
+	broken  bool
+	buf     bytes.Buffer
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+func newSSEWriter(w http.ResponseWriter, writeTimeout time.Duration) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: writeTimeout, stop: make(chan struct{})}
+}
+
+// begin sends the headers and starts the heartbeat, once; it reports
+// whether the stream is usable.
+func (c *sseWriter) begin(heartbeat time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return !c.broken
+	}
+	c.started = true
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(http.StatusOK)
+	c.flushLocked()
+	c.done.Add(1)
+	go c.ping(heartbeat)
+	return !c.broken
+}
+
+func (c *sseWriter) begun() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
+}
+
+func (c *sseWriter) ping(every time.Duration) {
+	defer c.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.mu.Lock()
+			c.writeLocked([]byte(": ping\n\n"))
+			c.mu.Unlock()
+		}
+	}
+}
+
+// retry sends the reconnection delay.
+func (c *sseWriter) retry(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writeLocked([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
+}
+
+// send writes one event; id may be empty.
+func (c *sseWriter) send(id, typ string, v any) bool {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data = []byte("null")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Reset()
+	if id != "" {
+		c.buf.WriteString("id: " + id + "\n")
+	}
+	c.buf.WriteString("event: " + sseField(typ) + "\n")
+	// json.Marshal output has no raw newlines.
+	c.buf.WriteString("data: ")
+	c.buf.Write(data)
+	c.buf.WriteString("\n\n")
+	return c.writeLocked(c.buf.Bytes())
+}
+
+func (c *sseWriter) writeLocked(b []byte) bool {
+	if c.broken || !c.started {
+		return false
+	}
+	if err := c.rc.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		c.broken = true
+		return false
+	}
+	if _, err := c.w.Write(b); err != nil {
+		c.broken = true
+		return false
+	}
+	return c.flushLocked()
+}
+
+func (c *sseWriter) flushLocked() bool {
+	if err := c.rc.Flush(); err != nil {
+		c.broken = true
+	}
+	return !c.broken
+}
+
+// finish stops the heartbeat and clears the write deadline, so that none
+// is left behind for a later request on the connection.
+func (c *sseWriter) finish() {
+	close(c.stop)
+	c.done.Wait()
+	_ = c.rc.SetWriteDeadline(time.Time{})
+}

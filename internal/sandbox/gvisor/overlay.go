@@ -1,0 +1,144 @@
+package gvisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// workspaceOverlay is the host-side overlay the container sees as its
+// workspace: the host workspace as the lower layer (id-mapped so its owner
+// appears as the sandbox user), writes landing in upper on a scratch tmpfs
+// (sized by the disk limit), applied back by workspace.Commit.
+type workspaceOverlay struct {
+	scratch, upper, work, lower, merged string
+	// tmp is the sandbox's /tmp: a sized host tmpfs, so a full /tmp is
+	// visible from the host (the disk-limit verdict).
+	tmp      string
+	idmapped bool
+}
+
+// mountOverlay builds the overlay under dir for the host workspace ws.
+func mountOverlay(dir, ws string, diskBytes int64) (_ *workspaceOverlay, err error) {
+	o := &workspaceOverlay{
+		scratch: filepath.Join(dir, "scratch"),
+		lower:   filepath.Join(dir, "lower"),
+		merged:  filepath.Join(dir, "workspace"),
+		tmp:     filepath.Join(dir, "tmp"),
+	}
+	o.upper, o.work = filepath.Join(o.scratch, "upper"), filepath.Join(o.scratch, "work")
+	defer func() {
+		if err != nil {
+			o.unmount()
+		}
+	}()
+	for _, d := range []string{o.scratch, o.lower, o.merged, o.tmp} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	opts := "mode=0700"
+	if diskBytes > 0 {
+		opts += ",size=" + strconv.FormatInt(diskBytes, 10)
+	}
+	if err := unix.Mount("tmpfs", o.scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return nil, fmt.Errorf("gvisor: scratch tmpfs: %w", err)
+	}
+	tmpOpts := strings.Replace(opts, "mode=0700", "mode=1777", 1)
+	if err := unix.Mount("tmpfs", o.tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOpts); err != nil {
+		return nil, fmt.Errorf("gvisor: /tmp tmpfs: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		return nil, fmt.Errorf("gvisor: workspace: %w", err)
+	}
+	if err := os.Mkdir(o.upper, os.FileMode(st.Mode&0o777)); err != nil {
+		return nil, err
+	}
+	// The merged root takes the upper root's owner: the sandbox user's,
+	// so it can create files at the top of the workspace.
+	if err := os.Chown(o.upper, sandboxUID, sandboxGID); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(o.work, 0o700); err != nil {
+		return nil, err
+	}
+	lower := ws
+	if int(st.Uid) != sandboxUID || int(st.Gid) != sandboxGID {
+		if err := idmapMount(ws, o.lower, int(st.Uid), int(st.Gid)); err != nil {
+			return nil, err
+		}
+		o.idmapped = true
+		lower = o.lower
+	}
+	// redirect_dir, metacopy and index off: the upper layer then holds
+	// only plain files, directories, whiteouts and opaque markers, which
+	// is all workspace.Commit applies.
+	data := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,metacopy=off,index=off", lower, o.upper, o.work)
+	if err := unix.Mount("overlay", o.merged, "overlay", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return nil, fmt.Errorf("gvisor: workspace overlay: %w", err)
+	}
+	return o, nil
+}
+
+// unmount takes the overlay down; safe on a partly built one.
+func (o *workspaceOverlay) unmount() error {
+	var errs []error
+	for _, m := range []string{o.merged, o.lower, o.scratch, o.tmp} {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// idmapMount attaches an id-mapped copy of src at dst in which files owned
+// by uid:gid appear as owned by the sandbox user (others appear as the
+// overflow id). The mapping's user namespace comes from a short-lived
+// child that blocks on its stdin.
+func idmapMount(src, dst string, uid, gid int) error {
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		return fmt.Errorf("gvisor: id-map helper: %w", err)
+	}
+	cmd := exec.Command(cat)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: sandboxUID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: sandboxGID, Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("gvisor: id-map helper: %w", err)
+	}
+	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	userns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		return fmt.Errorf("gvisor: id-map helper: %w", err)
+	}
+	defer userns.Close()
+	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("gvisor: open_tree %s: %w", src, err)
+	}
+	defer unix.Close(tree)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("gvisor: id-map the workspace: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("gvisor: attach the id-mapped workspace: %w", err)
+	}
+	return nil
+}

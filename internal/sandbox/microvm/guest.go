@@ -1,0 +1,37 @@
+package microvm
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// guestArg is the kernel command line word (after "--") that the kernel
+// passes to /init; it tells the running binary it is the probe's guest.
+const guestArg = "agentbox-guest-probe"
+
+// guestMarker is what the guest prints once its init runs.
+const guestMarker = "AGENTBOX_GUEST_INIT_OK"
+
+func init() {
+	if os.Getpid() == 1 && len(os.Args) == 2 && os.Args[1] == guestArg {
+		guestInit()
+	}
+}
+
+// guestInit runs as PID 1 of the probe's guest: it proves that the guest
+// kernel reached user space, then reboots, which ends QEMU (-no-reboot).
+// Under a pid namespace (the package's test) reboot ends the namespace.
+func guestInit() {
+	up := ""
+	var info unix.Sysinfo_t
+	if unix.Sysinfo(&info) == nil {
+		up = (time.Duration(info.Uptime) * time.Second).String()
+	}
+	fmt.Fprintf(os.Stdout, "\n%s uptime=%s\n", guestMarker, up)
+	os.Stdout.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
+	os.Exit(0) // only reached when reboot is not permitted
+}
