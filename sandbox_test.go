@@ -13,7 +13,9 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
@@ -137,4 +139,60 @@ func turn(t *testing.T, c *client.Client, sid, text string) (event.TurnCompleted
 		t.Fatal(err)
 	}
 	return tc, evs
+}
+
+// TestAgentsInSandbox runs real agent CLIs inside a session's sandbox
+// against the fake LLM: the model's shell call runs inside, the file it
+// writes reaches the host workspace at the end of the turn, and the host
+// network is the operator's explicit grant (the egress proxy is not built
+// yet).
+func TestAgentsInSandbox(t *testing.T) {
+	requireSandbox(t)
+	llm, err := fakellm.Start(t.Context(), fakellm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = llm.Close() })
+	shell := llm.ScenarioURL(fakellm.ScenarioShell)
+	t.Setenv("ANTHROPIC_BASE_URL", shell)
+	t.Setenv("ANTHROPIC_API_KEY", agenttest.FakeKey)
+	t.Setenv("OPENAI_BASE_URL", shell+"/v1")
+	t.Setenv("OPENAI_API_KEY", agenttest.FakeKey)
+	t.Setenv("GOOGLE_GEMINI_BASE_URL", shell)
+	t.Setenv("GEMINI_API_KEY", agenttest.FakeKey)
+	global := filepath.Join(t.TempDir(), "global.yaml")
+	if err := os.WriteFile(global, []byte("version: 1\nfilesystem:\n  read_outside_workspace: true\nnetwork:\n  mode: host\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, agentbox.Options{GlobalPolicy: global})
+	c := srv.Client()
+	for _, name := range []string{"claude", "pi"} {
+		t.Run(name, func(t *testing.T) {
+			agenttest.RequireInstalled(t, name)
+			cwd := t.TempDir()
+			s, err := c.CreateSession(t.Context(), client.CreateSession{
+				Agent: name, Cwd: cwd, PermissionMode: client.PermissionBypass,
+				Policy: json.RawMessage(`{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"mode":"host"},"resources":{"memory":"2Gi","pids":512}}`),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.DeleteSession(context.Background(), s.ID, false) }()
+			tc, evs := turn(t, c, s.ID, "make hello.txt")
+			if tc.StopReason != event.StopEndTurn {
+				t.Fatalf("turn: %+v\n%s", tc, agenttest.Dump(evs))
+			}
+			if b, err := os.ReadFile(filepath.Join(cwd, "hello.txt")); err != nil || string(b) != "hi" {
+				t.Fatalf("hello.txt on the host: %q, %v; events:\n%s", b, err, agenttest.Dump(evs))
+			}
+			page, err := c.Events(t.Context(), s.ID, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := page.Events[0].Decode()
+			if st, ok := p.(*event.SessionStarted); !ok || st.Sandbox == nil || st.Sandbox.Runtime != "process" {
+				t.Errorf("session.started %+v, want the process sandbox", p)
+			}
+		})
+	}
 }

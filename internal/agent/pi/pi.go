@@ -148,6 +148,31 @@ func (a *adapter) homeDir() (string, error) {
 	return a.home, a.homeErr
 }
 
+// sessionHome is pi's HOME for one session: the adapter's shared home, or,
+// for a sandboxed session, one of its own below it (keyed by the agentbox
+// session id, so a resumed session finds its session files), so that a
+// sandboxed agent sees no other session's files.
+func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) {
+	home, err := a.homeDir()
+	if err != nil || !sandboxed {
+		return home, err
+	}
+	dir := filepath.Join(home, "sandboxed", sessionID)
+	return dir, os.MkdirAll(dir, 0o700)
+}
+
+// SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
+// and the session's home (write).
+func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
+	if home, err := a.sessionHome(cfg.SessionID, true); err == nil {
+		write = append(write, home)
+	}
+	if bin, _, err := a.opts.Binary(); err == nil && bin != "" {
+		read = append(read, agent.InstallRoot(bin))
+	}
+	return read, write
+}
+
 // Which tools ask and which are refused, by permission mode: pi asks for
 // nothing itself, so the extension does it for these.
 var permissionModes = map[string]struct{ ask, deny string }{
@@ -255,7 +280,7 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		}
 		return nil, fmt.Errorf("pi: the CLI is not installed (run `agentbox agents install pi`): %w", err)
 	}
-	home, err := a.homeDir()
+	home, err := a.sessionHome(cfg.SessionID, cfg.Sandbox != nil)
 	if err != nil {
 		return nil, fmt.Errorf("pi: home directory: %w", err)
 	}

@@ -67,3 +67,19 @@ func BenchmarkBwrap(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRunscDo: plain `runsc --network=none do true`, the cost of
+// gVisor itself without agentbox's bundle, overlay and cgroup.
+func BenchmarkRunscDo(b *testing.B) {
+	runsc, err := exec.LookPath("runsc")
+	if err != nil {
+		b.Skip("runsc is not installed (Debian package runsc)")
+	}
+	root := b.TempDir()
+	for b.Loop() {
+		cmd := exec.Command(runsc, "--root", root, "--network=none", "--platform=ptrace", "do", "true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("runsc do: %v: %s", err, out)
+		}
+	}
+}
