@@ -74,7 +74,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 // startDaemon starts `agentbox serve` on dataDir and waits until it answers.
 func startDaemon(t *testing.T, dataDir string, extra ...string) *daemonProc {
 	t.Helper()
-	port := freePort(t)
+	return startDaemonOn(t, dataDir, freePort(t), extra...)
+}
+
+// startDaemonOn is startDaemon on a given port.
+func startDaemonOn(t *testing.T, dataDir string, port int, extra ...string) *daemonProc {
+	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	logs := &lockedBuffer{}
 	args := append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", dataDir}, extra...)

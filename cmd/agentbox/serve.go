@@ -75,6 +75,7 @@ Listening on a non-loopback address requires --token.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("AGENTBOX_SHUTDOWN_TIMEOUT", daemon.DefaultShutdownTimeout), "graceful shutdown deadline; agents are killed after it [AGENTBOX_SHUTDOWN_TIMEOUT]")
 	f.DurationVar(&cfg.Heartbeat, "sse-heartbeat", envDuration("AGENTBOX_SSE_HEARTBEAT", 15*time.Second), "SSE keep-alive interval [AGENTBOX_SSE_HEARTBEAT]")
 	f.BoolVar(&cfg.SyncNormal, "sync-normal", os.Getenv("AGENTBOX_SYNC_NORMAL") == "1", "SQLite synchronous=NORMAL: faster; a power loss may drop the last commits (a crash never does) [AGENTBOX_SYNC_NORMAL=1]")
+	f.StringVar(&cfg.AgentsFile, "agents-file", env("AGENTBOX_AGENTS_FILE", ""), "YAML file adding ACP agents by name, command, args and env (see docs/agents.md) [AGENTBOX_AGENTS_FILE]")
 	f.StringVar(&cfg.GlobalPolicy, "global-policy", env("AGENTBOX_GLOBAL_POLICY", ""), "operator sandbox policy file every session and execution is intersected with (see docs/policy.md) [AGENTBOX_GLOBAL_POLICY]")
 	f.StringVar(&cfg.SessionPolicy, "session-policy", env("AGENTBOX_SESSION_POLICY", ""), "policy preset for sessions created without a policy, e.g. agent-default; empty runs their agents unsandboxed [AGENTBOX_SESSION_POLICY]")
 	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")

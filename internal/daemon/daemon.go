@@ -79,6 +79,9 @@ type Config struct {
 	Log        *slog.Logger
 	// Agents, when set, replaces the built-in agent registry (tests).
 	Agents *agent.Registry
+	// AgentsFile adds agents by configuration (ACP agent binaries; see
+	// agentsfile.go for the format). Empty: the built-in agents only.
+	AgentsFile string
 	// GlobalPolicy is the operator's sandbox policy file: every session's
 	// and execution's policy is intersected with it and can never be
 	// looser. Empty: the presets' own limits apply.
@@ -197,6 +200,13 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	if cfg.Agents == nil {
 		cfg.Agents = Agents(cfg.DataDir, os.Getenv)
+	}
+	custom, err := loadAgentsFile(cfg.AgentsFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerCustom(cfg.Agents, custom); err != nil {
+		return nil, err
 	}
 	if cfg.Token == "" && !cfg.InsecureNoAuth && httpapi.RequireToken(cfg.Listen) {
 		return nil, fmt.Errorf("listening on %s (not loopback) needs a bearer token: set --token or AGENTBOX_TOKEN, or pass --insecure-no-auth", cfg.Listen)

@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/acp"
+)
+
+// agentsFile is the file of --agents-file: agents added by configuration.
+//
+//	acp:
+//	  - name: my-agent
+//	    title: My agent
+//	    command: /usr/local/bin/my-agent   # or a name looked up in PATH
+//	    args: [--acp]
+//	    env: {MY_AGENT_MODEL: fast}
+type agentsFile struct {
+	ACP []customACP `yaml:"acp"`
+}
+
+type customACP struct {
+	Name    string            `yaml:"name"`
+	Title   string            `yaml:"title"`
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	// FS lets the agent read and write files of the session's directory
+	// through agentbox (ACP fs/*), for agents that need it.
+	FS bool `yaml:"fs"`
+}
+
+// loadAgentsFile reads path and returns its ACP agents; "" means none.
+func loadAgentsFile(path string) ([]acp.Custom, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agents file: %w", err)
+	}
+	var f agentsFile
+	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("agents file %s: %w", path, err)
+	}
+	out := make([]acp.Custom, 0, len(f.ACP))
+	for i, a := range f.ACP {
+		if a.Name == "" || a.Command == "" {
+			return nil, fmt.Errorf("agents file %s: acp[%d]: name and command are required", path, i)
+		}
+		out = append(out, acp.Custom{Name: a.Name, Title: a.Title, Command: a.Command, Args: a.Args, Env: a.Env, FS: a.FS})
+	}
+	return out, nil
+}
+
+// registerCustom adds configured ACP agents to r; a name that is taken is
+// an error, not a panic: it comes from the operator's file.
+func registerCustom(r *agent.Registry, custom []acp.Custom) error {
+	for _, c := range custom {
+		if _, err := r.Get(c.Name); err == nil {
+			return fmt.Errorf("agents file: agent %q is already defined (built in or twice in the file)", c.Name)
+		}
+		a, err := acp.FromConfig(c, acp.Options{})
+		if err != nil {
+			return fmt.Errorf("agents file: %w", err)
+		}
+		r.Register(c.Name, a)
+	}
+	return nil
+}
