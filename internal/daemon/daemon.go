@@ -37,6 +37,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
 	"github.com/agentbox/agentbox/internal/sandbox/microvm"
+	"github.com/agentbox/agentbox/internal/sandbox/probe"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -343,6 +344,10 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- d.srv.Serve(d.ln) }()
 	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", d.cfg.Token != "")
+	// The host probe runs after the listener is up (it takes a few hundred
+	// milliseconds with runsc) and only logs: each sandbox is still
+	// checked, and refused, on its own when the host cannot enforce it.
+	go d.logProbe(ctx)
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -353,6 +358,34 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 		return d.Shutdown(context.Background())
 	}
+}
+
+// logProbe logs which isolation mechanisms and runtimes work on this host
+// (agentbox doctor prints the same as a table).
+func (d *Daemon) logProbe(ctx context.Context) {
+	var missing []string
+	for _, m := range probe.Host(ctx, probe.Options{Runsc: true}) {
+		if !m.OK {
+			missing = append(missing, m.Name+": "+m.Detail)
+		}
+	}
+	var runtimes []string
+	for _, rt := range d.cfg.Runtimes.All() {
+		if rt.Name() == "microvm" {
+			continue // its probe boots a guest: agentbox doctor runs it
+		}
+		pr := rt.Probe(ctx)
+		state := "available"
+		if !pr.Available {
+			state = "unavailable (" + pr.Reason + ")"
+		}
+		runtimes = append(runtimes, rt.Name()+": "+state)
+	}
+	if len(missing) > 0 {
+		d.log.Warn("sandbox mechanisms missing on this host; policies needing them are refused", "missing", missing, "runtimes", runtimes)
+		return
+	}
+	d.log.Info("sandbox host probe", "runtimes", runtimes)
 }
 
 // Shutdown stops taking requests, ends live sessions as interrupted (agents
