@@ -79,8 +79,8 @@ func TestSessionInSandbox(t *testing.T) {
 		t.Errorf("%d sandbox.violation events, want one per protected change (3): %+v", len(violations), violations)
 	}
 	for _, v := range violations {
-		if v.Kind != event.ViolationFilesystem || v.Path == "" || v.Rule == "" {
-			t.Errorf("violation %+v, want a filesystem violation naming path and rule", v)
+		if v.Kind != event.ViolationFilesystem || v.Action != event.ActionDropped || v.Path == "" || v.Rule == "" {
+			t.Errorf("violation %+v, want a dropped filesystem change naming path and rule", v)
 		}
 	}
 	// session.started says what isolation the agent runs under.
@@ -104,6 +104,11 @@ func TestSessionPolicyRefused(t *testing.T) {
 	var pe *client.APIError
 	if !errors.As(err, &pe) || pe.Type != client.ProblemPolicy || !strings.Contains(pe.Detail, "resources.pids") {
 		t.Fatalf("create with a bad policy: %v, want a policy problem naming resources.pids", err)
+	}
+	_, err = c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", PolicySource: &client.PolicySource{
+		Name: "team.yaml", Text: "version: 1\nresources:\n  memory: lots\n"}})
+	if !errors.As(err, &pe) || pe.Type != client.ProblemPolicy || !strings.Contains(pe.Detail, "team.yaml:3") {
+		t.Fatalf("create with a bad policy file: %v, want a policy problem at team.yaml:3", err)
 	}
 	_, err = c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: json.RawMessage(`{"version":1,"network":{"mode":"host"}}`)})
 	if !errors.As(err, &pe) || pe.Type != client.ProblemPolicy {

@@ -95,6 +95,7 @@ type CreateSession struct {
 	Metadata       map[string]string `json:"metadata,omitempty" doc:"Free-form labels kept with the session."`
 	Env            map[string]string `json:"env,omitempty" doc:"Extra environment variables for the agent process (e.g. ANTHROPIC_BASE_URL). They are handed to the agent only and never stored or returned; the agent's environment is otherwise built from scratch."`
 	Policy         json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy for the agent: a preset name (\"agent-default\") or an inline policy object (see docs/policy.md). Empty means the daemon's default. It is intersected with the operator's global policy and fixed for the session's life."`
+	PolicySource   *PolicySource     `json:"policy_source,omitempty" doc:"A policy document as written in a file, instead of policy; errors then name the file, line and field."`
 }
 
 // ResumeSession is the (optional) body of POST /v1/sessions/{id}/resume.

@@ -42,5 +42,5 @@ var (
 	// ViolationKinds lists every sandbox violation kind.
 	ViolationKinds = []ViolationKind{ViolationNetwork, ViolationFilesystem, ViolationSyscall, ViolationResource}
 	// ViolationActions lists everything the sandbox can do about a violation.
-	ViolationActions = []ViolationAction{ActionBlocked, ActionAsked}
+	ViolationActions = []ViolationAction{ActionBlocked, ActionAsked, ActionDropped}
 )

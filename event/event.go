@@ -507,6 +507,10 @@ type ViolationAction string
 const (
 	ActionBlocked ViolationAction = "blocked"
 	ActionAsked   ViolationAction = "asked"
+	// ActionDropped: the sandbox let the change happen inside and did not
+	// carry it to the host (a protected file written in the workspace
+	// overlay, dropped when the workspace was committed).
+	ActionDropped ViolationAction = "dropped"
 )
 
 // SandboxViolation reports an action the policy blocked or escalated.

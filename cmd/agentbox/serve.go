@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/execution"
 )
 
 // serveCommand maps flags and AGENTBOX_* environment variables onto
@@ -75,7 +77,9 @@ Listening on a non-loopback address requires --token.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("AGENTBOX_SHUTDOWN_TIMEOUT", daemon.DefaultShutdownTimeout), "graceful shutdown deadline; agents are killed after it [AGENTBOX_SHUTDOWN_TIMEOUT]")
 	f.DurationVar(&cfg.Heartbeat, "sse-heartbeat", envDuration("AGENTBOX_SSE_HEARTBEAT", 15*time.Second), "SSE keep-alive interval [AGENTBOX_SSE_HEARTBEAT]")
 	f.BoolVar(&cfg.SyncNormal, "sync-normal", os.Getenv("AGENTBOX_SYNC_NORMAL") == "1", "SQLite synchronous=NORMAL: faster; a power loss may drop the last commits (a crash never does) [AGENTBOX_SYNC_NORMAL=1]")
-	f.StringVar(&cfg.AgentsFile, "agents-file", env("AGENTBOX_AGENTS_FILE", ""), "YAML file adding ACP agents by name, command, args and env (see docs/agents.md) [AGENTBOX_AGENTS_FILE]")
+	f.StringVar(&cfg.AgentsFile, "agents-file", env("AGENTBOX_AGENTS_FILE", ""), "YAML file adding ACP agents by name, command, args and env (see docs/acp.md) [AGENTBOX_AGENTS_FILE]")
+	f.IntVar(&cfg.ExecPool, "exec-pool", envInt("AGENTBOX_EXEC_POOL", execution.DefaultPoolSize), "warm sandboxes kept ready per execution policy; 0 disables the pool [AGENTBOX_EXEC_POOL]")
+	f.IntVar(&cfg.MaxProcesses, "max-processes", envInt("AGENTBOX_MAX_PROCESSES", execution.DefaultMaxConcurrent), "concurrent executions and processes; more get 429 [AGENTBOX_MAX_PROCESSES]")
 	f.StringVar(&cfg.GlobalPolicy, "global-policy", env("AGENTBOX_GLOBAL_POLICY", ""), "operator sandbox policy file every session and execution is intersected with (see docs/policy.md) [AGENTBOX_GLOBAL_POLICY]")
 	f.StringVar(&cfg.SessionPolicy, "session-policy", env("AGENTBOX_SESSION_POLICY", ""), "policy preset for sessions created without a policy, e.g. agent-default; empty runs their agents unsandboxed [AGENTBOX_SESSION_POLICY]")
 	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")
@@ -85,6 +89,15 @@ Listening on a non-loopback address requires --token.`,
 func env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {
 		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
 	}
 	return def
 }

@@ -26,13 +26,19 @@ type sessionSandboxes struct {
 var _ session.Sandboxes = (*sessionSandboxes)(nil)
 
 // Resolve implements session.Sandboxes.
-func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage) (json.RawMessage, error) {
-	if len(req) == 0 || string(req) == "null" {
-		if s.fallback == "" {
-			return nil, nil
+func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc *session.PolicyDoc) (json.RawMessage, error) {
+	var p *policy.Policy
+	var err error
+	switch {
+	case doc != nil:
+		if p, err = policy.Parse(doc.Name, []byte(doc.Text)); err == nil {
+			p, err = policy.Effective(s.global, p)
 		}
+	case (len(req) == 0 || string(req) == "null") && s.fallback == "":
+		return nil, nil
+	default:
+		p, err = policy.Resolve("request.policy", req, s.fallback, s.global)
 	}
-	p, err := policy.Resolve("request.policy", req, s.fallback, s.global)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
 	}

@@ -89,7 +89,15 @@ func toCreateParams(c client.CreateSession) session.CreateParams {
 		Metadata:       c.Metadata,
 		Env:            c.Env,
 		Policy:         c.Policy,
+		PolicyDoc:      toPolicyDoc(c.PolicySource),
 	}
+}
+
+func toPolicyDoc(src *client.PolicySource) *session.PolicyDoc {
+	if src == nil {
+		return nil
+	}
+	return &session.PolicyDoc{Name: src.Name, Text: src.Text}
 }
 
 // toContent turns a validated SendMessage into content parts.

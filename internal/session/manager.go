@@ -72,7 +72,9 @@ type CreateParams struct {
 	Env map[string]string
 	// Policy is the request's sandbox policy: a preset name as a JSON
 	// string, an inline policy object, or empty for the daemon's default.
-	Policy json.RawMessage
+	// PolicyDoc is the alternative: a policy file as written.
+	Policy    json.RawMessage
+	PolicyDoc *PolicyDoc
 }
 
 // Manager owns all live sessions. Create one with New, call Recover once
@@ -219,10 +221,10 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	var policy json.RawMessage
 	switch {
 	case m.cfg.Sandboxes != nil:
-		if policy, err = m.cfg.Sandboxes.Resolve(ctx, p.Policy); err != nil {
+		if policy, err = m.cfg.Sandboxes.Resolve(ctx, p.Policy, p.PolicyDoc); err != nil {
 			return store.Session{}, err
 		}
-	case len(p.Policy) > 0 && string(p.Policy) != "null":
+	case p.PolicyDoc != nil || len(p.Policy) > 0 && string(p.Policy) != "null":
 		// Fail closed: a policy nobody enforces must not be accepted.
 		return store.Session{}, fmt.Errorf("%w: this daemon runs agents without a sandbox (start it with sandboxing enabled)", ErrPolicy)
 	}

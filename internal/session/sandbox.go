@@ -23,14 +23,21 @@ type Sandboxes interface {
 	// Resolve turns the policy of a create request (a preset name as a JSON
 	// string, an inline policy object, or empty for the daemon's default)
 	// into the effective policy, already intersected with the operator's
-	// global policy. It returns nil when the session runs without a
-	// sandbox. Errors wrap ErrPolicy.
-	Resolve(ctx context.Context, req json.RawMessage) (json.RawMessage, error)
+	// global policy; doc, when set, is a policy file as written instead.
+	// It returns nil when the session runs without a sandbox. Errors wrap
+	// ErrPolicy.
+	Resolve(ctx context.Context, req json.RawMessage, doc *PolicyDoc) (json.RawMessage, error)
 	// Create builds the sandbox of one session from its stored effective
 	// policy, with cwd as its workspace and extra paths the agent needs
 	// (its installed binary, its private state dir). Errors wrap ErrPolicy
 	// or sandbox.ErrUnenforceable.
 	Create(ctx context.Context, policy json.RawMessage, cwd string, paths SandboxPaths) (sandbox.Sandbox, error)
+}
+
+// PolicyDoc is a policy document as written in a file: errors name Name,
+// line and field.
+type PolicyDoc struct {
+	Name, Text string
 }
 
 // SandboxPaths are host paths an agent needs inside its sandbox.
@@ -49,7 +56,7 @@ func (m *Manager) violationEvents(sessionID string, vs []sandbox.Violation) []ev
 			m.cfg.OnViolation(sessionID, v)
 		}
 		evs = append(evs, event.New(event.SourceDaemon, &event.SandboxViolation{
-			Kind: event.ViolationKind(v.Kind), Action: event.ActionBlocked,
+			Kind: event.ViolationKind(v.Kind), Action: violationAction(v.Action),
 			Detail: v.Detail, Path: v.Target, Rule: v.Rule,
 		}))
 	}
@@ -68,4 +75,15 @@ func (m *Manager) newSandbox(ctx context.Context, s store.Session, a agent.Adapt
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
 	return sb, nil
+}
+
+// violationAction maps a runtime's action word onto the event's enum.
+func violationAction(a string) event.ViolationAction {
+	switch a {
+	case string(event.ActionDropped):
+		return event.ActionDropped
+	case string(event.ActionAsked):
+		return event.ActionAsked
+	}
+	return event.ActionBlocked
 }
