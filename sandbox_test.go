@@ -171,7 +171,7 @@ func TestAgentsInSandbox(t *testing.T) {
 	}
 	srv := start(t, agentbox.Options{GlobalPolicy: global})
 	c := srv.Client()
-	for _, name := range []string{"claude", "pi"} {
+	for _, name := range []string{"claude", "pi", "gemini"} {
 		t.Run(name, func(t *testing.T) {
 			agenttest.RequireInstalled(t, name)
 			cwd := t.TempDir()

@@ -34,9 +34,12 @@ type Agent struct {
 	// complete environment (nothing is inherited), given the executable
 	// and the adapter's private home directory (made on first use).
 	Command func(cfg agent.Config, bin, home string) (args []string, env map[string]string, err error)
-	// Home makes the private home directory once per adapter (nil: a
-	// temporary directory). It may write the agent's config files.
-	Home func() (string, error)
+	// Home makes a private home directory (nil: a temporary directory)
+	// and may write the agent's config files into it. With session "" it
+	// is the adapter's home, made once and shared by its sessions; a
+	// sandboxed session gets a home of its own (session is its id), so
+	// that it sees no other session's files.
+	Home func(session string) (string, error)
 	// Caps is what the adapter claims for this agent; every true flag
 	// must be backed by a test.
 	Caps agent.Capabilities
@@ -50,6 +53,11 @@ type Agent struct {
 	// a sandboxed session: the sandbox's view of the files is not the
 	// host's).
 	ServeFS bool
+	// ServeTerminal advertises and serves terminal/*: the agent's
+	// commands run through agentbox (in the session's sandbox when it
+	// has one). Off for the built-in agents, which run their commands
+	// themselves and report their output in tool calls.
+	ServeTerminal bool
 	// ExitsOnEOF is true when the agent exits once its stdin is closed;
 	// Close otherwise signals it at once.
 	ExitsOnEOF bool
@@ -84,7 +92,7 @@ func New(spec Agent, opts Options) agent.Adapter {
 	}
 	if spec.Home == nil {
 		name := spec.Name
-		spec.Home = func() (string, error) { return os.MkdirTemp("", "agentbox-"+name+"-home-") }
+		spec.Home = func(string) (string, error) { return os.MkdirTemp("", "agentbox-"+name+"-home-") }
 	}
 	return &adapter{spec: spec, opts: opts}
 }
@@ -116,7 +124,7 @@ func (a *adapter) Info(context.Context) agent.Info {
 }
 
 func (a *adapter) homeDir() (string, error) {
-	a.homeOnce.Do(func() { a.home, a.homeErr = a.spec.Home() })
+	a.homeOnce.Do(func() { a.home, a.homeErr = a.spec.Home("") })
 	return a.home, a.homeErr
 }
 
@@ -140,7 +148,7 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		}
 		return nil, fmt.Errorf("%s: the agent is not installed: %w", name, err)
 	}
-	home, err := a.homeDir()
+	home, err := a.sessionHome(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: home directory: %w", name, err)
 	}
@@ -155,6 +163,27 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	sort.Strings(list)
 	proc := &agent.Proc{Path: bin, Args: args, Env: list, Dir: cfg.Cwd, Sandbox: cfg.Sandbox}
 	return startSession(ctx, a, proc, cfg, host)
+}
+
+// sessionHome is the agent's HOME for one session: the adapter's shared
+// home, or one of the session's own when it runs in a sandbox.
+func (a *adapter) sessionHome(cfg agent.Config) (string, error) {
+	if cfg.Sandbox == nil {
+		return a.homeDir()
+	}
+	return a.spec.Home(cfg.SessionID)
+}
+
+// SandboxPaths implements agent.SandboxNeeder: the installed agent (read)
+// and the session's own home (write).
+func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
+	if home, err := a.spec.Home(cfg.SessionID); err == nil {
+		write = append(write, home)
+	}
+	if bin, _, err := a.spec.Binary(); err == nil && bin != "" {
+		read = append(read, agent.InstallRoot(bin))
+	}
+	return read, write
 }
 
 var knownPermissionModes = map[string]struct{}{"": {}, "default": {}, "accept_edits": {}, "bypass": {}, "plan": {}}

@@ -68,13 +68,17 @@ func (c Config) binary(installName string) func() (string, string, error) {
 	return install.Binary(installName)
 }
 
-// home returns the Home func of agent name: DataDir/agents/name/home, or
-// a temporary directory under base ("" for the system's), then setup.
-func (c Config) home(name, base string, setup func(dir string) error) func() (string, error) {
-	return func() (string, error) {
+// home returns the Home func of agent name: DataDir/agents/name/home (a
+// session's own: DataDir/agents/name/sessions/ID), or a temporary
+// directory under base ("" for the system's), then setup.
+func (c Config) home(name, base string, setup func(dir string) error) func(session string) (string, error) {
+	return func(session string) (string, error) {
 		var dir string
 		if c.DataDir != "" {
 			dir = filepath.Join(c.DataDir, "agents", name, "home")
+			if session != "" {
+				dir = filepath.Join(c.DataDir, "agents", name, "sessions", session)
+			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return "", err
 			}
@@ -84,11 +88,23 @@ func (c Config) home(name, base string, setup func(dir string) error) func() (st
 					base = ""
 				}
 			}
-			d, err := os.MkdirTemp(base, "agentbox-"+name+"-home-")
-			if err != nil {
-				return "", err
+			if session != "" {
+				// The same directory on every call for one session: the
+				// sandbox binds it before the agent starts in it.
+				if base == "" {
+					base = os.TempDir()
+				}
+				dir = filepath.Join(base, "agentbox-"+name+"-sessions", session)
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return "", err
+				}
+			} else {
+				d, err := os.MkdirTemp(base, "agentbox-"+name+"-home-")
+				if err != nil {
+					return "", err
+				}
+				dir = d
 			}
-			dir = d
 		}
 		if setup != nil {
 			if err := setup(dir); err != nil {
@@ -197,14 +213,16 @@ func ClaudeCode(c Config) agent.Adapter {
 	}, c.Options)
 }
 
-// codexCaps: backed by the goldens of real codex-acp transcripts only
-// (TestGolden, TestGoldenShapes: codex-acp.*): text, deltas, file changes
-// with diffs, command items with output, permissions. No live test runs
-// codex-acp yet, and it cancels the turn on a rejected permission, which
-// the shared suite's permission_deny does not accept.
+// codexCaps: TestConformanceCodex backs text, deltas, file changes with
+// diffs (write, two_turns) and interrupt (interrupt);
+// TestE2ECodexPermissions backs permissions and command items with their
+// exit code (allow and deny); TestGolden backs tool calls. codex-acp's only
+// rejection cancels the turn, so the shared suite runs without its
+// permission subtests. Its usage_update carries the context window's fill,
+// not the turn's tokens: no usage.
 var codexCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true,
+	Permissions: true, Interrupt: true,
 }
 
 // Codex is Zed's codex-acp (the native binary), with a CODEX_HOME holding
@@ -257,11 +275,18 @@ func underTemp(dir string) bool {
 	return err == nil && filepath.IsLocal(rel) || rel == "."
 }
 
-// openCodeCaps: backed by the golden of a real `opencode acp` transcript
-// only (opencode-acp.permission-allow): text, deltas, a command item with
-// output, permissions. Its slow start-up keeps it out of the live tests.
-var openCodeCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, Permissions: true}
+// openCodeCaps: TestConformanceOpenCode (the whole shared suite) backs
+// text, deltas, usage, file changes with diffs (write), permissions and
+// command items (permission_allow/deny), interrupt (interrupt); TestGolden
+// backs tool calls. Reasoning is not claimed: no test covers it yet.
+var openCodeCaps = agent.Capabilities{
+	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
+	Permissions: true, Usage: true, Interrupt: true,
+}
 
+// OpenCode is `opencode acp`, with a private home whose opencode.json
+// names the provider at Config.OpenAIBaseURL and asks before every command
+// and edit.
 func OpenCode(c Config) agent.Adapter {
 	model := orDefault(c.OpenCodeModel, DefaultOpenCodeModel)
 	return New(Agent{
@@ -283,6 +308,11 @@ func OpenCode(c Config) agent.Adapter {
 				"model": "agentbox/" + model, "small_model": "agentbox/" + model,
 				"autoupdate": false, "share": "disabled",
 				"permission": map[string]any{"bash": "ask", "edit": "ask"},
+				// OpenCode's ACP side rejects a denied call without a
+				// message, which otherwise ends the turn; with this the
+				// model hears of the refusal and goes on, as with the
+				// other agents.
+				"experimental": map[string]any{"continue_loop_on_deny": true},
 			}
 			return writeJSON(filepath.Join(dir, "opencode.json"), cfg)
 		}),
@@ -349,6 +379,9 @@ type Custom struct {
 	// FS serves fs/read_text_file and fs/write_text_file to the agent,
 	// confined to the session's directory (and advertises them).
 	FS bool
+	// Terminal serves terminal/* to the agent (and advertises it): its
+	// commands run in the session's sandbox, in the session's directory.
+	Terminal bool
 }
 
 // customCaps: what the generic translation produces for any ACP agent
@@ -380,7 +413,8 @@ func FromConfig(c Custom, opts Options) (agent.Adapter, error) {
 			maps.Copy(env, c.Env)
 			return append([]string(nil), c.Args...), withSession(env, cfg), nil
 		},
-		ExitsOnEOF: true,
-		ServeFS:    c.FS,
+		ExitsOnEOF:    true,
+		ServeFS:       c.FS,
+		ServeTerminal: c.Terminal,
 	}, opts), nil
 }

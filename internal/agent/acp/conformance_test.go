@@ -2,13 +2,12 @@ package acp
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/agentbox/agentbox/client"
-	"github.com/agentbox/agentbox/event"
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
@@ -35,6 +34,7 @@ func installed(t *testing.T, names ...string) func(string) func() (string, strin
 // TestConformanceGemini runs the shared adapter suite against Gemini CLI
 // in ACP mode and the fake LLM's Gemini API.
 func TestConformanceGemini(t *testing.T) {
+	t.Parallel()
 	bin := installed(t, "gemini")
 	agenttest.Run(t, agenttest.Target{
 		Name: NameGemini,
@@ -53,6 +53,7 @@ func TestConformanceGemini(t *testing.T) {
 // permission_deny subtest does not accept: the suite runs with Permissions
 // off, and TestE2EClaudeCodePermissions checks both answers instead.
 func TestConformanceClaudeCode(t *testing.T) {
+	t.Parallel()
 	bin := installed(t, NameClaudeCode)
 	caps := claudeCaps
 	caps.Permissions = false
@@ -79,63 +80,94 @@ func (c capsOverride) Info(ctx context.Context) agent.Info {
 	return info
 }
 
-// TestE2EClaudeCodePermissions: a permission request of claude-code-acp
-// is asked through the API; allowing runs the command, denying declines
-// its item and leaves no file (the agent then ends the turn).
-func TestE2EClaudeCodePermissions(t *testing.T) {
-	bin := installed(t, NameClaudeCode)
-	st := agenttest.NewStack(t, agenttest.StackOptions{
-		Name: NameClaudeCode,
-		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
-			return ClaudeCode(Config{Binary: bin, DataDir: t.TempDir(), AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()})
-		},
-	})
-	st.SetScenario(fakellm.ScenarioPermission)
-	for _, decision := range []string{"allow", "deny"} {
-		t.Run(decision, func(t *testing.T) {
-			ses, cwd := st.Create(t, client.PermissionDefault, nil)
-			defer func() { _ = st.C.DeleteSession(context.Background(), ses.ID, false) }()
-			tc, evs := st.Turn(t, ses.ID, "Create the file please", st.Answer(t, ses.ID, decision))
-			if tc.StopReason != event.StopEndTurn {
-				t.Fatalf("stop reason %s\n%s", tc.StopReason, agenttest.Dump(evs))
-			}
-			var req *event.PermissionRequested
-			for _, e := range evs {
-				if e.Type == event.TypePermissionRequested {
-					p, _ := e.Decode()
-					req = p.(*event.PermissionRequested)
-				}
-			}
-			if req == nil || req.Kind != event.PermCommand || req.ItemID == "" {
-				t.Fatalf("permission request %+v\n%s", req, agenttest.Dump(evs))
-			}
-			cmd := agenttest.FindItem(agenttest.Items(t, evs), event.ItemCommand)
-			_, err := os.Stat(filepath.Join(cwd, "approved.txt"))
-			switch decision {
-			case "allow":
-				if err != nil || cmd == nil || cmd.Status != event.StatusCompleted || !strings.Contains(cmd.Command, "approved.txt") {
-					t.Errorf("allowed: file %v, command %+v\n%s", err, cmd, agenttest.Dump(evs))
-				}
-			case "deny":
-				if err == nil || cmd == nil || cmd.Status != event.StatusDeclined || cmd.ID != req.ItemID {
-					t.Errorf("denied: file %v, command %+v\n%s", err, cmd, agenttest.Dump(evs))
-				}
-			}
-		})
-	}
-}
-
 // TestConformanceOpenCode runs the shared suite against `opencode acp` and
 // the fake LLM's Chat Completions API.
 func TestConformanceOpenCode(t *testing.T) {
+	t.Parallel()
 	bin := installed(t, "opencode")
 	agenttest.Run(t, agenttest.Target{
 		Name: NameOpenCode,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
-			return OpenCode(Config{Binary: bin, DataDir: t.TempDir(), OpenAIBaseURL: llm.URL(""), OpenAIAPIKey: llm.Key()})
+			return OpenCode(Config{Binary: bin, DataDir: t.TempDir(), OpenAIBaseURL: retryAfterProxy(t, llm.URL("")), OpenAIAPIKey: llm.Key()})
 		},
 		Caps:      openCodeCaps,
 		Protocol:  fakellm.APIChat,
+		URLSuffix: "/v1",
+	})
+}
+
+// retryAfterProxy returns the URL of a proxy to base that adds
+// "retry-after-ms: 100" to server errors, as providers do. OpenCode
+// retries a 5xx five times, by default with a backoff from 2 s to 30 s
+// (about 70 s in all, not configurable), unless the provider says when to
+// retry; it still fails the turn after its fifth retry.
+func retryAfterProxy(t testing.TB, base string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: u.Scheme, Host: u.Host})
+			pr.Out.Host = u.Host
+		},
+		// One request per connection, as the stack's own switcher does
+		// (see agenttest's proxyTransport): Bun reuses sockets an aborted
+		// stream left half-closed.
+		Transport: &http.Transport{DisableKeepAlives: true},
+		ModifyResponse: func(r *http.Response) error {
+			if r.StatusCode >= 500 {
+				r.Header.Set("Retry-After-Ms", "100")
+			}
+			return nil
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + u.Path
+}
+
+// codexDataDir is a Config.DataDir outside the temp dir (t.TempDir is
+// under /tmp, where Codex cannot create its sandbox helper).
+func codexDataDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "agentbox-codex-acp-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// codexTestModel has real metadata in codex-acp 0.16.0 (its default), so
+// Codex offers apply_patch (file changes) as well as its shell tool.
+const codexTestModel = "gpt-5.5"
+
+func codexConfigFor(bin func(string) func() (string, string, error), dataDir string, llm agenttest.LLM) Config {
+	return Config{Binary: bin, DataDir: dataDir, OpenAIBaseURL: llm.URL(""), OpenAIAPIKey: llm.Key(), CodexModel: codexTestModel}
+}
+
+// TestConformanceCodex runs the shared suite against codex-acp and the
+// fake LLM's Responses API. codex-acp offers no way to decline a command
+// and go on: its only rejection ("abort") cancels the turn, which the
+// shared permission_deny subtest does not accept. The suite runs with
+// Permissions off; TestE2ECodexPermissions checks both answers instead.
+func TestConformanceCodex(t *testing.T) {
+	t.Parallel()
+	bin := installed(t, NameCodex)
+	caps := codexCaps
+	caps.Permissions = false
+	agenttest.Run(t, agenttest.Target{
+		Name: NameCodex,
+		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
+			return capsOverride{Codex(codexConfigFor(bin, codexDataDir(t), llm)), caps}
+		},
+		Caps:      caps,
+		Protocol:  fakellm.APIResponses,
 		URLSuffix: "/v1",
 	})
 }

@@ -19,7 +19,11 @@
 //
 // fs/read_text_file and fs/write_text_file are served (when an Agent asks
 // for it and the session is not sandboxed) confined to the session's
-// directory, symbolic links included. terminal/* is not served.
+// directory, symbolic links included. terminal/* (create, output,
+// wait_for_exit, kill, release) is served when an Agent asks for it: each
+// command is an agent.Proc in the session's sandbox and directory, killed
+// with its process tree on kill, release or the end of the session. The
+// built-in agents run their commands themselves and do not ask for it.
 //
 // Agents returns the built-in agents for the composition root.
 package acp

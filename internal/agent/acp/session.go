@@ -34,7 +34,9 @@ type session struct {
 	proc *agent.Proc
 	conn *sdk.Connection
 	fs   *confinedFS // nil when fs/* is not served
-	sid  sdk.SessionId
+	// terms are the agent's terminals (nil when terminal/* is not served).
+	terms *terminals
+	sid   sdk.SessionId
 
 	stdin   *os.File
 	stdout  *os.File
@@ -108,6 +110,9 @@ func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.C
 	if a.spec.ServeFS && cfg.Sandbox == nil {
 		s.fs = &confinedFS{dir: cfg.Cwd}
 	}
+	if a.spec.ServeTerminal {
+		s.terms = newTerminals(cfg.Cwd, proc.Env, cfg.Sandbox)
+	}
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
@@ -159,6 +164,7 @@ func (s *session) open(ctx context.Context) error {
 	if s.fs != nil {
 		caps.Fs = sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}
 	}
+	caps.Terminal = s.terms != nil
 	init, err := call[sdk.InitializeResponse](ctx, s, sdk.AgentMethodInitialize, sdk.InitializeRequest{
 		ProtocolVersion:    sdk.ProtocolVersionNumber,
 		ClientCapabilities: caps,
@@ -293,6 +299,10 @@ func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCate
 // wait reaps the process and closes done once its output is read.
 func (s *session) wait(stderrDone chan struct{}) {
 	ex := s.proc.Wait()
+	if s.terms != nil {
+		// The agent is gone: so are the commands it ran.
+		s.terms.closeAll()
+	}
 	select {
 	case <-s.conn.Done():
 	case <-time.After(drainWait):
@@ -339,6 +349,11 @@ func (s *session) emit(evs []event.Event) {
 
 // handle serves the agent's requests and notifications.
 func (s *session) handle(ctx context.Context, method string, params json.RawMessage) (any, *sdk.RequestError) {
+	if s.terms != nil {
+		if res, rerr, ok := s.terms.handle(ctx, method, params); ok {
+			return res, rerr
+		}
+	}
 	switch method {
 	case sdk.ClientMethodSessionUpdate:
 		s.mu.Lock()
@@ -583,10 +598,46 @@ func promptError(err error) error {
 	var re *sdk.RequestError
 	if errors.As(err, &re) && re.Data != nil {
 		if b, jerr := json.Marshal(re.Data); jerr == nil {
-			return fmt.Errorf("%s: %s", re.Message, clip(string(b), 2000))
+			msg := re.Message
+			if what := upstreamWhat(re.Data); what != "" {
+				msg = what + ": " + msg
+			}
+			return fmt.Errorf("%s: %s", msg, clip(string(b), 2000))
 		}
 	}
 	return err
+}
+
+// upstreamWhat says in plain words which upstream failure an error's data
+// names, when it carries codex-acp's codex_error_info: Codex replaces the
+// provider's message with its own ("high demand"), which hides that the
+// provider failed and how.
+func upstreamWhat(data any) string {
+	info, ok := asMap(data)["codex_error_info"]
+	if !ok {
+		return ""
+	}
+	switch v := info.(type) {
+	case string:
+		switch v {
+		case "internal_server_error", "server_overloaded":
+			return "upstream internal error (HTTP 5xx)"
+		case "usage_limit_exceeded", "rate_limit_exceeded":
+			return "upstream rate limit (HTTP 429)"
+		case "unauthorized":
+			return "upstream refused the API key (HTTP 401)"
+		case "context_window_exceeded":
+			return "the model's context window is full"
+		}
+	case map[string]any:
+		// {"http_connection_failed": {"http_status_code": 502}} and the like.
+		for kind, detail := range v {
+			if code, ok := asMap(detail)["http_status_code"].(float64); ok {
+				return fmt.Sprintf("upstream %s (HTTP %d)", strings.ReplaceAll(kind, "_", " "), int(code))
+			}
+		}
+	}
+	return ""
 }
 
 // promptBlocks converts the turn's input to ACP content blocks.

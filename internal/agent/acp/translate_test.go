@@ -280,3 +280,24 @@ func FuzzTranslate(f *testing.F) {
 		}
 	})
 }
+
+// TestUpstreamWhat: codex-acp's codex_error_info is said in plain words
+// (Codex replaces a provider's 500 with "high demand"); other error data
+// adds nothing.
+func TestUpstreamWhat(t *testing.T) {
+	for _, tc := range []struct {
+		data any
+		want string
+	}{
+		{map[string]any{"codex_error_info": "internal_server_error", "message": "We're currently experiencing high demand"}, "upstream internal error (HTTP 5xx)"},
+		{map[string]any{"codex_error_info": "usage_limit_exceeded"}, "upstream rate limit (HTTP 429)"},
+		{map[string]any{"codex_error_info": map[string]any{"http_connection_failed": map[string]any{"http_status_code": 502.0}}}, "upstream http connection failed (HTTP 502)"},
+		{map[string]any{"codex_error_info": "something_new"}, ""},
+		{map[string]any{"message": "x"}, ""},
+		{"a string", ""},
+	} {
+		if got := upstreamWhat(tc.data); got != tc.want {
+			t.Errorf("upstreamWhat(%v) = %q, want %q", tc.data, got, tc.want)
+		}
+	}
+}
