@@ -34,7 +34,7 @@ func execServer(t *testing.T, wrap func(http.Handler) http.Handler) *client.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = httpapi.New(httpapi.Config{Exec: svc}, nil, nil, nil)
+	h := httpapi.New(httpapi.Config{Exec: svc}, nil, nil, nil)
 	if wrap != nil {
 		h = wrap(h)
 	}

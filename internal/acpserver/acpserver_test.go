@@ -2,6 +2,7 @@ package acpserver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -110,7 +111,7 @@ func pipes(t *testing.T, s *agenttest.Stack, ed *editor) *acp.ClientSideConnecti
 	t.Cleanup(func() {
 		fromClient.Close()
 		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Serve: %v", err)
 		}
 		fromAgent.Close()

@@ -74,7 +74,8 @@ func (p *Proc) Start() error {
 		p.sp = sp
 		return nil
 	}
-	cmd := exec.Command(p.Path, p.Args...)
+	// Detached on purpose: the process lives as long as the session.
+	cmd := exec.CommandContext(contextBackground(), p.Path, p.Args...)
 	cmd.Env, cmd.Dir = p.Env, p.Dir
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -133,10 +134,10 @@ func (p *Proc) Wait() ProcExit {
 		switch {
 		case err != nil:
 			ex.Code, ex.Desc = -1, err.Error()
-		case e.Verdict.Reason != "":
-			ex.Desc = "was stopped by the sandbox: " + e.Verdict.Reason
-			if e.Verdict.Message != "" {
-				ex.Desc += " (" + e.Verdict.Message + ")"
+		case e.Reason != "":
+			ex.Desc = "was stopped by the sandbox: " + e.Reason
+			if e.Message != "" {
+				ex.Desc += " (" + e.Message + ")"
 			}
 		case e.Signal != "":
 			ex.Desc = "was killed by signal " + e.Signal
@@ -163,8 +164,9 @@ func exitStatus(ps *os.ProcessState) (int, string) {
 	return ps.ExitCode(), fmt.Sprintf("exited with code %d", ps.ExitCode())
 }
 
-// contextBackground is the context a sandboxed start runs under: the
-// process outlives whatever request asked for the session.
+// contextBackground is the context an agent process starts under, on the
+// host or in a sandbox: the process outlives whatever request asked for
+// the session, so it is never cancelled.
 func contextBackground() context.Context { return context.Background() }
 
 // InstallRoot returns the directory an agent's installed binary bin lives

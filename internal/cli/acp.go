@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -45,7 +44,7 @@ is written to stdout; diagnostics go to stderr.`,
 			if _, err := c.Health(cmd.Context()); err != nil {
 				return fmt.Errorf("the agentbox daemon at %s does not answer (start it with `agentbox serve`): %w", a.url, err)
 			}
-			var in io.Reader = cmd.InOrStdin()
+			in := cmd.InOrStdin()
 			if in == nil {
 				in = os.Stdin
 			}

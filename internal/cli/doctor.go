@@ -76,8 +76,8 @@ when the default runtime (process) cannot run.`,
 				if err := enc.Encode(rep); err != nil {
 					return err
 				}
-			} else {
-				printDoctor(out, rep)
+			} else if err := printDoctor(out, rep); err != nil {
+				return err
 			}
 			if !avail["process"] {
 				return &ExitError{Code: 1, Err: fmt.Errorf("the default runtime (process) cannot run here: %s", reasonOf(rep.Runtimes, "process"))}
@@ -104,7 +104,7 @@ func presetStatuses(rows []sandbox.Mechanism, avail map[string]bool) []presetSta
 	ok := func(name string) bool { m, found := probe.Find(rows, name); return found && m.OK }
 	ws, err := os.MkdirTemp("", "agentbox-doctor-")
 	if err == nil {
-		defer os.RemoveAll(ws)
+		defer func() { _ = os.RemoveAll(ws) }() // best effort: a temp dir
 	}
 	var out []presetStatus
 	for _, name := range policy.PresetNames() {
@@ -137,7 +137,7 @@ func presetStatuses(rows []sandbox.Mechanism, avail map[string]bool) []presetSta
 	return out
 }
 
-func printDoctor(w interface{ Write([]byte) (int, error) }, rep doctorReport) {
+func printDoctor(w interface{ Write([]byte) (int, error) }, rep doctorReport) error {
 	mark := func(ok bool) string {
 		if ok {
 			return "ok"
@@ -167,5 +167,5 @@ func printDoctor(w interface{ Write([]byte) (int, error) }, rep doctorReport) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, status, detail)
 	}
-	tw.Flush()
+	return tw.Flush()
 }

@@ -78,7 +78,7 @@ func Execute(ctx context.Context, root *cobra.Command) int {
 	// An ExitError without a cause passes a code through (agentbox exec
 	// exits with its command's status) and has nothing to say.
 	var ee *ExitError
-	if err != nil && !(errors.As(err, &ee) && ee.Err == nil) {
+	if err != nil && (!errors.As(err, &ee) || ee.Err != nil) {
 		fmt.Fprintf(root.ErrOrStderr(), "%s: %v\n", root.Name(), err)
 	}
 	return ExitCode(err)

@@ -547,7 +547,7 @@ func (s *server) waitProcess(ctx context.Context, in *processWaitInput) (*proces
 	defer cancel()
 	info, err := svc.Wait(wctx, in.ID)
 	// Running out of the wait's own time is an answer, not an error.
-	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+	if err != nil && (!errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
 		return nil, s.fail(ctx, err)
 	}
 	return &processOutput{Body: toProcess(info)}, nil

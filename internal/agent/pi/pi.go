@@ -307,12 +307,12 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	}
 	cmd, err := a.buildCommand(cfg, bin, home, dir)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort: the start already failed
 		return nil, err
 	}
 	s, err := startSession(a.opts, cmd, cfg, host, dir)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort: the start already failed
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, a.opts.StartTimeout)

@@ -93,14 +93,16 @@ func (s *hostSandbox) Info() sandbox.Info {
 	return sandbox.Info{Runtime: s.rt.Name(), Mechanisms: []string{"none"}}
 }
 
-func (s *hostSandbox) Start(_ context.Context, c sandbox.Cmd) (sandbox.Process, error) {
+func (s *hostSandbox) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, sandbox.ErrClosed
 	}
 	s.starts++
-	cmd := exec.Command(c.Args[0], c.Args[1:]...)
+	// Detached from ctx on purpose: a sandboxed process lives as long as
+	// its sandbox, not the request that started it (sandbox.Sandbox.Start).
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), c.Args[0], c.Args[1:]...)
 	cmd.Dir = c.Dir
 	if cmd.Dir == "" {
 		cmd.Dir = s.spec.Workspace

@@ -114,20 +114,26 @@ func New(name string, l Limits) (*Group, error) {
 			continue // co-mounted controllers, or v2
 		}
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			g.Delete()
-			return nil, fmt.Errorf("cgroup: %w", err)
+			return nil, g.deleteAfter(fmt.Errorf("cgroup: %w", err))
 		}
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			g.Delete()
-			return nil, fmt.Errorf("cgroup: create group: %w", err)
+			return nil, g.deleteAfter(fmt.Errorf("cgroup: create group: %w", err))
 		}
 		created[dir] = true
 	}
 	if err := g.setLimits(l); err != nil {
-		g.Delete()
-		return nil, err
+		return nil, g.deleteAfter(err)
 	}
 	return g, nil
+}
+
+// deleteAfter removes a group New failed to finish and returns err, joined
+// with the removal's error: a group left behind is leaked, so say so.
+func (g *Group) deleteAfter(err error) error {
+	if derr := g.Delete(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return err
 }
 
 // Name returns the group's name under Parent.
@@ -258,11 +264,11 @@ func (g *Group) Kill() error {
 	frozen := g.freeze(true) == nil
 	pids, err := g.Pids()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		g.freeze(false)
+		_ = g.freeze(false) // best effort; the listing error is the one to report
 		return fmt.Errorf("cgroup: kill: %w", err)
 	}
 	for _, pid := range pids {
-		syscall.Kill(pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: it died already
 	}
 	if frozen {
 		if err := g.freeze(false); err != nil {
@@ -288,7 +294,7 @@ func (g *Group) waitEmpty() error {
 		// Without a freezer a process may have forked between the listing
 		// and the kill; kill what is there now.
 		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: it died already
 		}
 		time.Sleep(delay)
 	}

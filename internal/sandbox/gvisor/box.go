@@ -61,7 +61,10 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ *box, err err
 	}
 	defer func() {
 		if err != nil {
-			b.destroy()
+			// What cannot be torn down (a mount, a cgroup) is leaked: say so.
+			if derr := b.destroy(); derr != nil {
+				err = errors.Join(err, fmt.Errorf("gvisor: clean up after a failed create: %w", derr))
+			}
 		}
 	}()
 
@@ -207,7 +210,7 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 	p.cmd.Stderr, p.stderr = limit(c.Stderr, b.spec.Limits.OutputBytes)
 	p.before, _ = b.cg.Stats()
 	if err := p.cmd.Start(); err != nil {
-		os.Remove(procFile)
+		_ = os.Remove(procFile) // best effort: destroy removes the whole bundle
 		return nil, fmt.Errorf("gvisor: runsc exec: %w", err)
 	}
 	timeout := c.Timeout
@@ -239,7 +242,9 @@ func limit(w io.Writer, n int64) (io.Writer, *sandbox.LimitedWriter) {
 func (b *box) killAll() {
 	b.dead.Store(true)
 	if err := b.rt.control(b.state(), b.spec.Network.Mode, "kill", "--all", b.id, "KILL"); err != nil {
-		b.cg.Kill()
+		// Nobody to tell here; Close kills through the cgroup again and
+		// reports a failure then.
+		_ = b.cg.Kill()
 	}
 }
 
@@ -274,7 +279,7 @@ func (b *box) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	b.closed = true
 	b.dead.Store(true)
 	if b.cg != nil {
-		b.cg.Kill() // stop writes before the final commit
+		_ = b.cg.Kill() // stop writes before the final commit; destroy kills again and reports
 	}
 	var errs []error
 	b.closeRes, errs = nil, nil
@@ -363,7 +368,7 @@ func (p *proc) Wait() (sandbox.Exit, error) {
 
 func (p *proc) wait(procFile string) {
 	defer close(p.done)
-	defer os.Remove(procFile)
+	defer func() { _ = os.Remove(procFile) }() // best effort: destroy removes the whole bundle
 	err := p.cmd.Wait()
 	if p.timer != nil {
 		p.timer.Stop()

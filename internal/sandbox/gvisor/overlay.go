@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -36,7 +37,10 @@ func mountOverlay(dir, ws string, diskBytes int64) (_ *workspaceOverlay, err err
 	o.upper, o.work = filepath.Join(o.scratch, "upper"), filepath.Join(o.scratch, "work")
 	defer func() {
 		if err != nil {
-			o.unmount()
+			// A mount that cannot be taken down is leaked: say so.
+			if uerr := o.unmount(); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
 		}
 	}()
 	for _, d := range []string{o.scratch, o.lower, o.merged, o.tmp} {
@@ -108,7 +112,8 @@ func idmapMount(src, dst string, uid, gid int) error {
 	if err != nil {
 		return fmt.Errorf("gvisor: id-map helper: %w", err)
 	}
-	cmd := exec.Command(cat)
+	// Its lifetime is this function's: the defer below ends it.
+	cmd := exec.CommandContext(context.Background(), cat)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -122,7 +127,11 @@ func idmapMount(src, dst string, uid, gid int) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("gvisor: id-map helper: %w", err)
 	}
-	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	defer func() {
+		stdin.Close()
+		_ = cmd.Process.Kill() // it may have ended on stdin's EOF already
+		_ = cmd.Wait()         // killed: the status carries nothing
+	}()
 	userns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
 	if err != nil {
 		return fmt.Errorf("gvisor: id-map helper: %w", err)
@@ -132,7 +141,7 @@ func idmapMount(src, dst string, uid, gid int) error {
 	if err != nil {
 		return fmt.Errorf("gvisor: open_tree %s: %w", src, err)
 	}
-	defer unix.Close(tree)
+	defer func() { _ = unix.Close(tree) }() // a detached mount tree: closing it loses nothing
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return fmt.Errorf("gvisor: id-map the workspace: %w", err)

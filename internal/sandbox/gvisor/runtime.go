@@ -113,7 +113,7 @@ func ProbeRunsc(ctx context.Context, runsc, platform string) RunscInfo {
 		info.Detail = err.Error()
 		return info
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // best effort: a temp dir
 	cmd := exec.CommandContext(ctx, path, "--root", filepath.Join(tmp, "state"), "--platform", platform,
 		"--network=none", "--ignore-cgroups", "do", "true")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp}
@@ -222,8 +222,10 @@ func checkSpec(spec *sandbox.Spec) error {
 	if err := seccomp.Check(spec.Syscalls.Profile, spec.Syscalls.Deny); err != nil {
 		return fmt.Errorf("%w: gvisor: %w", sandbox.ErrUnenforceable, err)
 	}
-	if st, err := os.Stat(spec.Workspace); err != nil || !st.IsDir() {
-		return fmt.Errorf("gvisor: workspace %s is not a directory (%v)", spec.Workspace, err)
+	if st, err := os.Stat(spec.Workspace); err != nil {
+		return fmt.Errorf("gvisor: workspace %s is not a directory (%w)", spec.Workspace, err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("gvisor: workspace %s is not a directory", spec.Workspace)
 	}
 	for _, p := range append(append([]string{spec.WorkspaceDir}, spec.ReadPaths...), spec.WritePaths...) {
 		if !filepath.IsAbs(p) {

@@ -100,7 +100,7 @@ func Boot(ctx context.Context, opts Options) (res BootResult) {
 		res.Reason = err.Error()
 		return res
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // best effort: a temp dir
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := writeInitramfs(initrd, exe); err != nil {
 		res.Reason = fmt.Sprintf("write initramfs: %v", err)
@@ -128,7 +128,7 @@ func Boot(ctx context.Context, opts Options) (res BootResult) {
 	case <-out.found:
 		res.OK = true
 		cancel() // the guest is rebooting; do not wait for QEMU politely
-		<-done
+		<-done   //nolint:errcheck // QEMU was killed on purpose: its exit error says nothing
 		return res
 	case err := <-done:
 		if out.seen() {
@@ -184,7 +184,7 @@ func checkStatic(exe string) error {
 	if err != nil {
 		return fmt.Errorf("guest init %s: %w", exe, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return fmt.Errorf("guest init %s is dynamically linked (build with CGO_ENABLED=0)", exe)

@@ -81,7 +81,7 @@ func seccompHelper() error {
 		return err
 	}
 	if err := unix.Unshare(unix.CLONE_NEWUTS); !errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("unshare under the filter: %v, want EPERM", err)
+		return fmt.Errorf("unshare under the filter: %w, want EPERM", err)
 	}
 	return nil
 }

@@ -162,7 +162,10 @@ func tryHelper(name string) error {
 }
 
 func runHelper(name string, flags uintptr) error {
-	cmd := exec.Command(sandbox.SelfExe())
+	// Not a caller's context: Host caches these results for the whole
+	// process, so one caller giving up must not mark a mechanism missing
+	// for every later one. The helpers exit at once.
+	cmd := exec.CommandContext(context.Background(), sandbox.SelfExe())
 	cmd.Args = []string{helperArg0, name}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}

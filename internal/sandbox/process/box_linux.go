@@ -109,7 +109,7 @@ func (b *box) dispatch() {
 			}
 			if p.gotStarted { // a second "started" for one id: ignore it
 				if fd >= 0 {
-					unix.Close(fd)
+					_ = unix.Close(fd)
 				}
 				continue
 			}
@@ -145,7 +145,7 @@ func parseRights(oob []byte) []int {
 
 func closeAll(fds []int) {
 	for _, fd := range fds {
-		unix.Close(fd)
+		_ = unix.Close(fd) // received, never used: nothing to lose
 	}
 }
 
@@ -157,13 +157,15 @@ func (b *box) killAll() {
 	b.killed.Store(true)
 	b.fdMu.Lock()
 	defer b.fdMu.Unlock()
+	// Best effort throughout: the init's death takes the rest of the
+	// namespace with it, and destroy reports a cgroup left behind.
 	if b.cg != nil {
-		b.cg.Kill()
+		_ = b.cg.Kill()
 	}
 	if b.initFD >= 0 {
-		unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0)
+		_ = unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0)
 	} else if b.cmd != nil && b.cmd.Process != nil {
-		b.cmd.Process.Kill()
+		_ = b.cmd.Process.Kill()
 	}
 }
 
@@ -338,7 +340,9 @@ func (b *box) Close(ctx context.Context) ([]sandbox.Violation, error) {
 		b.killAll()
 		b.waitInit()
 		b.closeViolations, b.closeErr = b.commit()
-		b.destroy()
+		if err := b.destroy(); err != nil {
+			b.closeErr = errors.Join(b.closeErr, err)
+		}
 	})
 	return b.closeViolations, b.closeErr
 }
@@ -355,7 +359,7 @@ func (b *box) waitInit() {
 	case <-t.C:
 	}
 	if b.ctl != nil {
-		b.ctl.Close() // ends dispatch if the init somehow survived
+		_ = b.ctl.Close() // ends dispatch if the init somehow survived
 	}
 	select {
 	case <-b.dead:
@@ -364,12 +368,13 @@ func (b *box) waitInit() {
 }
 
 // destroy releases everything; it is also the cleanup of a failed Create.
-func (b *box) destroy() {
+// It reports a cgroup it could not remove, which would otherwise leak.
+func (b *box) destroy() error {
 	if b.cmd != nil {
 		b.killAll()
 		b.waitInit()
 	} else if b.ctl != nil {
-		b.ctl.Close()
+		_ = b.ctl.Close()
 	}
 	for _, c := range b.closers {
 		c.Close()
@@ -377,17 +382,22 @@ func (b *box) destroy() {
 	b.closers = nil
 	b.fdMu.Lock()
 	if b.initFD >= 0 {
-		unix.Close(b.initFD)
+		_ = unix.Close(b.initFD) // a pidfd: closing it loses nothing
 		b.initFD = -1
 	}
+	var err error
 	if b.cg != nil {
-		b.cg.Delete()
+		err = b.cg.Delete()
 	}
 	b.fdMu.Unlock()
 	if b.slot >= 0 {
 		freeSlot(b.slot)
 		b.slot = -1
 	}
+	if err != nil {
+		return fmt.Errorf("process sandbox: %w", err)
+	}
+	return nil
 }
 
 // countersMatter reports whether the cgroup's OOM and pids counters can

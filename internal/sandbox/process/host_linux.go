@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +48,7 @@ func newTmpfs(size int64, mode uint32, uid, gid int) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsopen tmpfs: %w", err)
 	}
-	defer unix.Close(fs)
+	defer func() { _ = unix.Close(fs) }() // an fs context: closing it loses nothing
 	opts := [][2]string{
 		{"mode", strconv.FormatUint(uint64(mode), 8)},
 		{"uid", strconv.Itoa(uid)},
@@ -123,7 +124,8 @@ func idmapUserns(k idmapKey) (int, error) {
 	}
 	// A user namespace needs a process to be created; this one blocks on
 	// stdin until we have opened its namespace, then exits.
-	cmd := exec.Command(sandbox.SelfExe())
+	// Its lifetime is this function's: it exits on stdin's EOF below.
+	cmd := exec.CommandContext(context.Background(), sandbox.SelfExe())
 	cmd.Args = []string{usernsArg0}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -146,7 +148,7 @@ func idmapUserns(k idmapKey) (int, error) {
 		return -1, fmt.Errorf("open idmap user namespace: %w", err)
 	}
 	if werr != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd) // a namespace fd: closing it loses nothing
 		return -1, fmt.Errorf("idmap helper: %w", werr)
 	}
 	idmaps.m[k] = fd
@@ -155,7 +157,7 @@ func idmapUserns(k idmapKey) (int, error) {
 
 // runUsernsHelper is the idmap helper's whole life.
 func runUsernsHelper() {
-	io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or an error: either way the parent is done
 	os.Exit(0)
 }
 

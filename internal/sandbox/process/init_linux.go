@@ -107,7 +107,9 @@ func (in *sandboxInit) reply(m message, fd int) {
 	if fd >= 0 {
 		oob = unix.UnixRights(fd)
 	}
-	in.ctl.WriteMsgUnix(data, oob, nil)
+	// A failed write means the supervisor is gone; serve sees that on its
+	// next read and ends the sandbox.
+	_, _, _ = in.ctl.WriteMsgUnix(data, oob, nil)
 }
 
 // request is a start packet with its descriptors.
@@ -201,7 +203,7 @@ func (in *sandboxInit) start(r request) {
 	in.running[pid] = r.m.ID
 	in.reply(message{Op: opStarted, ID: r.m.ID, Pid: pid}, pidfd)
 	if pidfd >= 0 {
-		unix.Close(pidfd)
+		_ = unix.Close(pidfd) // sent to the supervisor already; ours loses nothing
 	}
 }
 

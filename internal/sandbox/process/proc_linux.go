@@ -101,7 +101,7 @@ func (p *proc) wait() {
 	}
 	p.finishCopies()
 	if p.pidfd >= 0 {
-		unix.Close(p.pidfd)
+		_ = unix.Close(p.pidfd) // a pidfd: closing it loses nothing
 	}
 	p.b.mu.Lock()
 	delete(p.b.procs, p.id)
@@ -168,7 +168,8 @@ func (p *proc) setupStdio(c sandbox.Cmd) error {
 			p.child[0], p.parent[0] = r, w
 			src := c.Stdin
 			p.copyFns = append(p.copyFns, func() {
-				io.Copy(w, src)
+				// EPIPE once the command stops reading is expected.
+				_, _ = io.Copy(w, src)
 				w.Close()
 			})
 		}
@@ -191,7 +192,13 @@ func (p *proc) setupStdio(c sandbox.Cmd) error {
 				p.copies.Add(1)
 				p.copyFns = append(p.copyFns, func() {
 					defer p.copies.Done()
-					io.Copy(dst, r)
+					// A failing dst's error has nowhere to go (Wait
+					// reports the command's exit), but the pipe is
+					// still drained: a command must not block on a
+					// full pipe because its reader gave up.
+					if _, err := io.Copy(dst, r); err != nil {
+						_, _ = io.Copy(io.Discard, r)
+					}
 				})
 			}
 		}

@@ -151,13 +151,15 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	defer func() {
 		if err != nil {
-			b.destroy()
+			if derr := b.destroy(); derr != nil {
+				err = errors.Join(err, derr) // a leaked cgroup: say so
+			}
 		}
 	}()
 	// degrade records a missing mechanism, or fails when it may not be.
 	degrade := func(mech string, cause error) error {
 		if !spec.AllowDegraded {
-			return fmt.Errorf("%w: %s: %v", sandbox.ErrUnenforceable, mech, cause)
+			return fmt.Errorf("%w: %s: %w", sandbox.ErrUnenforceable, mech, cause)
 		}
 		b.info.Degraded = append(b.info.Degraded, mech)
 		return nil
@@ -442,7 +444,9 @@ func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int) err
 	// unprivileged host uid, which may not search the directories on the
 	// binary's path (go test builds into a 0700 dir); the magic link
 	// skips them. It also survives the binary being replaced on disk.
-	cmd := exec.Command("/proc/self/exe")
+	// Detached on purpose: the init is the sandbox and lives until Close,
+	// not as long as the Create call that spawns it.
+	cmd := exec.CommandContext(context.Background(), "/proc/self/exe")
 	cmd.Args = []string{initArg0}
 	cmd.Env = []string{} // nothing from the host environment, ever
 	cmd.Dir = "/"
@@ -463,14 +467,14 @@ func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int) err
 	}
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
-			return fmt.Errorf("%w: user namespaces: %v", sandbox.ErrUnenforceable, err)
+			return fmt.Errorf("%w: user namespaces: %w", sandbox.ErrUnenforceable, err)
 		}
 		return fmt.Errorf("start sandbox init: %w", err)
 	}
 	b.cmd = cmd
 	b.waitDone = make(chan struct{})
 	go func() {
-		b.cmd.Wait()
+		_ = b.cmd.Wait() // the init reports how things ended over ctl; this only reaps it
 		close(b.waitDone)
 	}()
 	if b.cg != nil {

@@ -434,7 +434,7 @@ func loopbackUp() error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // an ioctl socket: closing it loses nothing
 	ifr, err := unix.NewIfreq("lo")
 	if err != nil {
 		return err

@@ -151,14 +151,14 @@ while True:
 				lw := &sandbox.LimitedWriter{W: &kept, N: capN}
 				r := h.start(h.shellArgs(fmt.Sprintf("head -c %d /dev/zero", total)),
 					runOpts{stdout: io.MultiWriter(seen, lw), watchdog: 3 * time.Minute}).wait()
-				switch n := seen.n.Load(); {
-				case n == total:
+				switch n := seen.n.Load(); n {
+				case total:
 					// The runtime streamed everything; capping is the
 					// caller's LimitedWriter.
 					if r.err != nil || r.exit.Code != 0 || (r.exit.Reason != "" && r.exit.Reason != sandbox.ReasonOutput) {
 						h.t.Errorf("streaming 100 MB: want exit 0, got:\n%s", r)
 					}
-				case n == capN:
+				case capN:
 					// The runtime capped at Limits.OutputBytes itself.
 					if r.exit.Reason != sandbox.ReasonOutput {
 						h.t.Errorf("runtime cut output at %d bytes but the verdict is %q, want %q", n, r.exit.Reason, sandbox.ReasonOutput)

@@ -220,7 +220,7 @@ var errPanicked = errors.New("runtime panicked")
 func safeCreate(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec) (sb sandbox.Sandbox, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			sb, err = nil, fmt.Errorf("Create: %w: %v\n%s", errPanicked, p, debug.Stack())
+			sb, err = nil, fmt.Errorf("%w in Create: %v\n%s", errPanicked, p, debug.Stack())
 		}
 	}()
 	return rt.Create(ctx, spec)

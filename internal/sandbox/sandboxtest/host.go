@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -40,7 +41,9 @@ func startHostHelper(t *testing.T) *hostHelper {
 	t.Helper()
 	marker := "agentbox-host-helper-" + randHex(8)
 	// "sh -c 'exec sleep' marker": $0 is the marker, visible in cmdline.
-	cmd := exec.Command("/bin/sh", "-c", "sleep 3600", marker)
+	// Not t.Context(): that ends before the cleanups, which may still
+	// check the helper; the Cleanup below kills it.
+	cmd := exec.CommandContext(context.Background(), "/bin/sh", "-c", "sleep 3600", marker)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start host helper: %v", err)
 	}
@@ -72,7 +75,7 @@ func listenHostUnix(t *testing.T, hits *counter) (path, abstract string) {
 	path = filepath.Join(dir, "agent.sock")
 	abstract = "agentbox-test-" + randHex(8)
 	for _, addr := range []string{path, "@" + abstract} {
-		ln, err := net.Listen("unix", addr)
+		ln, err := new(net.ListenConfig).Listen(t.Context(), "unix", addr)
 		if err != nil {
 			t.Fatalf("listen on host unix socket %s: %v", addr, err)
 		}
@@ -96,7 +99,7 @@ func acceptCount(ln net.Listener, hits *counter) {
 // listenTCP opens a TCP listener on the host at addr ("127.0.0.1:0").
 func listenTCP(t *testing.T, addr string, hits *counter) (int, bool) {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(t.Context(), "tcp", addr)
 	if err != nil {
 		return 0, false
 	}

@@ -163,7 +163,7 @@ func openLeakyDir(t *testing.T) int {
 	if err != nil {
 		t.Fatalf("open %s: %v", dir, err)
 	}
-	t.Cleanup(func() { syscall.Close(fd) })
+	t.Cleanup(func() { _ = syscall.Close(fd) })
 	return fd
 }
 

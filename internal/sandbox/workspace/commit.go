@@ -62,12 +62,12 @@ func Commit(upperDir, workspace string, protected []string) ([]sandbox.Violation
 	if err != nil {
 		return nil, fmt.Errorf("workspace: open %s: %w", root, err)
 	}
-	defer unix.Close(hostFd)
+	defer closeFd(hostFd)
 	upFd, err := unix.Open(upperDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: open upper dir %s: %w", upperDir, err)
 	}
-	defer unix.Close(upFd)
+	defer closeFd(upFd)
 
 	var rootSt unix.Stat_t
 	if err := unix.Fstat(hostFd, &rootSt); err != nil {
@@ -193,7 +193,7 @@ func (c *commit) classify(upFd int, name, rel string) (*upperEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open upper dir: %w", err)
 		}
-		defer unix.Close(fd)
+		defer closeFd(fd)
 		if hasOverlayXattr(fd, "redirect") {
 			// A renamed directory whose content still lives in the lower
 			// layer under its old name: copying it would lose files.
@@ -206,7 +206,7 @@ func (c *commit) classify(upFd int, name, rel string) (*upperEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open upper file: %w", err)
 		}
-		defer unix.Close(fd)
+		defer closeFd(fd)
 		if hasOverlayXattr(fd, "metacopy") {
 			// Metadata-only copy-up: the data is still in the lower
 			// layer; copying it would truncate the file.
@@ -307,12 +307,12 @@ func (c *commit) reportTree(upParent, hostParent int, name, rel, pat string) {
 		c.fail(rel, fmt.Errorf("open upper dir: %w", err))
 		return
 	}
-	defer unix.Close(upFd)
+	defer closeFd(upFd)
 	hostFd := -1
 	if hostParent >= 0 {
 		if fd, err := openDir(hostParent, name); err == nil {
 			hostFd = fd
-			defer unix.Close(fd)
+			defer closeFd(fd)
 		}
 	}
 	names, err := readDirNames(upFd)
@@ -376,7 +376,7 @@ func (c *commit) applyDir(upFd, hostFd int, e *upperEntry, hostExists, hostIsDir
 		c.fail(e.rel, fmt.Errorf("open host dir: %w", err))
 		return
 	}
-	defer unix.Close(hfd)
+	defer closeFd(hfd)
 	if err := unix.Fchmod(hfd, perm); err != nil {
 		c.fail(e.rel, fmt.Errorf("chmod: %w", err))
 	}
@@ -385,7 +385,7 @@ func (c *commit) applyDir(upFd, hostFd int, e *upperEntry, hostExists, hostIsDir
 		c.fail(e.rel, fmt.Errorf("open upper dir: %w", err))
 		return
 	}
-	defer unix.Close(ufd)
+	defer closeFd(ufd)
 	if e.opaque && hostExists {
 		// The directory was removed and made again inside: what the
 		// host has and the upper does not is gone.
@@ -448,7 +448,7 @@ func (c *commit) removeTree(hostFd int, name, rel string) bool {
 			all = false
 		}
 	}
-	unix.Close(fd)
+	closeFd(fd)
 	if !all {
 		return false
 	}
@@ -492,7 +492,7 @@ func (c *commit) applyFile(upFd, hostFd int, e *upperEntry, hostExists, hostIsDi
 	defer func() {
 		dstF.Close()
 		if !ok {
-			unix.Unlinkat(hostFd, tmp, 0)
+			c.removeTemp(hostFd, tmp, e.rel)
 		}
 	}()
 	if _, err := io.Copy(dstF, srcF); err != nil {
@@ -551,8 +551,16 @@ func (c *commit) applySymlink(hostFd int, e *upperEntry, hostExists, hostIsDir b
 		c.fail(e.rel, fmt.Errorf("chown symlink: %w", err))
 	}
 	if err := unix.Renameat(hostFd, tmp, hostFd, e.name); err != nil {
-		unix.Unlinkat(hostFd, tmp, 0)
 		c.fail(e.rel, fmt.Errorf("rename symlink into place: %w", err))
+		c.removeTemp(hostFd, tmp, e.rel)
+	}
+}
+
+// removeTemp removes the temporary name of a copy that failed. One that
+// stays behind is litter in the user's workspace, so that is an error too.
+func (c *commit) removeTemp(hostFd int, tmp, rel string) {
+	if err := unix.Unlinkat(hostFd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		c.fail(rel, fmt.Errorf("remove temporary %s: %w", tmp, err))
 	}
 }
 
@@ -578,6 +586,10 @@ func tempName() string {
 	rand.Read(b[:])
 	return ".agentbox-commit-" + hex.EncodeToString(b[:])
 }
+
+// closeFd closes a descriptor Commit only reads through (a directory, an
+// upper-layer file): closing it loses no data, so its error is dropped.
+func closeFd(fd int) { _ = unix.Close(fd) }
 
 func openDir(dirFd int, name string) (int, error) {
 	return unix.Openat(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
