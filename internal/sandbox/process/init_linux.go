@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,6 +50,7 @@ type initFail struct {
 func (f *initFail) Error() string { return f.err.Error() }
 
 func runInit() int {
+	resetIgnoredSignals()
 	for _, fd := range []int{fdConfig, fdControl} {
 		unix.CloseOnExec(fd)
 	}
@@ -260,4 +262,32 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: executable file not found in $PATH", name)
+}
+
+// kernelSigaction is the kernel's struct sigaction (the same on amd64 and
+// arm64).
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// resetIgnoredSignals sets every signal the init inherited as ignored back
+// to its default: an ignored disposition survives fork and exec, so it
+// would reach every command. (A cgo build's runtime, such as the race
+// detector's, starts with some real-time signals ignored.)
+func resetIgnoredSignals() {
+	const sigIgn = 1
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 || old.handler != sigIgn {
+			continue
+		}
+		def := kernelSigaction{}
+		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&def)), 0, 8, 0, 0)
+	}
 }
