@@ -352,6 +352,36 @@ func TestSignal(t *testing.T) {
 	}
 }
 
+// TestInitIgnoresSignals sends the init every signal but SIGKILL and
+// SIGSTOP, from the host (the strongest sender there is short of the
+// supervisor's kill): PID 1 must drop them all and go on serving.
+func TestInitIgnoresSignals(t *testing.T) {
+	sb, _ := newBox(t, nil)
+	pid := sb.(*box).cmd.Process.Pid
+	for sig := syscall.Signal(1); sig <= 64; sig++ {
+		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+			continue
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatalf("kill(init, %v): %v", sig, err)
+		}
+	}
+	// A signal that ended the init would show here: the init's death
+	// ends the sandbox.
+	time.Sleep(100 * time.Millisecond)
+	if out := mustRun(t, sb, "echo alive"); out != "alive\n" {
+		t.Fatalf("after the signals: %q", out)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("init gone after the signals: %v", err)
+	}
+	// What the init does to stay deaf must not reach a command: an
+	// inherited SIG_IGN would survive execve.
+	if out := mustRun(t, sb, "exec grep SigIgn /proc/self/status"); strings.TrimSpace(out) != "SigIgn:\t0000000000000000" {
+		t.Errorf("a command starts with ignored signals: %q", out)
+	}
+}
+
 func TestWarmStarts(t *testing.T) {
 	sb, _ := newBox(t, nil)
 	for i := range 20 {
