@@ -53,6 +53,21 @@ type Info struct {
 	Installed bool   `json:"installed"`
 }
 
+// Located completes info with where the adapter's CLI is, as its Binary
+// lookup found it: installed and available at path, or, when there is no
+// path, neither, with missing (and the lookup's error) as the reason.
+func (info Info) Located(path, version string, err error, missing string) Info {
+	if err != nil || path == "" {
+		info.Reason = missing
+		if err != nil {
+			info.Reason += ": " + err.Error()
+		}
+		return info
+	}
+	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
+	return info
+}
+
 // Config is what an adapter needs to start one session.
 type Config struct {
 	SessionID      string

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +13,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+	"unicode/utf8"
 
+	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
@@ -89,6 +94,57 @@ func (p *Proc) Start() error {
 	return nil
 }
 
+// StartPiped starts the process with new pipes for its stdin, stdout and
+// stderr (in place of any set) and returns the parent's ends, which the
+// caller closes.
+func (p *Proc) StartPiped() (stdin, stdout, stderr *os.File, err error) {
+	var child, parent []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	for i := range 3 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(child)
+			closeAll(parent)
+			return nil, nil, nil, err
+		}
+		if i == 0 { // stdin: the child reads, we write
+			child, parent = append(child, r), append(parent, w)
+		} else {
+			child, parent = append(child, w), append(parent, r)
+		}
+	}
+	p.Stdin, p.Stdout, p.Stderr = child[0], child[1], child[2]
+	err = p.Start()
+	// The child has its copies; ours would keep the pipes open.
+	closeAll(child)
+	if err != nil {
+		closeAll(parent)
+		return nil, nil, nil, err
+	}
+	return parent[0], parent[1], parent[2], nil
+}
+
+// WriteJSONLine writes v as one line of JSON to w, a process's stdin,
+// giving up at ctx's deadline or after timeout, whichever comes first (a
+// stuck process must not hang its writer). The caller serialises writes.
+func WriteJSONLine(ctx context.Context, w *os.File, v any, timeout time.Duration) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = w.SetWriteDeadline(deadline)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
 // Pid is the host pid (0 before Start or when the runtime has none).
 func (p *Proc) Pid() int {
 	p.mu.Lock()
@@ -156,6 +212,55 @@ func (p *Proc) Wait() ProcExit {
 	return ex
 }
 
+// Stop ends the process after the caller has closed its stdin. A process
+// that exitsOnEOF gets grace to exit by itself; then its group gets
+// SIGTERM and grace again, then SIGKILL. Stop returns once done is closed
+// (the adapter closes it when the process is reaped and its output read);
+// when ctx ends first, it kills the process at once and returns ctx's
+// error.
+func (p *Proc) Stop(ctx context.Context, done <-chan struct{}, grace time.Duration, exitsOnEOF bool) error {
+	steps := []func() error{p.Terminate}
+	if exitsOnEOF {
+		steps = []func() error{nil, p.Terminate}
+	}
+	for _, step := range steps {
+		if step != nil {
+			_ = step()
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			_ = p.Kill()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	_ = p.Kill()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ended is the session.ended event of a session whose process ended with
+// ex: an error, unless the session was closing, which ends it normally.
+// who names the process in the message ("the claude CLI").
+func (ex ProcExit) Ended(who string, closing bool, stderrTail string) event.SessionEnded {
+	code := ex.Code
+	end := event.SessionEnded{Reason: event.EndError, ExitCode: &code, StderrTail: stderrTail,
+		Message: who + " " + ex.Desc}
+	if closing {
+		end.Reason, end.Message = event.EndCompleted, who+" was closed; it "+ex.Desc
+	}
+	return end
+}
+
 // exitStatus returns the exit code (128+n for a signal) and a description.
 func exitStatus(ps *os.ProcessState) (int, string) {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -181,4 +286,68 @@ func InstallRoot(bin string) string {
 		return bin[:i]
 	}
 	return filepath.Dir(bin)
+}
+
+// TailBuffer keeps the last bytes written to it, up to a size: the tail
+// of a process's output, such as its stderr.
+type TailBuffer struct {
+	mu   sync.Mutex
+	size int
+	buf  []byte
+	cut  bool // older bytes were dropped
+}
+
+// NewTailBuffer returns a TailBuffer that keeps the last size bytes.
+func NewTailBuffer(size int) *TailBuffer { return &TailBuffer{size: size} }
+
+// Write implements io.Writer; it never fails.
+func (b *TailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.size; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+		b.cut = true
+	}
+	return len(p), nil
+}
+
+// Bytes returns a copy of the tail, and whether older output was dropped.
+func (b *TailBuffer) Bytes() ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf), b.cut
+}
+
+// String returns the tail as valid UTF-8 (a broken character reads "?"),
+// starting with "…" when older output was dropped.
+func (b *TailBuffer) String() string {
+	tail, cut := b.Bytes()
+	s := string(bytes.ToValidUTF8(tail, []byte("?")))
+	if cut {
+		return "…" + s
+	}
+	return s
+}
+
+// Summary is the end of the tail for an error message: its last five
+// lines, at most 2000 bytes, or "" when it holds nothing but space.
+func (b *TailBuffer) Summary() string {
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return Clip(strings.Join(lines, "\n"), 2000)
+}
+
+// Clip shortens s to at most n bytes, cut at a character boundary and
+// marked with "…".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

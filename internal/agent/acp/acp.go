@@ -94,38 +94,24 @@ func New(spec Agent, opts Options) agent.Adapter {
 		name := spec.Name
 		spec.Home = func(string) (string, error) { return os.MkdirTemp("", "agentbox-"+name+"-home-") }
 	}
-	return &adapter{spec: spec, opts: opts}
+	return &adapter{spec: spec, opts: opts, homeDir: sync.OnceValues(func() (string, error) { return spec.Home("") })}
 }
 
 type adapter struct {
 	spec Agent
 	opts Options
 
-	homeOnce sync.Once
-	home     string
-	homeErr  error
+	// homeDir returns the adapter's shared home, made on first use.
+	homeDir func() (string, error)
 }
 
 var _ agent.Adapter = (*adapter)(nil)
 
 // Info implements agent.Adapter.
 func (a *adapter) Info(context.Context) agent.Info {
-	info := agent.Info{Name: a.spec.Name, Title: a.spec.Title, Capabilities: a.spec.Caps}
 	path, version, err := a.spec.Binary()
-	if err != nil || path == "" {
-		info.Reason = fmt.Sprintf("%s is not installed", a.spec.Name)
-		if err != nil {
-			info.Reason += ": " + err.Error()
-		}
-		return info
-	}
-	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
-	return info
-}
-
-func (a *adapter) homeDir() (string, error) {
-	a.homeOnce.Do(func() { a.home, a.homeErr = a.spec.Home("") })
-	return a.home, a.homeErr
+	return agent.Info{Name: a.spec.Name, Title: a.spec.Title, Capabilities: a.spec.Caps}.Located(path, version, err,
+		fmt.Sprintf("%s is not installed", a.spec.Name))
 }
 
 // Start implements agent.Adapter: it starts the agent in the session's

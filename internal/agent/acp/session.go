@@ -41,7 +41,7 @@ type session struct {
 	stdin   *os.File
 	stdout  *os.File
 	stderrR *os.File
-	stderr  *ring
+	stderr  *agent.TailBuffer
 
 	// mu guards the translator and the turn, and is held while the
 	// events of one message are emitted, so they stay in order.
@@ -78,31 +78,14 @@ var (
 // bounds the start-up calls.
 func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.Config, host agent.Host) (*session, error) {
 	name := a.spec.Name
-	inR, inW, err := os.Pipe()
+	inW, outR, errR, err := proc.StartPiped()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeAll(inR, inW)
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(inR, inW, outR, outW)
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	proc.Stdin, proc.Stdout, proc.Stderr = inR, outW, errW
-	if err := proc.Start(); err != nil {
-		closeAll(inR, inW, outR, outW, errR, errW)
 		return nil, fmt.Errorf("%s: start %s: %w", name, proc.Path, err)
 	}
-	// The child has its copies; ours would keep the pipes open.
-	closeAll(inR, outW, errW)
 
 	s := &session{
 		a: a, host: host, cfg: cfg, proc: proc,
-		stdin: inW, stdout: outR, stderrR: errR, stderr: newRing(stderrTail),
+		stdin: inW, stdout: outR, stderrR: errR, stderr: agent.NewTailBuffer(stderrTail),
 		tr:     NewTranslator(cfg.Cwd),
 		exited: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -129,18 +112,12 @@ func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.C
 	if err := s.open(sctx); err != nil {
 		_ = s.proc.Kill()
 		<-s.exited
-		if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
-			err = fmt.Errorf("%w; its stderr ends with: %s", err, clip(lastLines(tail, 5), 2000))
+		if tail := s.stderr.Summary(); tail != "" {
+			err = fmt.Errorf("%w; its stderr ends with: %s", err, tail)
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return s, nil
-}
-
-func closeAll(fs ...*os.File) {
-	for _, f := range fs {
-		f.Close()
-	}
 }
 
 // call sends one request, failing early when the process has exited.
@@ -602,7 +579,7 @@ func promptError(err error) error {
 			if what := upstreamWhat(re.Data); what != "" {
 				msg = what + ": " + msg
 			}
-			return fmt.Errorf("%s: %s", msg, clip(string(b), 2000))
+			return fmt.Errorf("%s: %s", msg, agent.Clip(string(b), 2000))
 		}
 	}
 	return err
@@ -671,34 +648,9 @@ func promptBlocks(in agent.Input) ([]sdk.ContentBlock, error) {
 func (s *session) Close(ctx context.Context) error {
 	s.closing.Store(true)
 	s.stdin.Close()
-	steps := []func() error{nil, s.proc.Terminate}
-	if !s.a.spec.ExitsOnEOF {
-		// It would wait for nothing: signal at once.
-		steps = []func() error{s.proc.Terminate}
-	}
-	for _, step := range steps {
-		if step != nil {
-			_ = step()
-		}
-		t := time.NewTimer(s.a.opts.CloseGrace)
-		select {
-		case <-s.done:
-			t.Stop()
-			return nil
-		case <-ctx.Done():
-			t.Stop()
-			_ = s.proc.Kill()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	_ = s.proc.Kill()
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// An agent that does not exit on EOF would make Stop wait for
+	// nothing: it is signalled at once.
+	return s.proc.Stop(ctx, s.done, s.a.opts.CloseGrace, s.a.spec.ExitsOnEOF)
 }
 
 // Done implements agent.Exiter.
@@ -709,13 +661,7 @@ func (s *session) Exit() event.SessionEnded {
 	s.mu.Lock()
 	ex := s.exit
 	s.mu.Unlock()
-	code := ex.Code
-	end := event.SessionEnded{Reason: event.EndError, ExitCode: &code, StderrTail: s.stderr.String(),
-		Message: "the " + s.a.spec.Name + " agent " + ex.Desc}
-	if s.closing.Load() {
-		end.Reason, end.Message = event.EndCompleted, "the "+s.a.spec.Name+" agent was closed; it "+ex.Desc
-	}
-	return end
+	return ex.Ended("the "+s.a.spec.Name+" agent", s.closing.Load(), s.stderr.String())
 }
 
 func (s *session) exitDesc() string {
@@ -727,55 +673,8 @@ func (s *session) exitDesc() string {
 // exitError is a turn's error when the process is gone.
 func (s *session) exitError() error {
 	desc := s.exitDesc()
-	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
-		return fmt.Errorf("%s: the agent %s: %s", s.a.spec.Name, desc, clip(lastLines(tail, 5), 2000))
+	if tail := s.stderr.Summary(); tail != "" {
+		return fmt.Errorf("%s: the agent %s: %s", s.a.spec.Name, desc, tail)
 	}
 	return fmt.Errorf("%s: the agent %s", s.a.spec.Name, desc)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// ring keeps the last size bytes written to it (a process's stderr).
-type ring struct {
-	mu   sync.Mutex
-	size int
-	buf  []byte
-	cut  bool
-}
-
-func newRing(size int) *ring { return &ring{size: size} }
-
-func (r *ring) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, p...)
-	if over := len(r.buf) - r.size; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
-		r.cut = true
-	}
-	return len(p), nil
-}
-
-// String returns the tail, marked when older output was dropped.
-func (r *ring) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := strings.ToValidUTF8(string(r.buf), "?")
-	if r.cut {
-		return "…" + s
-	}
-	return s
 }

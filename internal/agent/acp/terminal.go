@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ func newTerminals(cwd string, env []string, sb sandbox.Sandbox) *terminals {
 // terminal is one command and its output.
 type terminal struct {
 	proc   *agent.Proc
-	out    *tailBuffer
+	out    *agent.TailBuffer
 	exited chan struct{} // closed once exit is set and the output is read
 	exit   agent.ProcExit
 }
@@ -82,7 +83,7 @@ func (ts *terminals) handle(ctx context.Context, method string, params json.RawM
 		if rerr != nil {
 			return nil, rerr, true
 		}
-		out, truncated := t.out.snapshot()
+		out, truncated := snapshot(t.out)
 		resp := sdk.TerminalOutputResponse{Output: out, Truncated: truncated}
 		select {
 		case <-t.exited:
@@ -215,7 +216,7 @@ func (ts *terminals) create(req sdk.CreateTerminalRequest) (string, error) {
 	}
 	t := &terminal{
 		proc:   &agent.Proc{Path: "/bin/sh", Args: args, Env: list, Dir: cwd, Stdout: w, Stderr: w, Sandbox: ts.sandbox},
-		out:    newTailBuffer(limit),
+		out:    agent.NewTailBuffer(limit),
 		exited: make(chan struct{}),
 	}
 	if err := t.proc.Start(); err != nil {
@@ -227,7 +228,7 @@ func (ts *terminals) create(req sdk.CreateTerminalRequest) (string, error) {
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		_, _ = t.out.ReadFrom(r)
+		_, _ = io.Copy(t.out, r)
 		r.Close()
 	}()
 	// The command's lifetime is the session's (or until kill/release),
@@ -299,52 +300,13 @@ func signalName(n int) string {
 	return "SIG" + strconv.Itoa(n)
 }
 
-// tailBuffer keeps the last limit bytes written to it, cut at a character
-// boundary, and whether anything was dropped.
-type tailBuffer struct {
-	mu        sync.Mutex
-	limit     int
-	buf       []byte
-	truncated bool
-}
-
-func newTailBuffer(limit int) *tailBuffer { return &tailBuffer{limit: limit} }
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.limit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-		b.truncated = true
-	}
-	return len(p), nil
-}
-
-// ReadFrom copies r into the buffer until EOF or an error.
-func (b *tailBuffer) ReadFrom(r *os.File) (int64, error) {
-	var n int64
-	buf := make([]byte, 32<<10)
-	for {
-		k, err := r.Read(buf)
-		if k > 0 {
-			_, _ = b.Write(buf[:k])
-			n += int64(k)
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-}
-
-// snapshot returns the output as valid UTF-8: a character cut by the
-// limit at the start is dropped, and a partial one at the end (still
-// being written) is left for later.
-func (b *tailBuffer) snapshot() (string, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf
-	if b.truncated {
+// snapshot returns a terminal's output as valid UTF-8, and whether older
+// output was dropped: a character cut by the limit at the start is
+// dropped, and a partial one at the end (still being written) is left for
+// later.
+func snapshot(b *agent.TailBuffer) (string, bool) {
+	s, truncated := b.Bytes()
+	if truncated {
 		for len(s) > 0 && !utf8.RuneStart(s[0]) {
 			s = s[1:]
 		}
@@ -358,5 +320,5 @@ func (b *tailBuffer) snapshot() (string, bool) {
 			break
 		}
 	}
-	return strings.ToValidUTF8(string(s[:end]), "\uFFFD"), b.truncated
+	return strings.ToValidUTF8(string(s[:end]), "\uFFFD"), truncated
 }

@@ -320,11 +320,11 @@ func TestTailBuffer(t *testing.T) {
 		{"zero limit", 0, []string{"abc"}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newTailBuffer(tc.limit)
+			b := agent.NewTailBuffer(tc.limit)
 			for _, w := range tc.writes {
 				_, _ = b.Write([]byte(w))
 			}
-			if got, trunc := b.snapshot(); got != tc.want || trunc != tc.trunc {
+			if got, trunc := snapshot(b); got != tc.want || trunc != tc.trunc {
 				t.Errorf("snapshot = %q, %v; want %q, %v", got, trunc, tc.want, tc.trunc)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/textdiff"
 	"github.com/agentbox/agentbox/internal/ids"
 )
 
@@ -396,9 +397,9 @@ func (tl *toolItem) snapshot(t *Translator) event.Item {
 				// No old text: a new file (Gemini sends "" rather than
 				// null; an emptied file reads the same, a rare case).
 				fc.Kind = event.FileAdd
-				fc.Diff = unifiedDiff(rel, "", d.new, true)
+				fc.Diff = textdiff.Unified(rel, "", d.new, true)
 			default:
-				fc.Diff = unifiedDiff(rel, *d.old, d.new, false)
+				fc.Diff = textdiff.Unified(rel, *d.old, d.new, false)
 			}
 			it.Changes = append(it.Changes, fc)
 		}

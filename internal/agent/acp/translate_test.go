@@ -221,27 +221,6 @@ func TestChooseOption(t *testing.T) {
 	}
 }
 
-func TestUnifiedDiff(t *testing.T) {
-	for _, tc := range []struct {
-		name, old, new string
-		created        bool
-		want           string
-	}{
-		{"new file", "", "hi\n", true, "--- /dev/null\n+++ b/f\n@@ -0,0 +1 @@\n+hi\n"},
-		{"no newline at end", "", "hi", true, "--- /dev/null\n+++ b/f\n@@ -0,0 +1 @@\n+hi\n\\ No newline at end of file\n"},
-		{"one line changed", "a\nb\nc\n", "a\nB\nc\n", false, "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"},
-		{"unchanged", "a\n", "a\n", false, ""},
-		{"two hunks", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n", "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n", false,
-			"--- a/f\n+++ b/f\n@@ -1,3 +1,4 @@\n+0\n 1\n 2\n 3\n@@ -9,4 +10,3 @@\n 9\n 10\n 11\n-12\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := unifiedDiff("f", tc.old, tc.new, tc.created); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
-		})
-	}
-}
-
 // FuzzTranslate feeds arbitrary session/update params and permission
 // requests to the translator: it must not panic, and every event it makes
 // must decode.

@@ -73,15 +73,16 @@ func New(opts Options) agent.Adapter {
 			return p, "", err
 		}
 	}
-	return &adapter{opts: opts}
+	a := &adapter{opts: opts}
+	a.homeDir = sync.OnceValues(func() (string, error) { return agent.HomeDir(opts.HomeDir, "agentbox-claude-home-") })
+	return a
 }
 
 type adapter struct {
 	opts Options
 
-	homeOnce sync.Once
-	home     string
-	homeErr  error
+	// homeDir returns the adapter's directory, made on first use.
+	homeDir func() (string, error)
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -105,34 +106,14 @@ var capabilities = agent.Capabilities{
 
 // Info implements agent.Adapter.
 func (a *adapter) Info(context.Context) agent.Info {
-	info := agent.Info{Name: Name, Title: "Claude Code", Capabilities: capabilities}
 	path, version, err := a.opts.Binary()
-	if err != nil || path == "" {
-		info.Reason = "the claude CLI is not installed (run `agentbox agents install claude`)"
-		if err != nil {
-			info.Reason += ": " + err.Error()
-		}
-		return info
-	}
-	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
-	return info
+	return agent.Info{Name: Name, Title: "Claude Code", Capabilities: capabilities}.Located(path, version, err,
+		"the claude CLI is not installed (run `agentbox agents install claude`)")
 }
 
 // Permission modes: agentbox's → the CLI's --permission-mode.
 var permissionModes = map[string]string{
 	"": "", "default": "", "accept_edits": "acceptEdits", "bypass": "bypassPermissions", "plan": "plan",
-}
-
-// homeDir returns the CLI's HOME, creating it on first use.
-func (a *adapter) homeDir() (string, error) {
-	a.homeOnce.Do(func() {
-		if a.opts.HomeDir != "" {
-			a.home, a.homeErr = a.opts.HomeDir, os.MkdirAll(a.opts.HomeDir, 0o700)
-			return
-		}
-		a.home, a.homeErr = os.MkdirTemp("", "agentbox-claude-home-")
-	})
-	return a.home, a.homeErr
 }
 
 // command is how a session's process is started.

@@ -392,7 +392,7 @@ func TestE2EPlanQuestionAndImage(t *testing.T) {
 	reqs := s.LLM.Requests()
 	last := reqs[len(reqs)-1]
 	if !strings.Contains(string(last.Body), `"type":"image"`) || !strings.Contains(string(last.Body), png) {
-		t.Errorf("the model did not get the image: %s", clip(string(last.Body), 2000))
+		t.Errorf("the model did not get the image: %s", agent.Clip(string(last.Body), 2000))
 	}
 }
 

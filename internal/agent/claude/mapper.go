@@ -126,7 +126,7 @@ func (m *Mapper) Map(line []byte) Output {
 		return o.o
 	}
 	if !json.Valid(line) {
-		o.emit(&event.Error{Code: "invalid_output", Message: "the CLI printed a line that is not JSON: " + clip(string(line), 200)})
+		o.emit(&event.Error{Code: "invalid_output", Message: "the CLI printed a line that is not JSON: " + agent.Clip(string(line), 200)})
 		return o.o
 	}
 	o.raw = json.RawMessage(line)
@@ -804,16 +804,3 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
-
-// clip shortens s to at most n bytes (on a rune boundary).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -97,7 +97,7 @@ func permissionRequest(req *canUseTool, itemID, cwd string, read readFileFunc) a
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return clip(s, 200)
+	return agent.Clip(s, 200)
 }
 
 // permissionAnswer builds the CLI's answer to a can_use_tool request. The

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"sync"
 )
 
 // lineReader reads newline-terminated lines of at most max bytes. A longer
@@ -55,36 +54,4 @@ func (lr *lineReader) next() (line []byte, skipped int64, err error) {
 		return nil, n, nil
 	}
 	return bytes.Clone(bytes.TrimSuffix(lr.buf, []byte("\n"))), 0, nil
-}
-
-// ring keeps the last size bytes written to it (a process's stderr).
-type ring struct {
-	mu   sync.Mutex
-	size int
-	buf  []byte
-	cut  bool
-}
-
-func newRing(size int) *ring { return &ring{size: size} }
-
-func (r *ring) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, p...)
-	if over := len(r.buf) - r.size; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
-		r.cut = true
-	}
-	return len(p), nil
-}
-
-// String returns the tail, marked when older output was dropped.
-func (r *ring) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := string(bytes.ToValidUTF8(r.buf, []byte("?")))
-	if r.cut {
-		return "…" + s
-	}
-	return s
 }

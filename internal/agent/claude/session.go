@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +41,7 @@ type session struct {
 	wmu    sync.Mutex // serialises writes to stdin
 	stdin  *os.File
 	stdout *os.File
-	stderr *ring
+	stderr *agent.TailBuffer
 
 	// mapper is used by the reader goroutine only.
 	mapper *Mapper
@@ -63,8 +62,7 @@ type session struct {
 	readerDone chan struct{}
 	exited     chan struct{} // the process exited and its output was read
 	done       chan struct{} // exited, and the turn it failed has returned
-	exitCode   int
-	exitDesc   string
+	exit       agent.ProcExit
 }
 
 // turn is the running turn.
@@ -81,39 +79,21 @@ var (
 
 // startSession starts the process and its reader goroutines.
 func startSession(opts Options, c command, cfg agent.Config, host agent.Host, nativeID string) (*session, error) {
-	inR, inW, err := os.Pipe()
+	cmd := &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir, Sandbox: cfg.Sandbox}
+	inW, outR, errR, err := cmd.StartPiped()
 	if err != nil {
-		return nil, fmt.Errorf("claude: %w", err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeAll(inR, inW)
-		return nil, fmt.Errorf("claude: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(inR, inW, outR, outW)
-		return nil, fmt.Errorf("claude: %w", err)
+		return nil, fmt.Errorf("claude: start %s: %w", c.path, err)
 	}
 	// The process's lifetime is the session's, not any request's: ctx
 	// ends only once the process is gone (see wait).
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir,
-		Stdin: inR, Stdout: outW, Stderr: errW, Sandbox: cfg.Sandbox}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		closeAll(inR, inW, outR, outW, errR, errW)
-		return nil, fmt.Errorf("claude: start %s: %w", c.path, err)
-	}
-	// The child has its copies; ours would keep the pipes open.
-	closeAll(inR, outW, errW)
 
 	m := NewMapper(cfg.Cwd)
 	m.Raw = opts.Raw
 	m.SetNativeSessionID(nativeID)
 	s := &session{
 		opts: opts, host: host, cwd: cfg.Cwd, proc: cmd,
-		stdin: inW, stdout: outR, stderr: newRing(stderrTail),
+		stdin: inW, stdout: outR, stderr: agent.NewTailBuffer(stderrTail),
 		mapper: m, ctx: ctx, cancel: cancel, native: nativeID,
 		requests:   map[string]context.CancelFunc{},
 		readerDone: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
@@ -128,16 +108,9 @@ func startSession(opts Options, c command, cfg agent.Config, host agent.Host, na
 	return s, nil
 }
 
-func closeAll(fs ...*os.File) {
-	for _, f := range fs {
-		f.Close()
-	}
-}
-
 // wait reaps the process and closes done once its output is read.
 func (s *session) wait(stderrR *os.File, stderrDone chan struct{}) {
 	ex := s.proc.Wait()
-	code, desc := ex.Code, ex.Desc
 	select {
 	case <-s.readerDone:
 	case <-time.After(drainWait):
@@ -150,7 +123,7 @@ func (s *session) wait(stderrR *os.File, stderrDone chan struct{}) {
 	}
 	stderrR.Close() // ends the copy if a grandchild still holds the pipe
 	s.mu.Lock()
-	s.exitCode, s.exitDesc = code, desc
+	s.exit = ex
 	for _, cancel := range s.requests {
 		cancel()
 	}
@@ -306,27 +279,7 @@ func (s *session) ask(ctx context.Context, req *canUseTool, itemID string) permi
 
 // readInCwd reads a file inside the session's directory (at most 1 MiB),
 // for the diff of a permission request.
-func (s *session) readInCwd(path string) (string, bool) {
-	rel, err := filepath.Rel(s.cwd, path)
-	if err != nil || !filepath.IsLocal(rel) {
-		return "", false
-	}
-	root, err := os.OpenRoot(s.cwd)
-	if err != nil {
-		return "", false
-	}
-	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
-	if err != nil || len(b) > 1<<20 {
-		return "", false
-	}
-	return string(b), true
-}
+func (s *session) readInCwd(path string) (string, bool) { return agent.ReadFileIn(s.cwd, path, 1<<20) }
 
 func (s *session) respond(id string, res permissionResult) {
 	_ = s.writeJSON(context.Background(), controlResponseLine{Type: "control_response",
@@ -341,19 +294,9 @@ func (s *session) respondError(id, msg string) {
 // writeJSON writes one line to the CLI's stdin, within ctx and
 // writeTimeout.
 func (s *session) writeJSON(ctx context.Context, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	deadline := time.Now().Add(writeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = s.stdin.SetWriteDeadline(deadline)
-	if _, err := s.stdin.Write(b); err != nil {
+	if err := agent.WriteJSONLine(ctx, s.stdin, v, writeTimeout); err != nil {
 		return fmt.Errorf("claude: write to the CLI: %w", err)
 	}
 	return nil
@@ -462,29 +405,7 @@ func (s *session) Close(ctx context.Context) error {
 	s.wmu.Lock()
 	s.stdin.Close()
 	s.wmu.Unlock()
-	for step := 0; step < 2; step++ {
-		if step == 1 {
-			_ = s.proc.Terminate()
-		}
-		t := time.NewTimer(s.opts.CloseGrace)
-		select {
-		case <-s.done:
-			t.Stop()
-			return nil
-		case <-ctx.Done():
-			t.Stop()
-			s.kill()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	s.kill()
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.proc.Stop(ctx, s.done, s.opts.CloseGrace, true)
 }
 
 // Done implements agent.Exiter.
@@ -493,34 +414,20 @@ func (s *session) Done() <-chan struct{} { return s.done }
 // Exit implements agent.Exiter.
 func (s *session) Exit() event.SessionEnded {
 	s.mu.Lock()
-	code, desc, closing := s.exitCode, s.exitDesc, s.closing
+	ex, closing := s.exit, s.closing
 	s.mu.Unlock()
-	end := event.SessionEnded{Reason: event.EndError, ExitCode: &code, StderrTail: s.stderr.String(),
-		Message: "the claude CLI " + desc}
-	if closing {
-		end.Reason, end.Message = event.EndCompleted, "the claude CLI was closed; it "+desc
-	}
-	return end
+	return ex.Ended("the claude CLI", closing, s.stderr.String())
 }
 
 // exitError is a turn's error when the process is gone.
 func (s *session) exitError() error {
 	s.mu.Lock()
-	desc := s.exitDesc
+	desc := s.exit.Desc
 	s.mu.Unlock()
-	tail := strings.TrimSpace(s.stderr.String())
-	if tail != "" {
-		return fmt.Errorf("claude: the CLI %s: %s", desc, clip(lastLines(tail, 5), 2000))
+	if tail := s.stderr.Summary(); tail != "" {
+		return fmt.Errorf("claude: the CLI %s: %s", desc, tail)
 	}
 	return fmt.Errorf("claude: the CLI %s", desc)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // userMessageLine is the stream-json user message for a turn's input.

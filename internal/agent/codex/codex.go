@@ -139,23 +139,15 @@ var capabilities = agent.Capabilities{
 
 // Info implements agent.Adapter.
 func (a *adapter) Info(context.Context) agent.Info {
-	info := agent.Info{Name: Name, Title: "Codex", Capabilities: capabilities}
 	path, version, err := a.opts.Binary()
-	if err != nil || path == "" {
-		info.Reason = "the codex CLI is not installed (run `agentbox agents install codex`)"
-		if err != nil {
-			info.Reason += ": " + err.Error()
-		}
-		return info
-	}
-	info.Installed, info.Path, info.Version = true, path, version
-	if underTemp(a.opts.Home) {
+	info := agent.Info{Name: Name, Title: "Codex", Capabilities: capabilities}.Located(path, version, err,
+		"the codex CLI is not installed (run `agentbox agents install codex`)")
+	if info.Installed && underTemp(a.opts.Home) {
 		// Codex refuses to create its sandbox helper under the temp dir,
 		// and its shell tool then fails inside every turn.
+		info.Available = false
 		info.Reason = fmt.Sprintf("codex's home %s is under the temp dir %s, where codex cannot create its sandbox helper: run the daemon with a --data-dir outside it", a.opts.Home, os.TempDir())
-		return info
 	}
-	info.Available = true
 	return info
 }
 

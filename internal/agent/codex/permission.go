@@ -60,7 +60,7 @@ func permissionRequest(method string, params json.RawMessage, item *event.Item) 
 	switch method {
 	case "item/commandExecution/requestApproval", "execCommandApproval":
 		req.Kind, req.Tool = event.PermCommand, "shell"
-		req.Title = "Run " + clip(cmd, 200)
+		req.Title = "Run " + agent.Clip(cmd, 200)
 		req.Detail = cmd
 		if p.Cwd != "" {
 			req.Detail += "\n(in " + p.Cwd + ")"

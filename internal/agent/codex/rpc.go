@@ -10,9 +10,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/agent"
 )
 
 // message is one JSON-RPC message from either side. The server omits
@@ -114,29 +115,6 @@ func (lr *lineReader) next() (line []byte, skipped int, err error) {
 	return bytes.TrimSuffix(buf, []byte("\n")), 0, nil
 }
 
-// tail keeps the last size bytes written to it.
-type tail struct {
-	mu   sync.Mutex
-	size int
-	buf  []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.size; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.ToValidUTF8(t.buf, []byte("?")))
-}
-
 // threadHandler receives what the server says about one thread.
 type threadHandler interface {
 	notify(m *message)
@@ -154,7 +132,7 @@ type server struct {
 	wmu   sync.Mutex
 	stdin *os.File
 
-	stderr *tail
+	stderr *agent.TailBuffer
 
 	mu       sync.Mutex
 	nextID   int64
@@ -184,7 +162,7 @@ func startServer(ctx context.Context, opts Options, c command, key string) (*ser
 		return nil, fmt.Errorf("codex: %w", err)
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
-	s := &server{opts: opts, cmd: cmd, key: key, stdin: stdin, stderr: &tail{size: stderrTail},
+	s := &server{opts: opts, cmd: cmd, key: key, stdin: stdin, stderr: agent.NewTailBuffer(stderrTail),
 		pending: map[string]chan *message{}, threads: map[string]threadHandler{},
 		early: map[string][]*message{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
@@ -221,8 +199,8 @@ func startServer(ctx context.Context, opts Options, c command, key string) (*ser
 }
 
 func (s *server) stderrSuffix() string {
-	if t := strings.TrimSpace(s.stderr.String()); t != "" {
-		return ": " + clip(lastLines(t, 5), 2000)
+	if t := s.stderr.Summary(); t != "" {
+		return ": " + t
 	}
 	return ""
 }
@@ -397,19 +375,9 @@ func (s *server) replyError(id json.RawMessage, code int, msg string) {
 
 // send writes one message line, bounded by writeTimeout.
 func (s *server) send(ctx context.Context, m message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	deadline := time.Now().Add(writeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = s.stdin.SetWriteDeadline(deadline)
-	if _, err := s.stdin.Write(b); err != nil {
+	if err := agent.WriteJSONLine(ctx, s.stdin, m, writeTimeout); err != nil {
 		return fmt.Errorf("codex: write to the app-server: %w", err)
 	}
 	return nil
@@ -468,21 +436,6 @@ func closeAll(fs ...*os.File) {
 	for _, f := range fs {
 		f.Close()
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // exitedYet reports whether the process is gone.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/textdiff"
 	"github.com/agentbox/agentbox/internal/ids"
 )
 
@@ -414,7 +415,7 @@ func (t *turn) write(st Step) error {
 		t.gated, t.gateTitle = false, ""
 		return t.fail(it, fmt.Errorf("refused: %w", err))
 	}
-	diff := unifiedDiff(path, string(old), st.Content, created)
+	diff := textdiff.Unified(path, string(old), st.Content, created)
 
 	input, _ := json.Marshal(map[string]string{"path": path})
 	req := agent.PermissionRequest{Kind: event.PermFileWrite, Title: "Write " + path, Detail: diff, Tool: "write", Input: input}

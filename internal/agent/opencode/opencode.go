@@ -85,15 +85,15 @@ func New(opts Options) agent.Adapter {
 			return p, "", err
 		}
 	}
-	return &adapter{opts: opts, servers: map[serverKey]*server{}, starting: map[serverKey]*sync.Mutex{}}
+	return &adapter{opts: opts, servers: map[serverKey]*server{}, starting: map[serverKey]*sync.Mutex{},
+		homeDir: sync.OnceValues(func() (string, error) { return agent.HomeDir(opts.Home, "agentbox-opencode-") })}
 }
 
 type adapter struct {
 	opts Options
 
-	homeOnce sync.Once
-	home     string
-	homeErr  error
+	// homeDir returns the adapter's directory, made on first use.
+	homeDir func() (string, error)
 
 	mu       sync.Mutex
 	servers  map[serverKey]*server
@@ -118,28 +118,9 @@ var capabilities = agent.Capabilities{
 
 // Info implements agent.Adapter.
 func (a *adapter) Info(context.Context) agent.Info {
-	info := agent.Info{Name: Name, Title: "OpenCode", Capabilities: capabilities}
 	path, version, err := a.opts.Binary()
-	if err != nil || path == "" {
-		info.Reason = "the opencode CLI is not installed (run `agentbox agents install opencode`)"
-		if err != nil {
-			info.Reason += ": " + err.Error()
-		}
-		return info
-	}
-	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
-	return info
-}
-
-func (a *adapter) homeDir() (string, error) {
-	a.homeOnce.Do(func() {
-		if a.opts.Home != "" {
-			a.home, a.homeErr = a.opts.Home, os.MkdirAll(a.opts.Home, 0o700)
-			return
-		}
-		a.home, a.homeErr = os.MkdirTemp("", "agentbox-opencode-")
-	})
-	return a.home, a.homeErr
+	return agent.Info{Name: Name, Title: "OpenCode", Capabilities: capabilities}.Located(path, version, err,
+		"the opencode CLI is not installed (run `agentbox agents install opencode`)")
 }
 
 func (a *adapter) logStart(d time.Duration) {

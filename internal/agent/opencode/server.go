@@ -18,11 +18,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
 )
 
 // serverKey says which sessions can share one `opencode serve`: those with
@@ -41,7 +41,7 @@ type server struct {
 
 	done   chan struct{} // closed when the process has exited
 	exit   event.SessionEnded
-	stderr *tailBuffer
+	stderr *agent.TailBuffer
 
 	refs int // sessions using it; guarded by adapter.mu
 }
@@ -198,7 +198,7 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 	}
 	var pw [16]byte
 	_, _ = rand.Read(pw[:])
-	s := &server{key: key, password: hex.EncodeToString(pw[:]), done: make(chan struct{}), stderr: &tailBuffer{max: stderrTail},
+	s := &server{key: key, password: hex.EncodeToString(pw[:]), done: make(chan struct{}), stderr: agent.NewTailBuffer(stderrTail),
 		http: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}}
 	// The server outlives the start request: stop() ends it, not ctx.
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, "serve", "--hostname", "127.0.0.1", "--port", fmt.Sprint(port))
@@ -295,7 +295,7 @@ func (s *server) call(ctx context.Context, method, path, dir string, body, out a
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("opencode: %s %s: %s: %s", method, path, resp.Status, clip(string(b), 500))
+		return fmt.Errorf("opencode: %s %s: %s: %s", method, path, resp.Status, agent.Clip(string(b), 500))
 	}
 	if out != nil && len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -365,34 +365,4 @@ func exitInfo(err error, tail string) event.SessionEnded {
 	}
 	end.ExitCode = &code
 	return end
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -75,7 +75,7 @@ func TestE2E(t *testing.T) {
 				edit = &it
 			}
 		}
-		want := "--- a/hello.txt\n+++ b/hello.txt\n@@ -1,1 +1,1 @@\n-hi\n\\ No newline at end of file\n+hello\n\\ No newline at end of file\n"
+		want := "--- a/hello.txt\n+++ b/hello.txt\n@@ -1 +1 @@\n-hi\n\\ No newline at end of file\n+hello\n\\ No newline at end of file\n"
 		if tc.StopReason != event.StopEndTurn || edit == nil || edit.Changes[0].Diff != want {
 			t.Fatalf("edit item %+v\n%s", edit, agenttest.Dump(evs))
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/textdiff"
 	"github.com/agentbox/agentbox/internal/ids"
 )
 
@@ -140,7 +141,7 @@ func (m *Mapper) Map(line []byte) Output {
 	o := &out{m: m, raw: json.RawMessage(line)}
 	l, err := DecodeLine(line)
 	if err != nil {
-		o.emit(&event.Error{Code: "protocol_error", Message: err.Error() + ": " + clip(string(line), 200)})
+		o.emit(&event.Error{Code: "protocol_error", Message: err.Error() + ": " + agent.Clip(string(line), 200)})
 		return o.o
 	}
 	switch l.Type {
@@ -464,7 +465,7 @@ func (m *Mapper) endTool(o *out, l *Line) {
 			ch.Kind = event.FileAdd
 		}
 		if old, nw, ok := m.contents(t); ok {
-			ch.Diff = unifiedDiff(m.rel(ch.Path), old, nw, ch.Kind == event.FileAdd)
+			ch.Diff = textdiff.Unified(m.rel(ch.Path), old, nw, ch.Kind == event.FileAdd)
 		}
 	default:
 		if it.Status == event.StatusCompleted {
@@ -568,16 +569,9 @@ func (m *Mapper) permissionRequest(ask permissionAsk) agent.PermissionRequest {
 	case "bash":
 		req.Kind, req.Title, req.Detail = event.PermCommand, "Run a command", a.Command
 	case "write":
-		req.Kind, req.Title, req.Detail = event.PermFileWrite, "Write "+m.rel(m.abs(a.Path)), clip(a.Content, 2000)
+		req.Kind, req.Title, req.Detail = event.PermFileWrite, "Write "+m.rel(m.abs(a.Path)), agent.Clip(a.Content, 2000)
 	case "edit":
 		req.Kind, req.Title = event.PermFileWrite, "Edit "+m.rel(m.abs(a.Path))
 	}
 	return req
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -138,25 +138,3 @@ func TestGoldenInvariants(t *testing.T) {
 		})
 	}
 }
-
-func TestUnifiedDiff(t *testing.T) {
-	for _, c := range []struct {
-		name, old, nw string
-		created       bool
-		want          string
-	}{
-		{"created", "", "hi", true, "--- /dev/null\n+++ b/f\n@@ -0,0 +1,1 @@\n+hi\n\\ No newline at end of file\n"},
-		{"unchanged", "a\n", "a\n", false, ""},
-		{"middle", "1\n2\n3\n4\n5\n6\n7\n8\n9\n", "1\n2\n3\n4\nFIVE\n6\n7\n8\n9\n", false,
-			"--- a/f\n+++ b/f\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+FIVE\n 6\n 7\n 8\n"},
-		{"two hunks", "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\n", "A\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nL\n", false,
-			"--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n-a\n+A\n b\n c\n d\n@@ -9,4 +9,4 @@\n i\n j\n k\n-l\n+L\n"},
-		{"deleted all", "x\ny\n", "", false, "--- a/f\n+++ b/f\n@@ -1,2 +0,0 @@\n-x\n-y\n"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if got := unifiedDiff("f", c.old, c.nw, c.created); got != c.want {
-				t.Errorf("got\n%s\nwant\n%s", got, c.want)
-			}
-		})
-	}
-}

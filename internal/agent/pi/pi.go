@@ -97,15 +97,16 @@ func New(opts Options) agent.Adapter {
 			return p, "", err
 		}
 	}
-	return &adapter{opts: opts}
+	a := &adapter{opts: opts}
+	a.homeDir = sync.OnceValues(func() (string, error) { return agent.HomeDir(opts.Home, "agentbox-pi-") })
+	return a
 }
 
 type adapter struct {
 	opts Options
 
-	homeOnce sync.Once
-	home     string
-	homeErr  error
+	// homeDir returns the adapter's directory, made on first use.
+	homeDir func() (string, error)
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -123,29 +124,9 @@ var capabilities = agent.Capabilities{
 
 // Info implements agent.Adapter.
 func (a *adapter) Info(context.Context) agent.Info {
-	info := agent.Info{Name: Name, Title: "Pi", Capabilities: capabilities}
 	path, version, err := a.opts.Binary()
-	if err != nil || path == "" {
-		info.Reason = "the pi CLI is not installed (run `agentbox agents install pi`)"
-		if err != nil {
-			info.Reason += ": " + err.Error()
-		}
-		return info
-	}
-	info.Available, info.Installed, info.Path, info.Version = true, true, path, version
-	return info
-}
-
-// homeDir returns the adapter's directory, creating it on first use.
-func (a *adapter) homeDir() (string, error) {
-	a.homeOnce.Do(func() {
-		if a.opts.Home != "" {
-			a.home, a.homeErr = a.opts.Home, os.MkdirAll(a.opts.Home, 0o700)
-			return
-		}
-		a.home, a.homeErr = os.MkdirTemp("", "agentbox-pi-")
-	})
-	return a.home, a.homeErr
+	return agent.Info{Name: Name, Title: "Pi", Capabilities: capabilities}.Located(path, version, err,
+		"the pi CLI is not installed (run `agentbox agents install pi`)")
 }
 
 // sessionHome is pi's HOME for one session: the adapter's shared home, or,

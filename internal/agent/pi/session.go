@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +41,7 @@ type session struct {
 	wmu    sync.Mutex // serialises writes to stdin
 	stdin  *os.File
 	stdout *os.File
-	stderr *ring
+	stderr *agent.TailBuffer
 
 	// mapper is used by the reader goroutine only (Decline aside).
 	mapper *Mapper
@@ -80,28 +79,11 @@ var (
 // startSession starts pi (on the host or in the session's sandbox) and the
 // goroutines reading its output.
 func startSession(opts Options, c command, cfg agent.Config, host agent.Host, dir string) (*session, error) {
-	inR, inW, err := os.Pipe()
+	proc := &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir, Sandbox: cfg.Sandbox}
+	inW, outR, errR, err := proc.StartPiped()
 	if err != nil {
-		return nil, fmt.Errorf("pi: %w", err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeAll(inR, inW)
-		return nil, fmt.Errorf("pi: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(inR, inW, outR, outW)
-		return nil, fmt.Errorf("pi: %w", err)
-	}
-	proc := &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir,
-		Stdin: inR, Stdout: outW, Stderr: errW, Sandbox: cfg.Sandbox}
-	if err := proc.Start(); err != nil {
-		closeAll(inR, inW, outR, outW, errR, errW)
 		return nil, fmt.Errorf("pi: start %s: %w", c.path, err)
 	}
-	// The child has its copies; ours would keep the pipes open.
-	closeAll(inR, outW, errW)
 
 	// The process's lifetime is the session's, not the request's that
 	// started it: ctx ends only once the process is gone (see wait).
@@ -110,7 +92,7 @@ func startSession(opts Options, c command, cfg agent.Config, host agent.Host, di
 	m.Raw = opts.Raw
 	s := &session{
 		opts: opts, host: host, cwd: cfg.Cwd, dir: dir, proc: proc,
-		stdin: inW, stdout: outR, stderr: newRing(stderrTail), mapper: m,
+		stdin: inW, stdout: outR, stderr: agent.NewTailBuffer(stderrTail), mapper: m,
 		ctx: ctx, cancel: cancel, responses: map[string]chan *Line{},
 		readerDone: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -123,12 +105,6 @@ func startSession(opts Options, c command, cfg agent.Config, host agent.Host, di
 	go s.read()
 	go s.wait(errR, stderrDone)
 	return s, nil
-}
-
-func closeAll(fs ...*os.File) {
-	for _, f := range fs {
-		f.Close()
-	}
 }
 
 // wait reaps the process and closes done once its output is read.
@@ -281,43 +257,13 @@ func (s *session) askPermission(p *Permission) {
 
 // readInCwd reads a file inside the session's directory (at most 1 MiB),
 // for the diff of an edit.
-func (s *session) readInCwd(path string) (string, bool) {
-	rel, err := filepath.Rel(s.cwd, path)
-	if err != nil || !filepath.IsLocal(rel) {
-		return "", false
-	}
-	root, err := os.OpenRoot(s.cwd)
-	if err != nil {
-		return "", false
-	}
-	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
-	if err != nil || len(b) > 1<<20 {
-		return "", false
-	}
-	return string(b), true
-}
+func (s *session) readInCwd(path string) (string, bool) { return agent.ReadFileIn(s.cwd, path, 1<<20) }
 
 // writeJSON writes one line to pi's stdin within ctx and writeTimeout.
 func (s *session) writeJSON(ctx context.Context, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	deadline := time.Now().Add(writeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = s.stdin.SetWriteDeadline(deadline)
-	if _, err := s.stdin.Write(b); err != nil {
+	if err := agent.WriteJSONLine(ctx, s.stdin, v, writeTimeout); err != nil {
 		return fmt.Errorf("pi: write to pi: %w", err)
 	}
 	return nil
@@ -362,7 +308,7 @@ func (s *session) sessionID(ctx context.Context) (string, error) {
 		SessionID string `json:"sessionId"`
 	}
 	if err := json.Unmarshal(r.Data, &st); err != nil || st.SessionID == "" {
-		return "", fmt.Errorf("pi: get_state named no session id (%s)", clip(string(r.Data), 200))
+		return "", fmt.Errorf("pi: get_state named no session id (%s)", agent.Clip(string(r.Data), 200))
 	}
 	return st.SessionID, nil
 }
@@ -486,29 +432,7 @@ func (s *session) Close(ctx context.Context) error {
 	s.wmu.Lock()
 	s.stdin.Close()
 	s.wmu.Unlock()
-	for step := 0; step < 2; step++ {
-		if step == 1 {
-			_ = s.proc.Terminate()
-		}
-		t := time.NewTimer(s.opts.CloseGrace)
-		select {
-		case <-s.done:
-			t.Stop()
-			return nil
-		case <-ctx.Done():
-			t.Stop()
-			s.kill()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	s.kill()
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.proc.Stop(ctx, s.done, s.opts.CloseGrace, true)
 }
 
 // Done implements agent.Exiter.
@@ -519,13 +443,7 @@ func (s *session) Exit() event.SessionEnded {
 	s.mu.Lock()
 	ex, closing := s.exit, s.closing
 	s.mu.Unlock()
-	code := ex.Code
-	end := event.SessionEnded{Reason: event.EndError, ExitCode: &code, StderrTail: s.stderr.String(),
-		Message: "pi " + ex.Desc}
-	if closing {
-		end.Reason, end.Message = event.EndCompleted, "pi was closed; it "+ex.Desc
-	}
-	return end
+	return ex.Ended("pi", closing, s.stderr.String())
 }
 
 // exitError is a turn's error when the process is gone.
@@ -536,55 +454,15 @@ func (s *session) exitError() error {
 	if desc == "" {
 		desc = "exited"
 	}
-	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
-		return fmt.Errorf("pi %s: %s", desc, clip(lastLines(tail, 5), 2000))
+	if tail := s.stderr.Summary(); tail != "" {
+		return fmt.Errorf("pi %s: %s", desc, tail)
 	}
 	return fmt.Errorf("pi %s", desc)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
-	}
-	return s
-}
-
-// ring keeps the last size bytes written to it (pi's stderr).
-type ring struct {
-	mu   sync.Mutex
-	size int
-	buf  []byte
-	cut  bool
-}
-
-func newRing(size int) *ring { return &ring{size: size} }
-
-func (r *ring) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.buf = append(r.buf, p...)
-	if over := len(r.buf) - r.size; over > 0 {
-		r.buf = append(r.buf[:0], r.buf[over:]...)
-		r.cut = true
-	}
-	return len(p), nil
-}
-
-// String returns the tail, marked when older output was dropped.
-func (r *ring) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := string(bytes.ToValidUTF8(r.buf, []byte("?")))
-	if r.cut {
-		return "…" + s
 	}
 	return s
 }
