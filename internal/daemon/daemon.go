@@ -258,7 +258,10 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		OnViolation: func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 	})
 	ex, err := execution.New(execution.Options{
-		Runtimes: cfg.Runtimes, Resolve: execution.PolicyResolver(global),
+		Runtimes: cfg.Runtimes,
+		Resolve: func(ref execution.PolicyRef) (execution.Policy, error) {
+			return execution.PolicyResolver(global())(ref)
+		},
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
 		Registerer: m.Registry, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
@@ -15,8 +16,8 @@ import (
 // sessionSandboxes implements session.Sandboxes over the policy package and
 // the isolation runtimes.
 type sessionSandboxes struct {
-	// global is the operator's policy; nil permits what the presets allow.
-	global *policy.Policy
+	// global returns the operator's policy (see loadGlobalPolicy).
+	global func() *policy.Policy
 	// fallback is the preset a session gets when its request names none;
 	// empty runs such sessions on the host.
 	fallback string
@@ -32,12 +33,12 @@ func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc
 	switch {
 	case doc != nil:
 		if p, err = policy.Parse(doc.Name, []byte(doc.Text)); err == nil {
-			p, err = policy.Effective(s.global, p)
+			p, err = policy.Effective(s.global(), p)
 		}
 	case (len(req) == 0 || string(req) == "null") && s.fallback == "":
 		return nil, nil
 	default:
-		p, err = policy.Resolve("request.policy", req, s.fallback, s.global)
+		p, err = policy.Resolve("request.policy", req, s.fallback, s.global())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
@@ -84,15 +85,20 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 //go:embed default-global-policy.yaml
 var defaultGlobalPolicy []byte
 
-// loadGlobalPolicy reads the operator's policy file; "" means the built-in
-// default.
-func loadGlobalPolicy(path string) (*policy.Policy, error) {
+// loadGlobalPolicy returns the operator's policy: the file at path, read
+// and checked now so that a bad file stops the daemon at start, or, for
+// "", the built-in default, parsed on first use (checking it against the
+// schema costs milliseconds that the start of every daemon need not pay;
+// TestDefaultGlobalPolicy keeps it valid).
+func loadGlobalPolicy(path string) (func() *policy.Policy, error) {
 	if path == "" {
-		p, err := policy.Parse("default-global-policy.yaml", defaultGlobalPolicy)
-		if err != nil {
-			panic("daemon: the built-in global policy is invalid: " + err.Error())
-		}
-		return p, nil
+		return sync.OnceValue(func() *policy.Policy {
+			p, err := policy.Parse("default-global-policy.yaml", defaultGlobalPolicy)
+			if err != nil {
+				panic("daemon: the built-in global policy is invalid: " + err.Error())
+			}
+			return p
+		}), nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -102,5 +108,5 @@ func loadGlobalPolicy(path string) (*policy.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("global policy: %w", err)
 	}
-	return p, nil
+	return func() *policy.Policy { return p }, nil
 }
