@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -16,8 +15,6 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -104,12 +101,8 @@ func Parse(filename string, data []byte) (*Policy, error) {
 	if len(d.errs) > 0 {
 		return nil, d.sorted()
 	}
-	if err := compiledSchema().Validate(value); err != nil {
-		var ve *jsonschema.ValidationError
-		if !errors.As(err, &ve) {
-			return nil, Errors{{File: filename, Message: err.Error()}}
-		}
-		d.schemaErrors(ve)
+	if errs := compiledSchema().validate(value); len(errs) > 0 {
+		d.schemaErrors(errs)
 		return nil, d.sorted()
 	}
 
@@ -151,9 +144,6 @@ func Parse(filename string, data []byte) (*Policy, error) {
 	return &p, nil
 }
 
-// schemaID is the schema's $id.
-const schemaID = "urn:agentbox:policy:v1"
-
 // lookup returns the value at path in a converted document.
 func lookup(v any, path ...string) (any, bool) {
 	for _, p := range path {
@@ -168,26 +158,13 @@ func lookup(v any, path ...string) (any, bool) {
 	return v, true
 }
 
-var (
-	schemaOnce sync.Once
-	schema     *jsonschema.Schema
-)
-
-func compiledSchema() *jsonschema.Schema {
-	schemaOnce.Do(func() {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema))
-		if err != nil {
-			panic("policy: embedded schema is not JSON: " + err.Error())
-		}
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft2020)
-		if err := c.AddResource(schemaID, doc); err != nil {
-			panic("policy: embedded schema: " + err.Error())
-		}
-		schema = c.MustCompile(schemaID)
-	})
-	return schema
-}
+var compiledSchema = sync.OnceValue(func() *schemaNode {
+	n, err := compileSchema(Schema)
+	if err != nil {
+		panic("policy: embedded schema: " + err.Error())
+	}
+	return n
+})
 
 // pos is a place in the source text.
 type pos struct{ line, col int }
@@ -365,43 +342,37 @@ func (d *doc) mapValue(m map[string]any, mv *ast.MappingValueNode, path []string
 
 var printer = message.NewPrinter(language.English)
 
-// schemaErrors reports the leaves of a schema validation error.
-func (d *doc) schemaErrors(ve *jsonschema.ValidationError) {
-	if len(ve.Causes) > 0 {
-		for _, c := range ve.Causes {
-			d.schemaErrors(c)
-		}
-		return
-	}
-	path := ve.InstanceLocation
-	switch k := ve.ErrorKind.(type) {
-	case *kind.AdditionalProperties:
-		for _, name := range k.Properties {
-			child := append(slices.Clip(path), name)
-			msg := "unknown field"
-			if allowed := fieldsAt(path); len(allowed) > 0 {
-				msg += " (known: " + strings.Join(allowed, ", ") + ")"
+// schemaErrors reports schema validation errors at their places.
+func (d *doc) schemaErrors(errs []schemaError) {
+	for _, e := range errs {
+		path := e.path
+		switch e.keyword {
+		case "additionalProperties":
+			for _, name := range e.names {
+				child := append(slices.Clip(path), name)
+				msg := "unknown field"
+				if allowed := fieldsAt(path); len(allowed) > 0 {
+					msg += " (known: " + strings.Join(allowed, ", ") + ")"
+				}
+				fe := d.atPath(child, msg)
+				if p, ok := d.keyPos[pointer(child)]; ok {
+					fe.Line, fe.Column = p.line, p.col
+				}
+				d.errs = append(d.errs, fe)
 			}
-			fe := d.atPath(child, msg)
-			if p, ok := d.keyPos[pointer(child)]; ok {
-				fe.Line, fe.Column = p.line, p.col
+		case "required":
+			for _, name := range e.names {
+				d.errs = append(d.errs, d.atPath(append(slices.Clip(path), name), "required field is missing"))
 			}
-			d.errs = append(d.errs, fe)
-		}
-	case *kind.Required:
-		for _, name := range k.Missing {
-			d.errs = append(d.errs, d.atPath(append(slices.Clip(path), name), "required field is missing"))
-		}
-	case *kind.Pattern:
-		msg := ve.ErrorKind.LocalizedString(printer)
-		for def, m := range patternMessages {
-			if strings.HasSuffix(ve.SchemaURL, "#/$defs/"+def) {
-				msg = fmt.Sprintf("%q %s", k.Got, m)
+		case "pattern":
+			msg := e.msg
+			if def, ok := strings.CutPrefix(e.schemaLoc, "/$defs/"); ok && patternMessages[def] != "" {
+				msg = fmt.Sprintf("%q %s", e.got, patternMessages[def])
 			}
+			d.errs = append(d.errs, d.atPath(path, msg))
+		default:
+			d.errs = append(d.errs, d.atPath(path, e.msg))
 		}
-		d.errs = append(d.errs, d.atPath(path, msg))
-	default:
-		d.errs = append(d.errs, d.atPath(path, ve.ErrorKind.LocalizedString(printer)))
 	}
 }
 
