@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -30,6 +32,9 @@ func fakeLLMCommand() *cobra.Command {
 		scenario string
 		logFile  string
 		workdir  string
+		key      string
+		useTLS   bool
+		certOut  string
 	)
 	cmd := &cobra.Command{
 		Use:   "fake-llm",
@@ -42,13 +47,26 @@ It prints FAKELLM_URL=http://127.0.0.1:PORT on stdout, then one line per request
 on stderr, and runs until SIGINT or SIGTERM. A base URL of FAKELLM_URL/s/NAME
 selects scenario NAME for the requests sent to it.
 
+--require-key KEY answers model API calls only when they carry KEY (bearer token,
+x-api-key, x-goog-api-key, api-key or ?key=); others get 401 in the API's shape.
+
+--tls serves HTTPS (FAKELLM_URL=https://…) with a CA and certificate made at
+start for 127.0.0.1, ::1 and localhost. The CA's PEM goes to --cert-out FILE, or
+else to a temporary file removed on exit; a second stdout line,
+FAKELLM_CA_CERT=PATH, names it (for SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, curl
+--cacert).
+
 Built-in scenarios: ` + strings.Join(fakellm.BuiltinNames(), ", ") + `.
 --scenario also takes a JSON scenario file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if certOut != "" && !useTLS {
+				return errors.New("--cert-out needs --tls")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := fakellm.Options{Addr: listen, Default: scenario, Workdir: workdir, LogFile: logFile}
+			opts := fakellm.Options{Addr: listen, Default: scenario, Workdir: workdir, LogFile: logFile,
+				RequireKey: key, TLS: useTLS}
 			if _, ok := fakellm.Builtin(scenario); !ok {
 				sc, err := fakellm.LoadScenario(scenario)
 				if err != nil {
@@ -66,9 +84,30 @@ Built-in scenarios: ` + strings.Join(fakellm.BuiltinNames(), ", ") + `.
 			if err != nil {
 				return err
 			}
+			caPath := ""
+			if useTLS {
+				if caPath, err = writeCert(certOut, srv.CertPEM()); err != nil {
+					return errors.Join(err, srv.Close())
+				}
+				if certOut == "" {
+					defer func() { _ = os.Remove(caPath) }()
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "FAKELLM_URL=%s\n", srv.URL())
+			if caPath != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "FAKELLM_CA_CERT=%s\n", caPath)
+			}
 			fmt.Fprintf(stderr, "fakellm: listening on %s, default scenario %q\n", srv.URL(), opts.Default)
+			if caPath != "" {
+				fmt.Fprintf(stderr, "fakellm: CA certificate (PEM) in %s\n", caPath)
+			}
+			if key != "" {
+				fmt.Fprintf(stderr, "fakellm: model API calls need the --require-key key\n")
+			}
 			<-ctx.Done()
+			if key != "" {
+				fmt.Fprintf(stderr, "fakellm: %d request(s) refused for a missing or wrong key\n", srv.KeyMismatches())
+			}
 			return srv.Close()
 		},
 	}
@@ -77,5 +116,34 @@ Built-in scenarios: ` + strings.Join(fakellm.BuiltinNames(), ", ") + `.
 	f.StringVar(&scenario, "scenario", fakellm.ScenarioText, "default scenario: a built-in name or a JSON file")
 	f.StringVar(&logFile, "log", "", "append every request (credentials redacted) as a JSON line to this file")
 	f.StringVar(&workdir, "workdir", "", "directory for relative paths when the agent's prompt states none")
+	f.StringVar(&key, "require-key", "", "answer model API calls only when they carry this API key (401 otherwise)")
+	f.BoolVar(&useTLS, "tls", false, "serve HTTPS with a certificate made at start (its CA's PEM: see --cert-out)")
+	f.StringVar(&certOut, "cert-out", "", "with --tls, write the CA certificate (PEM) to this file (default: a temporary file)")
 	return cmd
+}
+
+// writeCert writes the CA PEM to path, or to a new temporary file if path
+// is "", and returns the absolute path written.
+func writeCert(path string, pemBytes []byte) (string, error) {
+	if path == "" {
+		f, err := os.CreateTemp("", "fakellm-ca-*.pem")
+		if err != nil {
+			return "", fmt.Errorf("--tls: %w", err)
+		}
+		_, werr := f.Write(pemBytes)
+		// A certificate is public; agents may run as other users.
+		if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
+			_ = os.Remove(f.Name())
+			return "", fmt.Errorf("--tls: %w", err)
+		}
+		return f.Name(), nil
+	}
+	if err := os.WriteFile(path, pemBytes, 0o644); err != nil {
+		return "", fmt.Errorf("--cert-out: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path, nil
+	}
+	return abs, nil
 }

@@ -17,7 +17,8 @@
 //	POST …/models/<m>:countTokens
 //	GET  …/models, …/models/<m>          model lists (Gemini shape under v1beta/v1alpha)
 //
-// Anything else is answered 404 (telemetry-like paths get {}).
+// Anything else is answered 404 (telemetry-like paths get {}; GET /,
+// /health and /healthz get {"ok":true}; HEAD gets 200).
 //
 // # Scenarios
 //
@@ -59,5 +60,27 @@
 // Every request is recorded (Server.Requests, Server.Wait, Options.LogFile)
 // with credentials redacted: headers such as Authorization, x-api-key,
 // x-goog-api-key and cookies, and query parameters such as key, are stored
-// as "REDACTED". Only a SHA-256 of the key is kept (Request.HasKey).
+// as "REDACTED". Only a SHA-256 of the key is kept (Request.HasKey). The
+// key is the first of: the Authorization header (without "Bearer "),
+// x-api-key, x-goog-api-key, api-key, the ?key= query parameter.
+//
+// # Required key
+//
+// With Options.RequireKey set, the model API calls (the routes above but
+// the model lists) are answered only when they carry exactly that key, so
+// that a test can prove that a proxy on the way put the real key in place
+// of the agent's placeholder. Other calls get 401 in their API's error
+// shape (Anthropic authentication_error, OpenAI invalid_api_key, Gemini
+// UNAUTHENTICATED, with x-should-retry: false), are recorded with Status
+// 401 and a Reply that says the key was missing or wrong, and are counted
+// (Server.KeyMismatches). Health checks (GET /, /health, /healthz), HEAD,
+// telemetry, model lists and unknown routes need no key.
+//
+// # TLS
+//
+// With Options.TLS the server speaks HTTPS, HTTP/1.1 and HTTP/2 (ALPN), and
+// URL is https://127.0.0.1:PORT. Start makes a throw-away ECDSA P-256 CA
+// and a server certificate it signs for 127.0.0.1, ::1 and localhost;
+// clients trust Server.CertPool (Go) or Server.CertPEM (a CA file).
+// Streamed answers are flushed per event over both protocols.
 package fakellm

@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
+	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,12 +54,29 @@ type Options struct {
 	// and in Seq order, after the answer is chosen and before it is
 	// written. It must not call Close.
 	OnRequest func(Request)
+	// RequireKey, if set, is the only API key model calls are answered
+	// for: every request the server recognises as a model API call
+	// (Anthropic Messages and count_tokens, OpenAI Responses and Chat
+	// Completions, Gemini generateContent, streamGenerateContent and
+	// countTokens) must carry exactly this key, where Request.KeySHA256
+	// finds it. A call without it is answered 401 in its API's error
+	// shape, recorded like any request (Status 401, Reply naming the
+	// problem, never a key) and counted by Server.KeyMismatches. Health
+	// checks, HEAD, telemetry, model lists and unknown routes (404) need
+	// no key.
+	RequireKey string
+	// TLS serves HTTPS instead of HTTP (HTTP/1.1 and HTTP/2 by ALPN),
+	// with a certificate for 127.0.0.1, ::1 and localhost made by Start
+	// and signed by a CA made with it, valid for 7 days. Clients trust it
+	// through Server.CertPool or Server.CertPEM.
+	TLS bool
 }
 
 // Server is a running fake LLM server.
 type Server struct {
 	opts      Options
 	url       string
+	certs     *certs // nil without Options.TLS
 	scenarios map[string]*Scenario
 	hs        *http.Server
 	served    chan struct{}
@@ -75,6 +94,7 @@ type Server struct {
 	closed  bool
 	active  int        // running handlers
 	idle    *sync.Cond // on mu: active reached 0
+	badKeys int        // requests refused by Options.RequireKey
 }
 
 // Start starts a server. It stops when ctx is done or Close is called.
@@ -108,6 +128,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, scenarios: scenarios, served: make(chan struct{}), changed: make(chan struct{})}
 	s.idle = sync.NewCond(&s.mu)
+	if opts.TLS {
+		c, err := newCerts(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		s.certs = c
+	}
 	if opts.LogFile != "" {
 		f, err := os.OpenFile(opts.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
@@ -129,8 +156,22 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 	}
+	if s.certs != nil {
+		s.url = "https://" + ln.Addr().String()
+		// ServeTLS adds "h2" and "http/1.1" to NextProtos for these
+		// protocols; streams flush through http.ResponseController over
+		// either.
+		s.hs.Protocols = new(http.Protocols)
+		s.hs.Protocols.SetHTTP1(true)
+		s.hs.Protocols.SetHTTP2(true)
+		s.hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{s.certs.cert}}
+	}
 	go func() {
 		defer close(s.served)
+		if s.certs != nil {
+			_ = s.hs.ServeTLS(ln, "", "")
+			return
+		}
 		_ = s.hs.Serve(ln)
 	}()
 	go func() {
@@ -157,8 +198,18 @@ func loopbackOnly(addr string) error {
 	return fmt.Errorf("fakellm: address %q: only loopback addresses are allowed", addr)
 }
 
-// URL returns the base URL, "http://127.0.0.1:PORT", without a slash.
+// URL returns the base URL, "http://127.0.0.1:PORT" ("https://…" with
+// Options.TLS), without a slash. The host is the listen address's.
 func (s *Server) URL() string { return s.url }
+
+// KeyMismatches returns how many requests Options.RequireKey has refused
+// so far (no key, or another key). A request is counted before it is
+// recorded, so after Wait returns a refused request the count includes it.
+func (s *Server) KeyMismatches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.badKeys
+}
 
 // ScenarioURL returns the base URL that selects scenario name:
 // URL() + "/s/" + name.
@@ -327,8 +378,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, hr *http.Request) {
 		Header: redactHeader(hr.Header),
 		Step:   -1,
 	}
-	if k := apiKey(hr); k != "" {
-		rec.KeySHA256 = keyHash(k)
+	key := apiKey(hr)
+	if key != "" {
+		rec.KeySHA256 = keyHash(key)
 	}
 	name, p := splitScenario(hr.URL.Path)
 	rec.Scenario = name
@@ -379,6 +431,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, hr *http.Request) {
 		rec.Status, rec.Reply = http.StatusOK, "model list"
 		s.record(rec)
 		writeModels(w, p, model)
+		return
+	}
+	if msg := s.checkKey(key); msg != "" {
+		s.mu.Lock()
+		s.badKeys++
+		s.mu.Unlock()
+		fail(http.StatusUnauthorized, msg)
 		return
 	}
 	if bodyErr != nil {
@@ -442,6 +501,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, hr *http.Request) {
 	case APIGemini:
 		writeGemini(ctx, w, c, r, hr.URL.Query().Get("alt") == "sse")
 	}
+}
+
+// checkKey returns why key does not satisfy Options.RequireKey, "" if it
+// does (or no key is required). The message never holds a key.
+func (s *Server) checkKey(key string) string {
+	want := s.opts.RequireKey
+	switch {
+	case want == "":
+		return ""
+	case key == "":
+		return "fakellm: no API key (this server requires one)"
+	case subtle.ConstantTimeCompare([]byte(key), []byte(want)) != 1:
+		return "fakellm: wrong API key (not the one this server requires)"
+	}
+	return ""
 }
 
 // writeError writes an error in the shape of the API the request was for.

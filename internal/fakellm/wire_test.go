@@ -680,20 +680,23 @@ func errorShape(api string, status int, body []byte) (string, error) {
 	e := o(m["error"])
 	switch api {
 	case "anthropic":
-		want := map[int]string{429: "rate_limit_error", 500: "api_error", 404: "not_found_error", 400: "invalid_request_error", 529: "overloaded_error"}[status]
+		want := map[int]string{429: "rate_limit_error", 500: "api_error", 404: "not_found_error", 400: "invalid_request_error", 401: "authentication_error", 529: "overloaded_error"}[status]
 		if s(m["type"]) != "error" || s(e["type"]) != want {
 			return "", fmt.Errorf("anthropic error %s, want type %q", body, want)
 		}
 	case "responses", "chat":
-		want := map[int]string{429: "requests", 500: "server_error", 404: "invalid_request_error", 400: "invalid_request_error"}[status]
+		want := map[int]string{429: "requests", 500: "server_error", 404: "invalid_request_error", 400: "invalid_request_error", 401: "invalid_request_error"}[status]
 		if s(e["type"]) != want {
 			return "", fmt.Errorf("openai error %s, want type %q", body, want)
 		}
 		if status == 429 && s(e["code"]) != "rate_limit_exceeded" {
 			return "", fmt.Errorf("openai 429 code %v", e["code"])
 		}
+		if status == 401 && s(e["code"]) != "invalid_api_key" {
+			return "", fmt.Errorf("openai 401 code %v", e["code"])
+		}
 	case "gemini":
-		want := map[int]string{429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 404: "NOT_FOUND", 400: "INVALID_ARGUMENT"}[status]
+		want := map[int]string{429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 404: "NOT_FOUND", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED"}[status]
 		if n(e["code"]) != status || s(e["status"]) != want {
 			return "", fmt.Errorf("gemini error %s, want %d %q", body, status, want)
 		}
