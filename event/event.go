@@ -421,15 +421,18 @@ type PermissionOption struct {
 // PermissionRequested asks the client to allow or deny one action. It is
 // answered per request; an answer is never reused for another request.
 type PermissionRequested struct {
-	ID      string             `json:"id"`
-	Kind    PermissionKind     `json:"kind"`
-	Title   string             `json:"title"`
-	Detail  string             `json:"detail,omitempty"`
-	ItemID  string             `json:"item_id,omitempty"`
-	Tool    string             `json:"tool,omitempty"`
-	Input   json.RawMessage    `json:"input,omitempty"`
-	Host    string             `json:"host,omitempty"`
-	Port    int                `json:"port,omitempty"`
+	ID     string          `json:"id"`
+	Kind   PermissionKind  `json:"kind"`
+	Title  string          `json:"title"`
+	Detail string          `json:"detail,omitempty"`
+	ItemID string          `json:"item_id,omitempty"`
+	Tool   string          `json:"tool,omitempty"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	Host   string          `json:"host,omitempty"`
+	Port   int             `json:"port,omitempty"`
+	// Process is the sandboxed process that asked (a network request's
+	// connection), when known.
+	Process *Process           `json:"process,omitempty"`
 	Options []PermissionOption `json:"options"`
 	// ExpiresAt is when an unanswered request is denied by timeout.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
@@ -521,8 +524,19 @@ type SandboxViolation struct {
 	Path   string          `json:"path,omitempty"`
 	Host   string          `json:"host,omitempty"`
 	Port   int             `json:"port,omitempty"`
+	// Process is the process that did it, when known.
+	Process *Process `json:"process,omitempty"`
 	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
 	Rule string `json:"rule,omitempty"`
+}
+
+// Process is a process inside a session's sandbox.
+type Process struct {
+	// Pid is its pid inside the sandbox.
+	Pid  int    `json:"pid,omitempty"`
+	Name string `json:"name,omitempty"`
+	// CommandLine is its argv joined by spaces, cut at 1 KiB.
+	CommandLine string `json:"command_line,omitempty"`
 }
 
 // Error reports a failure that the client should see. Retryable says whether
