@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sort"
 	"sync"
@@ -93,17 +94,104 @@ type Syscalls struct {
 
 // Network is the network view of a sandbox.
 type Network struct {
-	// Mode is "none" (own network namespace with only loopback; the
-	// default), or "host" (the host's network, no egress control; only
-	// when the operator's global policy permits it).
+	// Mode is "proxy" (own network namespace with only loopback, and
+	// agentbox's egress proxy at 127.0.0.1:ProxyPort inside as the only
+	// way out), "none" (own network namespace with only loopback, no
+	// proxy), or "host" (the host's network, no egress control; only when
+	// the operator's global policy permits it). Empty means "none".
 	Mode string
+	// ProxyPort is the port the proxy answers on inside (Mode proxy);
+	// 0 means DefaultProxyPort.
+	ProxyPort int
+	// Default says what the proxy does with a destination no rule
+	// settles: "deny" (the default) or "ask" (a per-connection approval).
+	Default string
+	// Allow and Deny are the proxy's rules (host[:port], *.domain[:port],
+	// CIDR[:port]); deny wins. The runtime carries them for whoever serves
+	// its Egress listener; it does not read them.
+	Allow, Deny []string
+	// Secrets maps environment variable names to the daemon secrets whose
+	// placeholders they hold: the proxy injects each secret's value for
+	// its host, and the sandbox only ever sees the placeholder.
+	Secrets map[string]string
 }
 
 // Network modes.
 const (
-	NetworkNone = "none"
-	NetworkHost = "host"
+	NetworkNone  = "none"
+	NetworkProxy = "proxy"
+	NetworkHost  = "host"
 )
+
+// DefaultProxyPort is where the egress proxy answers inside a sandbox.
+const DefaultProxyPort = 3128
+
+// Port returns the proxy port inside, DefaultProxyPort when unset.
+func (n Network) Port() int {
+	if n.ProxyPort > 0 {
+		return n.ProxyPort
+	}
+	return DefaultProxyPort
+}
+
+// EgressSandbox is implemented by runtimes whose sandboxes can have the
+// egress proxy: for a sandbox created with Network.Mode "proxy", every
+// connection a process inside opens to 127.0.0.1:ProxyPort arrives on the
+// host side through Egress (nil for other modes). Whoever created the
+// sandbox serves it (package egress) for the sandbox's whole life; Close
+// closes it. Until it is served, connections wait.
+type EgressSandbox interface {
+	Sandbox
+	Egress() net.Listener
+}
+
+// Peer is the process inside a sandbox at the other end of a connection.
+type Peer struct {
+	// Pid is the process id inside the sandbox (0 when unknown).
+	Pid int `json:"pid,omitempty"`
+	// Name is the executable's name, e.g. "curl".
+	Name string `json:"name,omitempty"`
+	// CommandLine is its argv joined by spaces (cut at 1 KiB).
+	CommandLine string `json:"command_line,omitempty"`
+}
+
+// IsZero reports whether nothing is known about the peer.
+func (p Peer) IsZero() bool { return p.Pid == 0 && p.Name == "" && p.CommandLine == "" }
+
+// PeerConn is implemented by connections from an Egress listener whose
+// runtime can tell which process opened them. Peer looks the process up
+// when called (it costs a walk of /proc) and reports false when it is
+// gone or cannot be found.
+type PeerConn interface {
+	net.Conn
+	Peer() (Peer, bool)
+}
+
+// NetworkRequest is a destination the egress proxy asks about: one
+// connection (or one plain-HTTP request) that no rule settles.
+type NetworkRequest struct {
+	Host string
+	Port int
+	// Via is how it was asked for: "http", "connect" or "socks5".
+	Via  string
+	Peer Peer
+	// Timeout is how long to wait for an answer; past it the request is
+	// denied by timeout.
+	Timeout time.Duration
+}
+
+// NetworkAnswer is the decision for one NetworkRequest.
+type NetworkAnswer struct {
+	Allow bool
+	// By is who decided: "user", "timeout" or "daemon".
+	By string
+	// Message says why, for the audit record and the denial.
+	Message string
+}
+
+// Asker decides a NetworkRequest, for one connection only: nothing it
+// answers may be remembered for another.
+type Asker func(ctx context.Context, req NetworkRequest) (NetworkAnswer, error)
 
 // Runtime creates sandboxes of one isolation kind.
 type Runtime interface {
@@ -211,6 +299,11 @@ type Violation struct {
 	Detail string `json:"detail"`
 	// Path or target, when there is one.
 	Target string `json:"target,omitempty"`
+	// Host and Port are a network violation's destination.
+	Host string `json:"host,omitempty"`
+	Port int    `json:"port,omitempty"`
+	// Process is the process that opened a refused connection, when known.
+	Process *Peer `json:"process,omitempty"`
 	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
 	Rule   string `json:"rule,omitempty"`
 	Action string `json:"action"` // blocked | asked | dropped
