@@ -35,6 +35,12 @@ type box struct {
 	info sandbox.Info
 	cg   *cgroup.Group
 	ws   *workspaceOverlay
+	// Network mode proxy only (egress.go): the host side of the control
+	// socket and the forwarder's `runsc exec`. Nothing is bound into the
+	// container for them.
+	egress        *egressListener
+	forwarder     *exec.Cmd
+	forwarderDone chan struct{}
 
 	execs atomic.Int64
 	dead  atomic.Bool
@@ -52,7 +58,7 @@ func newID() string {
 	return "agentbox-" + hex.EncodeToString(b[:])
 }
 
-func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ *box, err error) {
+func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
 	b := &box{rt: r, id: newID(), spec: spec}
 	b.dir = filepath.Join(r.opts.StateDir, b.id)
 	b.info = sandbox.Info{Runtime: Name, Mechanisms: []string{"gvisor:" + r.opts.Platform, "uid:1000", "no-caps", "no_new_privs"}}
@@ -86,8 +92,11 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ *box, err err
 	if b.ws.idmapped {
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
 	}
-	if spec.Network.Mode == sandbox.NetworkNone {
+	switch spec.Network.Mode {
+	case sandbox.NetworkNone:
 		b.info.Mechanisms = append(b.info.Mechanisms, "network:none")
+	case sandbox.NetworkProxy:
+		b.info.Mechanisms = append(b.info.Mechanisms, "network:proxy")
 	}
 
 	bd := &bundle{dir: b.dir, rootfs: filepath.Join(b.dir, "rootfs")}
@@ -153,6 +162,13 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ *box, err err
 		}
 		return nil, fmt.Errorf("gvisor: runsc run: %w: %s", err, lastLine(out))
 	}
+	if spec.Network.Mode == sandbox.NetworkProxy {
+		// Before the pids limit: the forwarder's tasks are part of what
+		// the sandbox holds at start.
+		if err := b.startForwarder(rctx); err != nil {
+			return nil, err
+		}
+	}
 	// On the ptrace platform every task inside is a host task in the
 	// group, next to gVisor's own threads (Sentry, gofer: ~100 at
 	// start). The limit is what gVisor holds now plus the policy's
@@ -167,6 +183,9 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ *box, err err
 			return nil, fmt.Errorf("%w: gvisor: %w", sandbox.ErrUnenforceable, err)
 		}
 		b.info.Mechanisms = append(b.info.Mechanisms, "pids")
+	}
+	if b.egress != nil {
+		return proxyBox{b}, nil
 	}
 	return b, nil
 }
@@ -309,6 +328,23 @@ func (b *box) destroy() error {
 		}
 		if err := b.cg.Delete(); err != nil {
 			errs = append(errs, err)
+		}
+		if err := removeRunscGroups(b.cg.Name()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.egress != nil {
+		// Connections already accepted are their server's; the
+		// forwarder's end of each went with the container.
+		b.egress.wait()
+	}
+	if b.forwarder != nil {
+		// It ends with the container; bounded all the same.
+		select {
+		case <-b.forwarderDone:
+		case <-time.After(controlTimeout):
+			_ = b.forwarder.Process.Kill()
+			<-b.forwarderDone
 		}
 	}
 	if b.ws != nil {

@@ -44,6 +44,12 @@ var gvisorOptions = sandboxtest.Options{
 		"21_direct_tcp_to_host/public":     "EHOSTUNREACH",
 		"26_dns_fails/udp53_host_resolver": "EHOSTUNREACH",
 		"26_dns_fails/udp53_public":        "EHOSTUNREACH",
+		// Mode proxy is mode none's netstack plus the forwarder's
+		// inherited socket: the same answers.
+		"21p_direct_egress_with_proxy/host_ip":    "EHOSTUNREACH",
+		"21p_direct_egress_with_proxy/metadata":   "EHOSTUNREACH",
+		"21p_direct_egress_with_proxy/public":     "EHOSTUNREACH",
+		"21p_direct_egress_with_proxy/udp_public": "EHOSTUNREACH",
 		// gVisor's netlink refuses route and link changes with EACCES.
 		"27_raw_sockets_and_mptcp/ip_link_down": "EACCES",
 		"27_raw_sockets_and_mptcp/ip_route_add": "EACCES",

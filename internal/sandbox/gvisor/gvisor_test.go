@@ -229,9 +229,10 @@ func TestTimeoutKillsEverything(t *testing.T) {
 	if pids := processesMentioning(id); len(pids) > 0 {
 		t.Errorf("processes left after Close: %v", pids)
 	}
-	for _, c := range []string{"memory", "pids", "freezer"} {
-		matches, _ := filepath.Glob("/sys/fs/cgroup/" + c + "/agentbox/gvisor-" + id[len("agentbox-"):])
-		if len(matches) > 0 {
+	// In every hierarchy: runsc creates the group in those the cgroup
+	// package does not manage (blkio, cpuset, devices, systemd) too.
+	for _, pat := range []string{"/sys/fs/cgroup/*/agentbox/gvisor-", "/sys/fs/cgroup/agentbox/gvisor-"} {
+		if matches, _ := filepath.Glob(pat + id[len("agentbox-"):]); len(matches) > 0 {
 			t.Errorf("cgroup left: %v", matches)
 		}
 	}

@@ -9,6 +9,30 @@
 // layer is applied back by workspace.Commit, which drops protected paths.
 // Every runsc call runs under a timeout: on hosts like ours some platforms
 // (kvm) hang instead of failing.
+//
+// Network mode "none" is gVisor's netstack with only loopback
+// (--network=none); "host" is the host's network. Mode "proxy" is exactly
+// "none" to runsc, plus agentbox's egress path (egress.go): a forwarder of
+// ours, started in the container at Create as root without capabilities,
+// listens on 127.0.0.1:<proxy port>. Its stdin is one end of a host
+// SOCK_SEQPACKET socketpair, the control socket: for each connection it
+// accepts it sends a one-packet header naming the client process, and the
+// host answers with one end of a fresh host socketpair (SCM_RIGHTS) whose
+// other end the box's Egress listener yields as a sandbox.PeerConn; the
+// forwarder copies bytes between the client and that end, half-closes
+// included. The box is then a sandbox.EgressSandbox. Create returns once
+// the forwarder listens and a check connection has crossed that path.
+//
+// There is no socket file in the container and runsc gets no --host-uds:
+// --host-uds=open is the gofer's, for every mount, and would let the
+// workload connect to any host unix socket in a bound path (policy read and
+// write paths, the whole host root with read_outside_workspace); without it
+// gVisor refuses those (EPERM), in mode proxy as in mode none. Of host
+// sockets, the sandbox holds only what the host handed the forwarder:
+// the control socket and one socketpair end per open connection, none of
+// which the sandbox user can open through /proc/<pid>/fd (ENXIO). Where a
+// host socket cannot be passed into gVisor, a proxy sandbox fails with
+// ErrUnenforceable naming that mechanism.
 package gvisor
 
 import (
@@ -167,6 +191,11 @@ var geteuid = os.Geteuid
 // removing the directory after killing the cgroup is a complete cleanup
 // (`runsc delete` would add more than a second per sandbox).
 func (r *Runtime) runscCmd(ctx context.Context, root, network string, args ...string) *exec.Cmd {
+	if network == sandbox.NetworkProxy {
+		// Exactly "none" to runsc: the egress path is the forwarder's
+		// inherited control socket (egress.go), not anything of runsc's.
+		network = sandbox.NetworkNone
+	}
 	global := []string{"--root", root, "--platform", r.opts.Platform, "--network=" + network, "--oci-seccomp"}
 	cmd := exec.CommandContext(ctx, r.runsc.Path, append(global, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
@@ -216,6 +245,10 @@ func checkSpec(spec *sandbox.Spec) error {
 	case "", sandbox.NetworkNone:
 		spec.Network.Mode = sandbox.NetworkNone
 	case sandbox.NetworkHost:
+	case sandbox.NetworkProxy:
+		if p := spec.Network.Port(); p > 65535 {
+			return fmt.Errorf("gvisor: proxy port %d out of range", p)
+		}
 	default:
 		return fmt.Errorf("%w: gvisor: network mode %q", sandbox.ErrUnenforceable, spec.Network.Mode)
 	}

@@ -25,6 +25,11 @@ func init() {
 	if filepath.Base(os.Args[0]) != wrapperArg0 {
 		return
 	}
+	// A profile name never starts with "--": the forwarder of network
+	// mode proxy (egress.go) is the same binary with this flag first.
+	if len(os.Args) > 1 && os.Args[1] == forwardFlag {
+		os.Exit(forwarderMain(os.Args[2:]))
+	}
 	os.Exit(wrapperMain(os.Args[1:]))
 }
 

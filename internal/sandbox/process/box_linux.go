@@ -42,6 +42,8 @@ type box struct {
 	initStderr       tailBuffer
 	waitDone         chan struct{} // closed when the init is reaped
 	ctl              *net.UnixConn
+	egressSock       *net.UnixConn   // until the init is ready
+	egress           *egressListener // Network.Mode proxy only
 	ready            chan message
 	dead             chan struct{} // closed when the control socket ends
 	killed           atomic.Bool   // we killed the sandbox on purpose
@@ -57,7 +59,15 @@ type box struct {
 	committer        *workspace.Committer
 }
 
-var _ sandbox.Sandbox = (*box)(nil)
+var _ sandbox.EgressSandbox = (*box)(nil)
+
+// Egress implements sandbox.EgressSandbox; nil without the proxy.
+func (b *box) Egress() net.Listener {
+	if b.egress == nil {
+		return nil
+	}
+	return b.egress
+}
 
 func (b *box) ID() string         { return b.id }
 func (b *box) Info() sandbox.Info { return b.info }
@@ -380,6 +390,13 @@ func (b *box) destroy() error {
 		c.Close()
 	}
 	b.closers = nil
+	if b.egress != nil {
+		_ = b.egress.Close()
+	}
+	if b.egressSock != nil {
+		_ = b.egressSock.Close()
+		b.egressSock = nil
+	}
 	b.fdMu.Lock()
 	if b.initFD >= 0 {
 		_ = unix.Close(b.initFD) // a pidfd: closing it loses nothing

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -93,6 +94,13 @@ func runInit() int {
 		}
 		in.reply(m, -1)
 		return 1
+	}
+	if cfg.EgressPort > 0 {
+		if err := serveEgress(cfg.EgressPort, cfg.EgressFD); err != nil {
+			in.reply(message{Op: opReady, Error: "egress proxy: " + err.Error(), Missing: "egress-proxy"}, -1)
+			return 1
+		}
+		mech = append(mech, "egress-proxy:127.0.0.1:"+strconv.Itoa(cfg.EgressPort))
 	}
 	in.reply(message{Op: opReady, Mechanisms: mech, Degraded: degraded}, -1)
 	in.serve()

@@ -19,7 +19,9 @@ import (
 //     SCM_RIGHTS; "started" replies carry a pidfd of the command.
 //
 // Descriptors 5.. are detached mounts made on the host side (see
-// hostMounts); their order is fixed by initConfig.
+// hostMounts); their order is fixed by initConfig. With the egress proxy,
+// the descriptor after the mounts is the init's end of the egress socket
+// pair (initConfig.EgressFD).
 const (
 	fdConfig  = 3
 	fdControl = 4
@@ -33,13 +35,18 @@ type initConfig struct {
 	HideDirs             []string `json:"hide_dirs,omitempty"`
 	// Mounts are the detached host mounts passed as fds fdMounts+i, each
 	// moved to Target inside.
-	Mounts   []detachedMount  `json:"mounts"`
-	Overlay  *overlayConfig   `json:"overlay,omitempty"`
-	Home     string           `json:"home"`
-	Hostname string           `json:"hostname"`
-	NetNone  bool             `json:"net_none"`
-	ShmBytes int64            `json:"shm_bytes"`
-	Syscalls sandbox.Syscalls `json:"syscalls"`
+	Mounts   []detachedMount `json:"mounts"`
+	Overlay  *overlayConfig  `json:"overlay,omitempty"`
+	Home     string          `json:"home"`
+	Hostname string          `json:"hostname"`
+	NetNone  bool            `json:"net_none"`
+	// EgressPort, when not 0, makes the init listen on 127.0.0.1:port
+	// and pass each connection to the supervisor over descriptor
+	// EgressFD (see egress_linux.go).
+	EgressPort int              `json:"egress_port,omitempty"`
+	EgressFD   int              `json:"egress_fd,omitempty"`
+	ShmBytes   int64            `json:"shm_bytes"`
+	Syscalls   sandbox.Syscalls `json:"syscalls"`
 	// Degraded lists mechanisms the supervisor already knows are missing
 	// and which the spec allowed to go without.
 	AllowDegraded bool `json:"allow_degraded"`

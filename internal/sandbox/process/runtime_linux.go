@@ -234,6 +234,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		Home:                 sandboxHome,
 		Hostname:             spec.Hostname,
 		NetNone:              spec.Network.Mode != sandbox.NetworkHost,
+		EgressPort:           egressPort(spec.Network),
 		ShmBytes:             tmpSize(spec),
 		Syscalls:             spec.Syscalls,
 		AllowDegraded:        spec.AllowDegraded,
@@ -325,6 +326,10 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, err
 	}
 	ready, err := b.waitReady(ctx)
+	if err == nil && cfg.EgressPort > 0 && ready.Error == "" && ready.Missing == "" {
+		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.cmd.Process.Pid)
+		b.egressSock = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -378,6 +383,31 @@ func prepareUpper(upper *os.File, workspace string, rootUID, userUID int) error 
 	return os.Chown(base+"/w", rootUID, rootUID)
 }
 
+// egressPort is the port the init listens on for the proxy, 0 without.
+func egressPort(n sandbox.Network) int {
+	if n.Mode != sandbox.NetworkProxy {
+		return 0
+	}
+	return n.Port()
+}
+
+// seqpacketPair returns both ends of a SOCK_SEQPACKET pair: ours as a
+// *net.UnixConn, the child's as a file to inherit.
+func seqpacketPair(name string) (*net.UnixConn, *os.File, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	ours := os.NewFile(uintptr(pair[0]), name)
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		_ = unix.Close(pair[1]) // the FileConn error is the one to report
+		return nil, nil, err
+	}
+	return conn.(*net.UnixConn), os.NewFile(uintptr(pair[1]), name), nil
+}
+
 func tmpSize(spec sandbox.Spec) int64 {
 	if spec.Limits.DiskBytes > 0 {
 		return spec.Limits.DiskBytes
@@ -421,8 +451,13 @@ func normalize(spec *sandbox.Spec) error {
 	if spec.Network.Mode == "" {
 		spec.Network.Mode = sandbox.NetworkNone
 	}
-	if spec.Network.Mode != sandbox.NetworkNone && spec.Network.Mode != sandbox.NetworkHost {
+	switch spec.Network.Mode {
+	case sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkProxy:
+	default:
 		return fmt.Errorf("process sandbox: unknown network mode %q", spec.Network.Mode)
+	}
+	if p := spec.Network.Port(); p > 65535 {
+		return fmt.Errorf("process sandbox: proxy port %d", p)
 	}
 	return nil
 }
@@ -467,6 +502,17 @@ func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int, gat
 		return fmt.Errorf("control socket: %w", err)
 	}
 	b.ctl = conn.(*net.UnixConn)
+	var extra []*os.File
+	if cfg.EgressPort > 0 {
+		parentEnd, childEnd, err := seqpacketPair("egress")
+		if err != nil {
+			return fmt.Errorf("egress socket: %w", err)
+		}
+		defer childEnd.Close()
+		b.egressSock = parentEnd
+		cfg.EgressFD = fdMounts + len(mounts)
+		extra = append(extra, childEnd)
+	}
 
 	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
@@ -488,7 +534,7 @@ func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int, gat
 	cmd.Env = []string{} // nothing from the host environment, ever
 	cmd.Dir = "/"
 	cmd.Stderr = &b.initStderr
-	cmd.ExtraFiles = append([]*os.File{cfgR, child}, mounts...)
+	cmd.ExtraFiles = append(append([]*os.File{cfgR, child}, mounts...), extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:                 flags,
 		UidMappings:                ids,

@@ -11,8 +11,8 @@ import (
 )
 
 // Network: §5 rows 21, 26, 27, 28 and 30, for a sandbox without egress
-// (the proxy rows belong to the egress work). Host listeners opened by the
-// test count every connection; none may arrive.
+// (network mode none; cases_egress.go has the proxy's rows). Host
+// listeners opened by the test count every connection; none may arrive.
 
 // pyConnect is a helper for TCP connect probes with a bounded wait.
 const pyConnect = `

@@ -1,7 +1,8 @@
 // Package sandboxtest is the conformance, escape and resource suite every
 // sandbox.Runtime must pass. Run drives a runtime through each attempt of the
-// escape list in docs (isolation research §5) that applies to a sandbox
-// without network egress, asserts the exact outcome (an errno name, a
+// escape list in docs (isolation research §5), for sandboxes without a
+// network and behind the egress proxy (a real egress gate serves the
+// runtime's Egress listener), asserts the exact outcome (an errno name, a
 // Verdict reason, or a Violation from Commit/Close) and then asserts that the
 // host is unchanged: protected and outside files byte-identical, no stray
 // files in the host workspace, no process left.
@@ -76,6 +77,7 @@ func suite() []tcase {
 	all = append(all, processCases()...)
 	all = append(all, kernelCases()...)
 	all = append(all, networkCases()...)
+	all = append(all, egressCases()...)
 	all = append(all, resourceCases()...)
 	return all
 }
