@@ -38,6 +38,11 @@ type Options struct {
 	// the preset of sessions created without a policy (see
 	// daemon.Config).
 	GlobalPolicy, SessionPolicy string
+	// SecretsFile, NetworkAskTimeout and EgressCAFile configure the egress
+	// proxy (see daemon.Config).
+	SecretsFile       string
+	NetworkAskTimeout time.Duration
+	EgressCAFile      string
 }
 
 // Server is an embedded daemon.
@@ -61,6 +66,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		Listen: opts.Listen, DataDir: opts.DataDir, Token: opts.Token,
 		GlobalPolicy: opts.GlobalPolicy, SessionPolicy: opts.SessionPolicy,
 		PermissionTimeout: opts.PermissionTimeout, ShutdownTimeout: opts.ShutdownTimeout, Log: opts.Logger,
+		SecretsFile: opts.SecretsFile, NetworkAskTimeout: opts.NetworkAskTimeout, EgressCAFile: opts.EgressCAFile,
 	})
 	if err != nil {
 		return nil, err

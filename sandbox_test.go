@@ -2,10 +2,14 @@ package agentbox_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,57 +151,156 @@ func turn(t *testing.T, c *client.Client, sid, text string) (event.TurnCompleted
 }
 
 // TestAgentsInSandbox runs real agent CLIs inside a session's sandbox
-// against the fake LLM: the model's shell call runs inside, the file it
-// writes reaches the host workspace at the end of the turn, and the host
-// network is the operator's explicit grant (the egress proxy is not built
-// yet).
+// against the fake LLM, with their model traffic through the egress
+// proxy: the agent's base URL is its route on the proxy, which adds the
+// real API key and forwards to the fake LLM over TLS; the fake LLM refuses
+// any other key. The model's shell call runs inside and looks for the key
+// in every process's environment and command line and in every file of
+// the workspace, the home and /tmp: it must find only the placeholder (and
+// the key in the one file the test put there as a control).
+// The key is in no event and no audit record either, and the audit log
+// names the secret's use.
 func TestAgentsInSandbox(t *testing.T) {
 	requireSandbox(t)
-	llm, err := fakellm.Start(t.Context(), fakellm.Options{})
+	realKey := "sk-agentbox-real-" + randomHex(t, 16)
+	hexRev := func(s string) string {
+		b := []byte(s)
+		slices.Reverse(b)
+		return hex.EncodeToString(b)
+	}
+	// The command holds the key reversed and hex-encoded, so nothing it
+	// shows in /proc is the key itself.
+	scan := `python3 -c '
+import glob, os
+k = bytes.fromhex("` + hexRev(realKey) + `")[::-1]
+def read(p):
+    try:
+        with open(p, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+hits = [p for p in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") if k in read(p)]
+for root in {os.getcwd(), os.environ.get("HOME", "/tmp"), "/tmp"}:
+    for d, _, files in os.walk(root):
+        hits += [os.path.join(d, n) for n in files if k in read(os.path.join(d, n))]
+keys = set()
+for p in glob.glob("/proc/[0-9]*/environ"):
+    for kv in read(p).split(b"\0"):
+        if kv.split(b"=")[0] in (b"ANTHROPIC_API_KEY", b"OPENAI_API_KEY", b"GEMINI_API_KEY"):
+            keys.add(kv.decode())
+print("leaks:", ",".join(sorted(set(hits))) or "none")
+print("keys:", ",".join(sorted(keys)))
+open("hello.txt", "w").write("hi")
+' > scan.txt`
+	llm, err := fakellm.Start(t.Context(), fakellm.Options{
+		TLS: true, RequireKey: realKey,
+		Scenarios: map[string]*fakellm.Scenario{"scan": {Turns: []fakellm.Turn{
+			{Calls: []fakellm.Call{{Kind: fakellm.KindShell, Command: scan}}}, {Text: "done"},
+		}}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = llm.Close() })
-	shell := llm.ScenarioURL(fakellm.ScenarioShell)
-	t.Setenv("ANTHROPIC_BASE_URL", shell)
-	t.Setenv("ANTHROPIC_API_KEY", agenttest.FakeKey)
-	t.Setenv("OPENAI_BASE_URL", shell+"/v1")
-	t.Setenv("OPENAI_API_KEY", agenttest.FakeKey)
-	t.Setenv("GOOGLE_GEMINI_BASE_URL", shell)
-	t.Setenv("GEMINI_API_KEY", agenttest.FakeKey)
-	global := filepath.Join(t.TempDir(), "global.yaml")
-	if err := os.WriteFile(global, []byte("version: 1\nfilesystem:\n  read_outside_workspace: true\nnetwork:\n  mode: host\n"), 0o600); err != nil {
+	caFile := filepath.Join(t.TempDir(), "fakellm-ca.pem")
+	if err := os.WriteFile(caFile, llm.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := start(t, agentbox.Options{GlobalPolicy: global})
+	base := llm.ScenarioURL("scan")
+	t.Setenv("ANTHROPIC_BASE_URL", base)
+	t.Setenv("ANTHROPIC_API_KEY", realKey)
+	t.Setenv("OPENAI_BASE_URL", base+"/v1")
+	t.Setenv("OPENAI_API_KEY", realKey)
+	t.Setenv("GOOGLE_GEMINI_BASE_URL", base)
+	t.Setenv("GEMINI_API_KEY", realKey)
+	dataDir := t.TempDir()
+	// The built-in global policy: the egress proxy is the only way out.
+	srv := start(t, agentbox.Options{DataDir: dataDir, EgressCAFile: caFile})
 	c := srv.Client()
-	for _, name := range []string{"claude", "pi", "gemini"} {
-		t.Run(name, func(t *testing.T) {
-			agenttest.RequireInstalled(t, name)
+	for _, tc := range []struct{ name, provider string }{{"claude", "anthropic"}, {"pi", "openai"}, {"gemini", "gemini"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			agenttest.RequireInstalled(t, tc.name)
 			cwd := t.TempDir()
+			// The control: a file that does hold the key, which the scan
+			// must find (and nothing else).
+			if err := os.WriteFile(filepath.Join(cwd, "control.txt"), []byte(realKey), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := len(llm.Requests())
 			s, err := c.CreateSession(t.Context(), client.CreateSession{
-				Agent: name, Cwd: cwd, PermissionMode: client.PermissionBypass,
-				Policy: json.RawMessage(`{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"mode":"host"},"resources":{"memory":"2Gi","pids":512}}`),
+				Agent: tc.name, Cwd: cwd, PermissionMode: client.PermissionBypass,
+				Policy: json.RawMessage(`{"version":1,"filesystem":{"read_outside_workspace":true},"resources":{"memory":"2Gi","pids":512}}`),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = c.DeleteSession(context.Background(), s.ID, false) }()
-			tc, evs := turn(t, c, s.ID, "make hello.txt")
-			if tc.StopReason != event.StopEndTurn {
-				t.Fatalf("turn: %+v\n%s", tc, agenttest.Dump(evs))
+			done, evs := turn(t, c, s.ID, "make hello.txt")
+			if done.StopReason != event.StopEndTurn {
+				t.Fatalf("turn: %+v\n%s", done, agenttest.Dump(evs))
 			}
 			if b, err := os.ReadFile(filepath.Join(cwd, "hello.txt")); err != nil || string(b) != "hi" {
 				t.Fatalf("hello.txt on the host: %q, %v; events:\n%s", b, err, agenttest.Dump(evs))
 			}
-			page, err := c.Events(t.Context(), s.ID, 0, 1)
+			out, err := os.ReadFile(filepath.Join(cwd, "scan.txt"))
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("the scan inside the sandbox:\n%s", out)
+			placeholder := "agentbox-placeholder-" + tc.provider + "-api-key"
+			if !strings.Contains(string(out), "leaks: "+filepath.Join(cwd, "control.txt")+"\n") || !strings.Contains(string(out), "API_KEY="+placeholder) {
+				t.Errorf("inside the sandbox:\n%s\nwant the key found only in the control file, and the placeholder %s in the agent's environment", out, placeholder)
+			}
+			// The fake LLM saw only the real key, injected by the proxy.
+			reqs := llm.Requests()[before:]
+			want := sha256.Sum256([]byte(realKey))
+			models := 0
+			for _, r := range reqs {
+				if r.Status == 401 {
+					t.Errorf("the fake LLM refused a request's key: %s %s", r.Method, r.Path)
+				}
+				if r.API != fakellm.APIOther && r.API != fakellm.APIModels {
+					models++
+					if r.KeySHA256 != hex.EncodeToString(want[:]) {
+						t.Errorf("%s %s carried another key than the real one", r.Method, r.Path)
+					}
+				}
+			}
+			if models == 0 || llm.KeyMismatches() != 0 {
+				t.Errorf("%d model requests, %d key mismatches; want some, and none", models, llm.KeyMismatches())
+			}
+			page, err := c.Events(t.Context(), s.ID, 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, _ := json.Marshal(page.Events)
+			if strings.Contains(string(all), realKey) {
+				t.Error("the API key is in the session's events")
+			}
 			p, _ := page.Events[0].Decode()
-			if st, ok := p.(*event.SessionStarted); !ok || st.Sandbox == nil || st.Sandbox.Runtime != "process" {
-				t.Errorf("session.started %+v, want the process sandbox", p)
+			st, ok := p.(*event.SessionStarted)
+			if !ok || st.Sandbox == nil || st.Sandbox.Runtime != "process" || !slices.ContainsFunc(st.Sandbox.Mechanisms, func(m string) bool { return strings.HasPrefix(m, "egress-proxy") }) {
+				t.Errorf("session.started %+v, want the process sandbox with its egress proxy", p)
+			}
+			aud, err := os.ReadFile(filepath.Join(dataDir, "audit.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(aud), realKey) {
+				t.Error("the API key is in the audit log")
+			}
+			if !strings.Contains(string(aud), `"type":"secret"`) || !strings.Contains(string(aud), `"secret":"`+tc.provider+`-api-key"`) {
+				t.Errorf("the audit log does not record the use of the %s key:\n%s", tc.provider, aud)
 			}
 		})
 	}
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }

@@ -29,6 +29,7 @@ const (
 	ProblemLive                 = ProblemTypeBase + "live"                   // 409: resume of a session that is live
 	ProblemNotResumable         = ProblemTypeBase + "not-resumable"          // 409: the agent cannot resume the session
 	ProblemNotLive              = ProblemTypeBase + "not-live"               // 409: the session has ended
+	ProblemNoSandbox            = ProblemTypeBase + "no-sandbox"             // 409: the session has no sandbox (so no network rules)
 	ProblemAlreadyResolved      = ProblemTypeBase + "already-resolved"       // 409: the request was answered already
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
 	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here

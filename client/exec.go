@@ -71,8 +71,19 @@ type Violation struct {
 	Kind   string `json:"kind" enum:"filesystem,syscall,resource,network"`
 	Detail string `json:"detail"`
 	Target string `json:"target,omitempty" doc:"Path or address, when there is one."`
-	Rule   string `json:"rule,omitempty" doc:"The policy rule that decided." example:"protected:.mcp.json"`
-	Action string `json:"action" enum:"blocked,asked,dropped"`
+	Host   string `json:"host,omitempty" doc:"A network violation's destination host."`
+	Port   int    `json:"port,omitempty" doc:"A network violation's destination port."`
+	// Process is the process that opened a refused connection, when known.
+	Process *SandboxProcess `json:"process,omitempty"`
+	Rule    string          `json:"rule,omitempty" doc:"The policy rule that decided." example:"protected:.mcp.json"`
+	Action  string          `json:"action" enum:"blocked,asked,dropped"`
+}
+
+// SandboxProcess is a process inside a sandbox.
+type SandboxProcess struct {
+	Pid         int    `json:"pid,omitempty" doc:"Its pid inside the sandbox."`
+	Name        string `json:"name,omitempty"`
+	CommandLine string `json:"command_line,omitempty"`
 }
 
 // SandboxInfo describes the sandbox a task ran in.

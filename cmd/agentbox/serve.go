@@ -82,6 +82,9 @@ Listening on a non-loopback address requires --token.`,
 	f.IntVar(&cfg.MaxProcesses, "max-processes", envInt("AGENTBOX_MAX_PROCESSES", execution.DefaultMaxConcurrent), "concurrent executions and processes; more get 429 [AGENTBOX_MAX_PROCESSES]")
 	f.StringVar(&cfg.GlobalPolicy, "global-policy", env("AGENTBOX_GLOBAL_POLICY", ""), "operator sandbox policy file every session and execution is intersected with (see docs/policy.md) [AGENTBOX_GLOBAL_POLICY]")
 	f.StringVar(&cfg.SessionPolicy, "session-policy", env("AGENTBOX_SESSION_POLICY", ""), "policy preset for sessions created without a policy, e.g. agent-default; empty runs their agents unsandboxed [AGENTBOX_SESSION_POLICY]")
+	f.StringVar(&cfg.SecretsFile, "secrets-file", env("AGENTBOX_SECRETS_FILE", ""), "YAML file of secrets the egress proxy adds to requests for their host; values come from the environment or files and stay in memory (see docs/sandbox.md) [AGENTBOX_SECRETS_FILE]")
+	f.DurationVar(&cfg.NetworkAskTimeout, "network-ask-timeout", envDuration("AGENTBOX_NETWORK_ASK_TIMEOUT", daemon.DefaultNetworkAskTimeout), "deny a sandboxed connection whose approval (network.default ask) is not answered within this [AGENTBOX_NETWORK_ASK_TIMEOUT]")
+	f.StringVar(&cfg.EgressCAFile, "egress-ca-file", env("AGENTBOX_EGRESS_CA_FILE", ""), "PEM roots the egress proxy also trusts for model-API upstreams over TLS [AGENTBOX_EGRESS_CA_FILE]")
 	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")
 	return cmd
 }

@@ -1,8 +1,10 @@
 // Package audit keeps the daemon's audit trail of sandbox decisions: one
 // JSON line per violation (what was refused, by which rule, in which
-// session or task), appended to a file, and the
-// agentbox_policy_violations_total counter. Records name rules, paths and
-// hosts, never secret values.
+// session or task), per egress decision (every connection the proxy let
+// through or refused), per secret the proxy added to a request, and per
+// change of a running sandbox's network rules, appended to a file; and the
+// agentbox_policy_violations_total counter. Records name rules, paths,
+// hosts and secrets, never secret values.
 package audit
 
 import (
@@ -17,16 +19,54 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
 
-// Record is one line of the audit log.
+// Record types.
+const (
+	TypeViolation     = "violation"
+	TypeEgress        = "egress"
+	TypeSecret        = "secret"
+	TypeNetworkUpdate = "network_update"
+)
+
+// Record is one line of the audit log. Which fields are set depends on
+// Type.
 type Record struct {
 	Time time.Time `json:"time"`
+	Type string    `json:"type"`
 	// Scope is what the sandbox served: "session", "exec" or "process";
 	// ID is the session id or the task's id.
 	Scope string `json:"scope"`
 	ID    string `json:"id"`
-	sandbox.Violation
+
+	// violation: what was refused, how (Action: blocked, asked, dropped).
+	Kind   string `json:"kind,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Target string `json:"target,omitempty"`
+	Action string `json:"action,omitempty"`
+
+	// egress and secret: the decision (allow, deny), who made it
+	// (policy, user, timeout, daemon), how the connection came (http,
+	// connect, socks5, route) and where it went.
+	Decision string `json:"decision,omitempty"`
+	By       string `json:"by,omitempty"`
+	Via      string `json:"via,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Addr     string `json:"addr,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Route    string `json:"route,omitempty"`
+	// Secret is a secret's name; its value is never recorded.
+	Secret string `json:"secret,omitempty"`
+
+	// Rule is the policy rule that decided.
+	Rule    string        `json:"rule,omitempty"`
+	Process *sandbox.Peer `json:"process,omitempty"`
+
+	// network_update: the allow rules before and after.
+	Previous []string `json:"previous,omitzero"`
+	Allow    []string `json:"allow,omitzero"`
 }
 
 // Log appends records to a file. It is safe for concurrent use; a failing
@@ -35,7 +75,7 @@ type Log struct {
 	mu  sync.Mutex
 	w   io.WriteCloser
 	log *slog.Logger
-	// Violations counts records by kind.
+	// Violations counts violations by kind.
 	Violations *prometheus.CounterVec
 }
 
@@ -59,16 +99,48 @@ func New(w io.WriteCloser, log *slog.Logger) *Log {
 	}, []string{"kind"})}
 }
 
-// Violation counts v and records it, seen in the sandbox of scope/id.
+// Violation counts v and records it, seen in the sandbox of scope/id. A
+// network violation is only counted: the egress proxy's deny record
+// (Egress) is its audit line.
 func (l *Log) Violation(scope, id string, v sandbox.Violation) {
 	l.Violations.WithLabelValues(v.Kind).Inc()
+	if v.Kind == sandbox.ViolationNetwork {
+		return
+	}
 	l.Record(scope, id, v)
 }
 
 // Record only writes v's record, for callers that count in Violations
-// themselves.
+// themselves. Like Violation, it leaves network violations to Egress.
 func (l *Log) Record(scope, id string, v sandbox.Violation) {
-	l.write(Record{Time: time.Now().UTC(), Scope: scope, ID: id, Violation: v})
+	if v.Kind == sandbox.ViolationNetwork {
+		return
+	}
+	l.write(Record{Time: time.Now().UTC(), Type: TypeViolation, Scope: scope, ID: id,
+		Kind: v.Kind, Detail: v.Detail, Target: v.Target, Action: v.Action, Rule: v.Rule,
+		Host: v.Host, Port: v.Port, Process: v.Process})
+}
+
+// Egress records one decision or secret use of the egress proxy.
+func (l *Log) Egress(r egress.Record) {
+	t := r.Time
+	if t.IsZero() {
+		t = time.Now().UTC()
+	}
+	l.write(Record{Time: t, Type: r.Type, Scope: r.Scope, ID: r.ID,
+		Decision: r.Decision, By: r.By, Via: r.Via, Host: r.Host, Port: r.Port, Addr: r.Addr,
+		Rule: r.Rule, Reason: r.Reason, Route: r.Route, Secret: r.Secret, Process: r.Process})
+}
+
+// NetworkUpdate records a change of a running sandbox's allow rules.
+func (l *Log) NetworkUpdate(scope, id string, previous, allow []string) {
+	if previous == nil {
+		previous = []string{}
+	}
+	if allow == nil {
+		allow = []string{}
+	}
+	l.write(Record{Time: time.Now().UTC(), Type: TypeNetworkUpdate, Scope: scope, ID: id, By: "api", Previous: previous, Allow: allow})
 }
 
 // write appends one record.

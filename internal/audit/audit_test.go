@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
 
 func TestLog(t *testing.T) {
@@ -45,5 +48,51 @@ func TestLog(t *testing.T) {
 	}
 	if len(recs) != 2 || recs[0].Scope != "session" || recs[0].ID != "ses_1" || recs[0].Rule != "protected:**/CLAUDE.md" || recs[1].Kind != "resource" {
 		t.Fatalf("records %+v", recs)
+	}
+}
+
+// TestEgressRecords checks the egress proxy's lines: a network violation is
+// counted but leaves the writing to the proxy's deny record, a secret's
+// line names it and nothing else, and a rule change lists both sets.
+func TestEgressRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Violation("session", "ses_1", sandbox.Violation{Kind: sandbox.ViolationNetwork, Host: "evil.example", Port: 443, Action: "blocked"})
+	l.Egress(egress.Record{Type: "egress", Scope: "session", ID: "ses_1", Decision: "deny", By: "policy", Via: "connect",
+		Host: "evil.example", Port: 443, Rule: "default:deny", Reason: "not allowed", Process: &sandbox.Peer{Pid: 7, Name: "curl"}})
+	l.Egress(egress.Record{Type: "secret", Scope: "session", ID: "ses_1", Decision: "allow", Via: "route", Host: "api.anthropic.com", Secret: "anthropic-api-key"})
+	l.NetworkUpdate("session", "ses_1", nil, []string{"api.github.com:443"})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(l.Violations.WithLabelValues("network")); got != 1 {
+		t.Errorf("network count %v, want 1", got)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3 (the network violation is the deny record):\n%s", len(lines), b)
+	}
+	var deny, secret, update Record
+	for i, r := range []*Record{&deny, &secret, &update} {
+		if err := json.Unmarshal([]byte(lines[i]), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if deny.Type != TypeEgress || deny.Decision != "deny" || deny.Host != "evil.example" || deny.Process == nil || deny.Process.Name != "curl" {
+		t.Errorf("deny record %+v", deny)
+	}
+	if secret.Type != TypeSecret || secret.Secret != "anthropic-api-key" || secret.Host != "api.anthropic.com" {
+		t.Errorf("secret record %+v", secret)
+	}
+	if update.Type != TypeNetworkUpdate || len(update.Previous) != 0 || !slices.Equal(update.Allow, []string{"api.github.com:443"}) ||
+		!strings.Contains(lines[2], `"previous":[]`) {
+		t.Errorf("update record %s", lines[2])
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/internal/execution/exectest"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
 
 // newExecHarness runs the CLI against the real API handler and execution
@@ -24,7 +25,12 @@ func newExecHarness(t *testing.T) *harness {
 	t.Helper()
 	reg := sandbox.NewRegistry()
 	reg.Register(&exectest.Runtime{Key: "process"})
-	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: t.TempDir()})
+	eg, err := egress.New(egress.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: t.TempDir(),
+		Network: egress.Tasks{Server: eg}})
 	if err != nil {
 		t.Fatal(err)
 	}

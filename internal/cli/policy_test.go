@@ -105,7 +105,7 @@ func TestPolicyShow(t *testing.T) {
 	}
 
 	r = h.run(t.Context(), nil, "policy", "show", "--preset", "exec-default", "--effective")
-	r.check(t, 0, []string{"isolation: process\n", "mode: none\n", `- "**/CLAUDE.md"`, `- "**/.git/hooks/**"`}, nil)
+	r.check(t, 0, []string{"isolation: process\n", "mode: proxy\n", `- "**/CLAUDE.md"`, `- "**/.git/hooks/**"`}, nil)
 
 	global := writePolicy(t, "global.yaml", "version: 1\nisolation: gvisor\nresources: {memory: 128Mi, timeout: 5s}\nenv: {pass: [TERM]}\n")
 	r = h.run(t.Context(), nil, "policy", "show", "--preset", "exec-default", "--effective", "--global", global)

@@ -22,11 +22,11 @@ func (a *app) sessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "sessions",
 		Aliases: []string{"session", "s"},
-		Short:   "List, inspect, follow and remove sessions",
+		Short:   "List, inspect, follow and remove sessions; show and change their network rules",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsRmCmd())
+	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd())
 	return cmd
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
 	"github.com/agentbox/agentbox/internal/sandbox/microvm"
 	"github.com/agentbox/agentbox/internal/sandbox/probe"
@@ -97,6 +98,19 @@ type Config struct {
 	// processes (0: the default, 16).
 	ExecPool     int
 	MaxProcesses int
+	// SecretsFile names the secrets the egress proxy adds to requests for
+	// their hosts (see egress.go for the format); empty: none until some
+	// are added through the API. Values are kept in memory only.
+	SecretsFile string
+	// NetworkAskTimeout bounds a per-connection network approval; then
+	// the connection is denied (default DefaultNetworkAskTimeout).
+	NetworkAskTimeout time.Duration
+	// EgressCAFile adds PEM roots the proxy trusts for the TLS upstreams
+	// of its model-API routes (an internal gateway, a test server).
+	EgressCAFile string
+	// Getenv reads the daemon's environment (secrets' value_env); nil
+	// means os.LookupEnv.
+	Getenv func(string) (string, bool)
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -110,6 +124,27 @@ func Runtimes(dataDir string) *sandbox.Registry {
 	return r
 }
 
+// newEgress builds the egress proxy every sandbox with network mode proxy
+// goes through, and the in-memory secrets it adds to requests.
+func newEgress(cfg Config, aud *audit.Log, m *metrics.Metrics) (*egress.Server, *egress.Secrets, error) {
+	secrets, err := loadSecrets(cfg.SecretsFile, cfg.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots, err := rootCAs(cfg.EgressCAFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	eg, err := egress.New(egress.Options{
+		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Registerer: m.Registry,
+		Log: cfg.Log.With("component", "egress"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return eg, secrets, nil
+}
+
 // Daemon is a running agentbox daemon.
 type Daemon struct {
 	cfg     Config
@@ -118,6 +153,8 @@ type Daemon struct {
 	mgr     *session.Manager
 	ex      *execution.Service
 	audit   *audit.Log
+	egress  *egress.Server
+	secrets *egress.Secrets
 	metrics *metrics.Metrics
 	srv     *http.Server
 	ln      net.Listener
@@ -251,11 +288,25 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	m := metrics.New()
 	m.Registry.MustRegister(aud.Violations)
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.LookupEnv
+	}
+	if cfg.NetworkAskTimeout <= 0 {
+		cfg.NetworkAskTimeout = DefaultNetworkAskTimeout
+	}
+	eg, secrets, err := newEgress(cfg, aud, m)
+	if err != nil {
+		_ = st.Close()  // best effort: the configuration error is the one to report
+		_ = aud.Close() // likewise
+		return nil, err
+	}
 	mgr := session.New(session.Config{
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
-		Sandboxes:   &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes},
-		OnViolation: func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
+		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
+			egress: eg, askTimeout: cfg.NetworkAskTimeout},
+		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
+		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
 	})
 	ex, err := execution.New(execution.Options{
 		Runtimes: cfg.Runtimes,
@@ -265,6 +316,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
 		Registerer: m.Registry, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
+		Network:     egress.Tasks{Server: eg},
 		Log:         cfg.Log.With("component", "exec"),
 	})
 	if err != nil {
@@ -285,12 +337,13 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		_ = st.Close() // best effort: the listen error is the one to report
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url}
+	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets}
 	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
 	h := httpapi.New(httpapi.Config{
 		Token: cfg.Token, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
 		Version: version.String(),
 		Exec:    ex,
+		Secrets: secrets,
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals
@@ -417,6 +470,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		if err := <-srvDone; err != nil {
 			errs = append(errs, err, d.srv.Close())
 		}
+		d.egress.Close()
 		errs = append(errs, d.st.Close(), d.audit.Close())
 		d.shutdownErr = errors.Join(errs...)
 		if d.shutdownErr != nil {

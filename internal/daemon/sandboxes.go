@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/session"
 )
 
-// sessionSandboxes implements session.Sandboxes over the policy package and
-// the isolation runtimes.
+// sessionSandboxes implements session.Sandboxes over the policy package,
+// the isolation runtimes and the egress proxy.
 type sessionSandboxes struct {
 	// global returns the operator's policy (see loadGlobalPolicy).
 	global func() *policy.Policy
@@ -22,9 +25,10 @@ type sessionSandboxes struct {
 	// empty runs such sessions on the host.
 	fallback string
 	runtimes *sandbox.Registry
+	egress   *egress.Server
+	// askTimeout bounds each per-connection approval.
+	askTimeout time.Duration
 }
-
-var _ session.Sandboxes = (*sessionSandboxes)(nil)
 
 // Resolve implements session.Sandboxes.
 func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc *session.PolicyDoc) (json.RawMessage, error) {
@@ -55,7 +59,7 @@ func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc
 }
 
 // Create implements session.Sandboxes.
-func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd string, paths session.SandboxPaths) (sandbox.Sandbox, error) {
+func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd string, opts session.SandboxOptions) (*session.Sandbox, error) {
 	p, err := policy.Parse("session policy", raw)
 	if err != nil {
 		return nil, err
@@ -66,8 +70,15 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	if err != nil {
 		return nil, err
 	}
-	spec.ReadPaths = append(spec.ReadPaths, paths.Read...)
-	spec.WritePaths = append(spec.WritePaths, paths.Write...)
+	spec.ReadPaths = append(spec.ReadPaths, opts.Paths.Read...)
+	spec.WritePaths = append(spec.WritePaths, opts.Paths.Write...)
+	var routes []egress.Route
+	var env map[string]string
+	if spec.Network.Mode == sandbox.NetworkProxy {
+		if routes, env, err = providerRoutes(spec.Network.Port(), opts.Providers); err != nil {
+			return nil, err
+		}
+	}
 	rt, err := s.runtimes.Get(p.Isolation())
 	if err != nil {
 		return nil, err
@@ -76,7 +87,37 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	if err != nil {
 		return nil, err
 	}
-	return sb, nil
+	if spec.Network.Mode != sandbox.NetworkProxy {
+		return &session.Sandbox{Sandbox: sb}, nil
+	}
+	g, err := attachEgress(s.egress, sb, egress.Config{
+		Scope: "session", ID: opts.SessionID, Network: spec.Network,
+		Ask: opts.Ask, AskTimeout: s.askTimeout, OnViolation: opts.OnViolation, Routes: routes,
+	})
+	if err != nil {
+		_, _ = sb.Close(context.WithoutCancel(ctx)) // nothing ran in it yet
+		return nil, err
+	}
+	return &session.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
+}
+
+// ReplaceAllow implements session.Sandboxes.
+func (s *sessionSandboxes) ReplaceAllow(raw json.RawMessage, allow []string) (json.RawMessage, error) {
+	p, err := policy.Parse("session policy", raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	if m := p.Network.Mode; m != "" && m != sandbox.NetworkProxy {
+		return nil, fmt.Errorf("%w: the session's network mode is %s, which has no egress proxy to take rules", session.ErrPolicy, m)
+	}
+	if err := policy.CheckAllow(s.global(), allow); err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	p.Network.Allow = slices.Clone(allow)
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	return json.Marshal(p)
 }
 
 // defaultGlobalPolicy is the operator policy of a daemon started without

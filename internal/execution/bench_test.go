@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
@@ -31,7 +32,8 @@ func BenchmarkExecPython(b *testing.B) {
 			}
 			reg := sandbox.NewRegistry()
 			reg.Register(rt)
-			svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: b.TempDir(), PoolSize: bc.pool})
+			svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: b.TempDir(), PoolSize: bc.pool,
+				Network: egress.Tasks{Server: mustEgress(b)}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,7 +87,8 @@ func TestRealHTTP(t *testing.T) {
 	}
 	reg := sandbox.NewRegistry()
 	reg.Register(rt)
-	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: t.TempDir()})
+	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: t.TempDir(),
+		Network: egress.Tasks{Server: mustEgress(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +140,13 @@ func TestRealHTTP(t *testing.T) {
 	if out.String() != "started\ngot value\n" {
 		t.Fatalf("output %q", out.String())
 	}
+}
+
+func mustEgress(tb testing.TB) *egress.Server {
+	tb.Helper()
+	eg, err := egress.New(egress.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return eg
 }

@@ -199,6 +199,9 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 			s.report(task, b.release(s.opts.Log))
 		}
 	}()
+	if err := s.attachNetwork(b, "exec", task); err != nil {
+		return Result{}, err
+	}
 
 	limit := s.opts.MaxOutputBytes
 	if l := b.spec.Limits.OutputBytes; l > 0 && l < limit {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
@@ -25,7 +26,11 @@ func realService(t *testing.T, poolSize int) *Service {
 	}
 	reg := sandbox.NewRegistry()
 	reg.Register(rt)
-	svc, err := New(Options{Runtimes: reg, Resolve: PolicyResolver(nil), WorkDir: t.TempDir(), PoolSize: poolSize})
+	eg, err := egress.New(egress.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Options{Runtimes: reg, Resolve: PolicyResolver(nil), WorkDir: t.TempDir(), PoolSize: poolSize, Network: egress.Tasks{Server: eg}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,6 +120,12 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		}
 	}
 	pr := &proc{id: newID("prc_"), tag: req.Tag, argv: slices.Clone(req.Argv), box: b, out: newRing(s.opts.OutputBuffer), done: make(chan struct{})}
+	if req.Sandbox == nil {
+		if err := s.attachNetwork(b, "process", "process:"+pr.id); err != nil {
+			s.report("process:"+pr.id, b.release(s.opts.Log))
+			return ProcessInfo{}, err
+		}
+	}
 	pr.outs = [2]*procWriter{{r: pr.out, stream: Stdout}, {r: pr.out, stream: Stderr}}
 	cmd := sandbox.Cmd{
 		Args:    req.Argv,

@@ -94,6 +94,16 @@ func (r PolicyRef) IsZero() bool { return r.Preset == "" && len(r.Inline) == 0 &
 // ErrPolicyInvalid or ErrPolicyDenied when it refuses.
 type Resolver func(ref PolicyRef) (Policy, error)
 
+// Network serves the egress proxy of a task's sandbox, for sandboxes
+// whose spec's network mode is "proxy". Execution has nobody to ask, so a
+// destination no rule settles is denied.
+type Network interface {
+	// Attach starts the proxy of sb (created from spec) for the task
+	// scope/id; onViolation gets each refused connection. The returned
+	// function stops the proxy; it is called after the sandbox is closed.
+	Attach(sb sandbox.Sandbox, spec sandbox.Spec, scope, id string, onViolation func(sandbox.Violation)) (detach func(), err error)
+}
+
 // Options configure a Service.
 type Options struct {
 	// Runtimes holds the isolation runtimes; required.
@@ -134,7 +144,10 @@ type Options struct {
 	// OnViolation, when set, is called for every violation a sandbox
 	// reports (for the audit log). It must not block.
 	OnViolation func(task string, v sandbox.Violation)
-	Log         *slog.Logger
+	// Network serves the egress proxy of proxy-mode sandboxes. Without
+	// it, a policy whose network mode is proxy is refused (fail closed).
+	Network Network
+	Log     *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -296,6 +309,32 @@ type box struct {
 	workspace string // host dir, removed at release; "" when not ours
 	warm      bool
 	own       bool // closed at release
+
+	// detach stops the sandbox's egress proxy (attached per task);
+	// netViol are the connections it refused.
+	detach  func()
+	netMu   sync.Mutex
+	netViol []sandbox.Violation
+}
+
+// attachNetwork starts the egress proxy of a proxy-mode box for one task.
+func (s *Service) attachNetwork(b *box, scope, id string) error {
+	if b.spec.Network.Mode != sandbox.NetworkProxy || b.detach != nil {
+		return nil
+	}
+	if s.opts.Network == nil {
+		return fmt.Errorf("%w: network mode proxy: this service has no egress proxy", sandbox.ErrUnenforceable)
+	}
+	detach, err := s.opts.Network.Attach(b.sb, b.spec, scope, id, func(v sandbox.Violation) {
+		b.netMu.Lock()
+		b.netViol = append(b.netViol, v)
+		b.netMu.Unlock()
+	})
+	if err != nil {
+		return err
+	}
+	b.detach = detach
+	return nil
 }
 
 // info describes the box for results.
@@ -317,6 +356,13 @@ func (b *box) release(log *slog.Logger) []sandbox.Violation {
 	if err != nil {
 		log.Warn("closing sandbox", "sandbox", b.sb.ID(), "err", err)
 	}
+	if b.detach != nil {
+		b.detach()
+	}
+	b.netMu.Lock()
+	viol = append(b.netViol, viol...)
+	b.netViol = nil
+	b.netMu.Unlock()
 	if b.workspace != "" {
 		if err := os.RemoveAll(b.workspace); err != nil {
 			log.Warn("removing task workspace", "dir", b.workspace, "err", err)

@@ -48,6 +48,8 @@ type Config struct {
 	Started time.Time
 	// Exec serves /v1/exec and /v1/processes; nil answers them with 503.
 	Exec ExecService
+	// Secrets serves /v1/secrets; nil answers it with 503.
+	Secrets Secrets
 	// ACP, when set, serves GET /v1/acp (ACP over an upgraded connection;
 	// see package acpserver), behind the same authentication as the API.
 	ACP http.Handler

@@ -28,6 +28,9 @@ type Engine interface {
 	Requests(ctx context.Context, id string, state store.RequestState) ([]store.Request, error)
 	Events(ctx context.Context, id string, after int64, limit int) ([]event.Event, error)
 	Subscribe(ctx context.Context, id string, after int64) (<-chan event.Event, error)
+	// Network and SetNetwork read and replace a session's network rules.
+	Network(ctx context.Context, id string) (session.Network, error)
+	SetNetwork(ctx context.Context, id string, allow []string) (session.Network, error)
 }
 
 var _ Engine = (*session.Manager)(nil)

@@ -201,7 +201,10 @@ func toExecError(e *execution.ErrorInfo) *client.ExecError {
 func toViolations(vs []sandbox.Violation) []client.Violation {
 	out := make([]client.Violation, len(vs))
 	for i, v := range vs {
-		out[i] = client.Violation{Kind: v.Kind, Detail: v.Detail, Target: v.Target, Rule: v.Rule, Action: v.Action}
+		out[i] = client.Violation{Kind: v.Kind, Detail: v.Detail, Target: v.Target, Host: v.Host, Port: v.Port, Rule: v.Rule, Action: v.Action}
+		if p := v.Process; p != nil {
+			out[i].Process = &client.SandboxProcess{Pid: p.Pid, Name: p.Name, CommandLine: p.CommandLine}
+		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,8 @@ type fakeSession struct {
 	s      store.Session
 	events []event.Event // events[i].Seq == i+1
 	reqs   []store.Request
+	// network is the sandbox's; nil runs "on the host".
+	network *session.Network
 }
 
 func newFakeEngine() *fakeEngine {
@@ -367,4 +370,37 @@ func mustJSON(v any) json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+func (f *fakeEngine) Network(_ context.Context, id string) (session.Network, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return session.Network{}, f.failWith
+	}
+	fs, err := f.get(id)
+	if err != nil {
+		return session.Network{}, err
+	}
+	if fs.network == nil {
+		return session.Network{}, fmt.Errorf("%w: session %s", session.ErrNoSandbox, id)
+	}
+	return *fs.network, nil
+}
+
+func (f *fakeEngine) SetNetwork(ctx context.Context, id string, allow []string) (session.Network, error) {
+	n, err := f.Network(ctx, id)
+	if err != nil {
+		return n, err
+	}
+	for _, r := range allow {
+		if strings.HasPrefix(r, "10.") {
+			return n, fmt.Errorf("%w: network.allow: %q is not covered by the global policy", session.ErrPolicy, r)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, _ := f.get(id)
+	fs.network.Allow = slices.Clone(allow)
+	return *fs.network, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -138,6 +139,10 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusConflict, client.ProblemNotResumable, msg)
 	case errors.Is(err, session.ErrNotLive):
 		return newProblem(http.StatusConflict, client.ProblemNotLive, msg)
+	case errors.Is(err, session.ErrNoSandbox):
+		return newProblem(http.StatusConflict, client.ProblemNoSandbox, msg)
+	case errors.Is(err, egress.ErrInvalidSecret):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
 	case errors.Is(err, store.ErrAlreadyResolved):
 		return newProblem(http.StatusConflict, client.ProblemAlreadyResolved, msg)
 	case errors.Is(err, store.ErrExists):

@@ -239,6 +239,7 @@ func (s *server) register(api huma.API) {
 
 	s.registerStream(api)
 	s.registerExec(api)
+	s.registerNetwork(api)
 	registerPlainRoutes(api)
 }
 

@@ -57,6 +57,7 @@ func humaConfig() huma.Config {
 				{Name: "events", Description: "Each session's event log, paged or streamed."},
 				{Name: "exec", Description: "Code execution in a sandbox under a policy."},
 				{Name: "processes", Description: "Long-running sandboxed processes: start, stream and replay output, stdin, signals."},
+				{Name: "network", Description: "Sandboxes' egress: a session's network rules, and the secrets the egress proxy adds to requests."},
 			},
 		},
 		Formats: map[string]huma.Format{
@@ -85,6 +86,7 @@ func problemTable() string {
 		client.ProblemBusy:                 "409: a turn is already running in the session",
 		client.ProblemNoTurn:               "409: no turn is running",
 		client.ProblemNotLive:              "409: the session has ended",
+		client.ProblemNoSandbox:            "409: the session runs without a sandbox, so it has no network rules",
 		client.ProblemAlreadyResolved:      "409: the request was already answered",
 		client.ProblemUnavailable:          "503: the agent cannot run on this host",
 		client.ProblemShuttingDown:         "503: the daemon is stopping; retry elsewhere or later",

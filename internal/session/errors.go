@@ -21,6 +21,8 @@ var (
 	ErrLive = errors.New("session is live")
 	// ErrNotResumable: the agent cannot resume this session.
 	ErrNotResumable = errors.New("session cannot be resumed")
+	// ErrNoSandbox: the session has no sandbox (network rules need one).
+	ErrNoSandbox = errors.New("session has no sandbox")
 	// ErrShuttingDown: the daemon is stopping and takes no new work.
 	ErrShuttingDown = errors.New("daemon is shutting down")
 )

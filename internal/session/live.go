@@ -26,6 +26,8 @@ type live struct {
 	sess  agent.Session
 	// sb is the session's sandbox, nil when the agent runs on the host.
 	sb sandbox.Sandbox
+	// setAllow replaces its egress proxy's allow rules; nil without one.
+	setAllow func([]string) error
 	// ctx ends when the session is torn down.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -406,6 +408,13 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 // resolution. Each request is settled on its own; nothing is remembered for
 // the next one.
 func (l *live) RequestPermission(ctx context.Context, req agent.PermissionRequest) (agent.PermissionAnswer, error) {
+	return l.requestPermission(ctx, req, event.SourceAgent, l.m.cfg.PermissionTimeout)
+}
+
+// requestPermission is RequestPermission for a request from source (the
+// agent's, or the daemon's own: the egress proxy's), denied by timeout
+// after timeout.
+func (l *live) requestPermission(ctx context.Context, req agent.PermissionRequest, source event.Source, timeout time.Duration) (agent.PermissionAnswer, error) {
 	req.ID = ids.New(ids.Permission)
 	if len(req.Options) == 0 {
 		req.Options = []event.PermissionOption{
@@ -413,7 +422,6 @@ func (l *live) RequestPermission(ctx context.Context, req agent.PermissionReques
 			{ID: "deny", Kind: event.OptionDenyOnce, Label: "Deny"},
 		}
 	}
-	timeout := l.m.cfg.PermissionTimeout
 	exp := time.Now().Add(timeout).UTC()
 	req.ExpiresAt = &exp
 
@@ -432,7 +440,7 @@ func (l *live) RequestPermission(ctx context.Context, req agent.PermissionReques
 		return agent.PermissionAnswer{}, err
 	}
 	payload, _ := json.Marshal(&req)
-	reqEv := event.New(event.SourceAgent, &req)
+	reqEv := event.New(source, &req)
 	l.stamp(&reqEv)
 	if _, err := l.m.st.CreateRequest(context.WithoutCancel(ctx), store.Request{
 		SessionID: l.id, ID: req.ID, Kind: store.KindPermission, State: store.StatePending, Payload: payload, CreatedAt: time.Now().UTC(),

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,6 +59,9 @@ type Config struct {
 	// OnViolation, when set, gets every violation a session's sandbox
 	// reports (the daemon's audit log). It must not block.
 	OnViolation func(sessionID string, v sandbox.Violation)
+	// OnNetworkUpdate, when set, gets every change of a session's network
+	// allow rules (the audit log).
+	OnNetworkUpdate func(sessionID string, previous, allow []string)
 }
 
 // CreateParams are the inputs of Create.
@@ -91,6 +95,7 @@ type Manager struct {
 	cancelBase context.CancelFunc
 
 	mu       sync.Mutex
+	netMu    sync.Mutex // serialises SetNetwork
 	live     map[string]*live
 	resuming map[string]bool
 	closing  bool
@@ -270,7 +275,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	}
 	var sbInfo *event.SandboxInfo
 	if len(s.Policy) > 0 {
-		sb, err := m.newSandbox(startCtx, s, a, cfg)
+		sb, err := m.newSandbox(startCtx, s, a, cfg, l)
 		if err != nil {
 			cancelStart()
 			l.cancel()
@@ -279,7 +284,17 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
 			return store.Session{}, err
 		}
-		l.sb, cfg.Sandbox = sb, sb
+		l.sb, cfg.Sandbox, l.setAllow = sb.Sandbox, sb.Sandbox, sb.SetAllow
+		if len(sb.Env) > 0 {
+			// The agent's model APIs go through the proxy's routes;
+			// their keys stay outside the sandbox.
+			env = maps.Clone(env)
+			if env == nil {
+				env = map[string]string{}
+			}
+			maps.Copy(env, sb.Env)
+			cfg.Env = env
+		}
 		info := sb.Info()
 		sbInfo = &event.SandboxInfo{Runtime: info.Runtime, Mechanisms: info.Mechanisms, Degraded: info.Degraded}
 		if len(info.Degraded) > 0 {
@@ -663,4 +678,105 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 		return store.Session{}, notFound(err, "session", id)
 	}
 	return m.launch(ctx, s, a, env, true)
+}
+
+// Network is a session's sandbox network as its stored policy says.
+type Network struct {
+	Mode    string   `json:"mode"`
+	Default string   `json:"default,omitempty"`
+	Allow   []string `json:"allow"`
+	Deny    []string `json:"deny,omitempty"`
+	// Live is true when a running sandbox's proxy enforces it now.
+	Live bool `json:"live"`
+}
+
+// storedNetwork reads the network of a stored policy.
+func storedNetwork(policy json.RawMessage) (Network, error) {
+	var p struct {
+		Network Network `json:"network"`
+	}
+	if err := json.Unmarshal(policy, &p); err != nil {
+		return Network{}, fmt.Errorf("read the session's policy: %w", err)
+	}
+	n := p.Network
+	if n.Allow == nil {
+		n.Allow = []string{}
+	}
+	n.Live = false
+	return n, nil
+}
+
+// Network returns a session's network rules.
+func (m *Manager) Network(ctx context.Context, id string) (Network, error) {
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return Network{}, err
+	}
+	if len(s.Policy) == 0 {
+		return Network{}, fmt.Errorf("%w: session %s has no sandbox, so no network rules", ErrNoSandbox, id)
+	}
+	n, err := storedNetwork(s.Policy)
+	if err != nil {
+		return Network{}, err
+	}
+	if l := m.lookup(id); l != nil && l.setAllow != nil {
+		n.Live = true
+	}
+	return n, nil
+}
+
+// SetNetwork replaces the allow rules of a session's sandbox network:
+// checked against the operator's global policy, stored with the session's
+// policy (a resumed session keeps them) and, when the session runs behind
+// the egress proxy, enforced at once for every new connection. The change
+// goes to Config.OnNetworkUpdate (the audit log).
+func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Network, error) {
+	if allow == nil {
+		allow = []string{}
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return Network{}, ErrShuttingDown
+	}
+	m.mu.Unlock()
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return Network{}, err
+	}
+	if len(s.Policy) == 0 || m.cfg.Sandboxes == nil {
+		return Network{}, fmt.Errorf("%w: session %s has no sandbox, so no network rules", ErrNoSandbox, id)
+	}
+	prev, err := storedNetwork(s.Policy)
+	if err != nil {
+		return Network{}, err
+	}
+	updated, err := m.cfg.Sandboxes.ReplaceAllow(s.Policy, allow)
+	if err != nil {
+		return Network{}, err
+	}
+	// One update at a time per session, so the stored rules and the
+	// proxy's never disagree.
+	m.netMu.Lock()
+	defer m.netMu.Unlock()
+	if _, err := m.st.UpdateSession(ctx, id, func(s *store.Session) error {
+		s.Policy, s.UpdatedAt = updated, time.Now().UTC()
+		return nil
+	}); err != nil {
+		return Network{}, notFound(err, "session", id)
+	}
+	n, err := storedNetwork(updated)
+	if err != nil {
+		return Network{}, err
+	}
+	if l := m.lookup(id); l != nil && l.setAllow != nil {
+		if err := l.setAllow(allow); err != nil {
+			return Network{}, fmt.Errorf("apply the network rules: %w", err)
+		}
+		n.Live = true
+	}
+	if m.cfg.OnNetworkUpdate != nil {
+		m.cfg.OnNetworkUpdate(id, prev.Allow, n.Allow)
+	}
+	return n, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
@@ -17,8 +19,8 @@ import (
 var ErrPolicy = errors.New("sandbox policy refused")
 
 // Sandboxes builds the sandboxes sessions run in. The daemon implements it
-// over the policy package and the isolation runtimes; a nil Sandboxes in
-// Config means sessions run on the host.
+// over the policy package, the isolation runtimes and the egress proxy; a
+// nil Sandboxes in Config means sessions run on the host.
 type Sandboxes interface {
 	// Resolve turns the policy of a create request (a preset name as a JSON
 	// string, an inline policy object, or empty for the daemon's default)
@@ -28,10 +30,43 @@ type Sandboxes interface {
 	// ErrPolicy.
 	Resolve(ctx context.Context, req json.RawMessage, doc *PolicyDoc) (json.RawMessage, error)
 	// Create builds the sandbox of one session from its stored effective
-	// policy, with cwd as its workspace and extra paths the agent needs
-	// (its installed binary, its private state dir). Errors wrap ErrPolicy
-	// or sandbox.ErrUnenforceable.
-	Create(ctx context.Context, policy json.RawMessage, cwd string, paths SandboxPaths) (sandbox.Sandbox, error)
+	// policy, with cwd as its workspace, and, when the policy's network
+	// goes through the egress proxy, the proxy that serves it. Errors wrap
+	// ErrPolicy or sandbox.ErrUnenforceable.
+	Create(ctx context.Context, policy json.RawMessage, cwd string, opts SandboxOptions) (*Sandbox, error)
+	// ReplaceAllow returns the stored policy with its network allow rules
+	// replaced, after checking them against the global policy (errors
+	// wrap ErrPolicy).
+	ReplaceAllow(policy json.RawMessage, allow []string) (json.RawMessage, error)
+}
+
+// SandboxOptions are what a session's sandbox needs besides its policy.
+type SandboxOptions struct {
+	// SessionID names the session in audit records.
+	SessionID string
+	// Paths are host paths the agent needs inside.
+	Paths SandboxPaths
+	// Providers are the model APIs the agent calls. Behind the egress
+	// proxy each becomes a route, and the agent's environment is changed
+	// to use it (Sandbox.Env).
+	Providers []agent.Provider
+	// Ask decides a network destination no rule settles, for one
+	// connection (network.default ask).
+	Ask sandbox.Asker
+	// OnViolation gets each connection the proxy refuses, when it
+	// happens. It must not block.
+	OnViolation func(sandbox.Violation)
+}
+
+// Sandbox is a session's sandbox with what the session needs of its
+// egress proxy.
+type Sandbox struct {
+	sandbox.Sandbox
+	// Env replaces variables of the agent's environment: each provider's
+	// base URL becomes its route, and its key a placeholder.
+	Env map[string]string
+	// SetAllow replaces the proxy's allow rules; nil without the proxy.
+	SetAllow func(rules []string) error
 }
 
 // PolicyDoc is a policy document as written in a file: errors name Name,
@@ -55,26 +90,90 @@ func (m *Manager) violationEvents(sessionID string, vs []sandbox.Violation) []ev
 		if m.cfg.OnViolation != nil {
 			m.cfg.OnViolation(sessionID, v)
 		}
-		evs = append(evs, event.New(event.SourceDaemon, &event.SandboxViolation{
-			Kind: event.ViolationKind(v.Kind), Action: violationAction(v.Action),
-			Detail: v.Detail, Path: v.Target, Rule: v.Rule,
-		}))
+		evs = append(evs, violationEvent(v))
 	}
 	return evs
 }
 
-// newSandbox creates the sandbox of session s, with the paths its agent
-// says it needs.
-func (m *Manager) newSandbox(ctx context.Context, s store.Session, a agent.Adapter, cfg agent.Config) (sandbox.Sandbox, error) {
-	var paths SandboxPaths
+// newSandbox creates the sandbox of session s for live session l, with
+// the paths and model APIs its agent says it needs.
+func (m *Manager) newSandbox(ctx context.Context, s store.Session, a agent.Adapter, cfg agent.Config, l *live) (*Sandbox, error) {
+	opts := SandboxOptions{SessionID: s.ID, Ask: l.askNetwork, OnViolation: l.networkViolation}
 	if n, ok := a.(agent.SandboxNeeder); ok {
-		paths.Read, paths.Write = n.SandboxPaths(cfg)
+		opts.Paths.Read, opts.Paths.Write = n.SandboxPaths(cfg)
 	}
-	sb, err := m.cfg.Sandboxes.Create(ctx, s.Policy, s.Cwd, paths)
+	if p, ok := a.(agent.ProviderUser); ok {
+		opts.Providers = p.Providers(cfg)
+	}
+	sb, err := m.cfg.Sandboxes.Create(ctx, s.Policy, s.Cwd, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
 	return sb, nil
+}
+
+// violationEvent is the event of one violation.
+func violationEvent(v sandbox.Violation) event.Event {
+	ev := &event.SandboxViolation{
+		Kind: event.ViolationKind(v.Kind), Action: violationAction(v.Action),
+		Detail: v.Detail, Path: v.Target, Host: v.Host, Port: v.Port, Rule: v.Rule,
+	}
+	if v.Kind == sandbox.ViolationNetwork {
+		ev.Path = ""
+	}
+	if v.Process != nil {
+		ev.Process = &event.Process{Pid: v.Process.Pid, Name: v.Process.Name, CommandLine: v.Process.CommandLine}
+	}
+	return event.New(event.SourceDaemon, ev)
+}
+
+// networkViolation records a connection the session's egress proxy
+// refused: a sandbox.violation event now (not at the end of the turn), and
+// the daemon's hook (metrics).
+func (l *live) networkViolation(v sandbox.Violation) {
+	if l.m.cfg.OnViolation != nil {
+		l.m.cfg.OnViolation(l.id, v)
+	}
+	// Queued, not awaited: the proxy must not wait for the disk.
+	_ = l.enqueue([]event.Event{violationEvent(v)}, false)
+}
+
+// askNetwork raises a permission request of kind network for one
+// connection and waits for its answer, at most req.Timeout (then it is
+// denied by timeout) or until ctx ends (the sandbox is closing).
+func (l *live) askNetwork(ctx context.Context, req sandbox.NetworkRequest) (sandbox.NetworkAnswer, error) {
+	dest := net.JoinHostPort(req.Host, strconv.Itoa(req.Port))
+	pr := agent.PermissionRequest{
+		Kind:  event.PermNetwork,
+		Title: "Allow a connection to " + dest + "?",
+		Host:  req.Host, Port: req.Port,
+		Options: []event.PermissionOption{
+			{ID: "allow", Kind: event.OptionAllowOnce, Label: "Allow this connection"},
+			{ID: "deny", Kind: event.OptionDenyOnce, Label: "Deny"},
+		},
+	}
+	who := "a process"
+	if !req.Peer.IsZero() {
+		pr.Process = &event.Process{Pid: req.Peer.Pid, Name: req.Peer.Name, CommandLine: req.Peer.CommandLine}
+		who = fmt.Sprintf("%s (pid %d)", orElse(req.Peer.Name, "a process"), req.Peer.Pid)
+	}
+	pr.Detail = fmt.Sprintf("%s in the sandbox opens a %s connection to %s, which no network rule settles. An answer is good for this one connection.", who, req.Via, dest)
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = l.m.cfg.PermissionTimeout
+	}
+	ans, err := l.requestPermission(ctx, pr, event.SourceDaemon, timeout)
+	if err != nil {
+		return sandbox.NetworkAnswer{}, err
+	}
+	return sandbox.NetworkAnswer{Allow: ans.Decision == event.DecisionAllow, By: string(ans.By), Message: ans.Message}, nil
+}
+
+func orElse(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // violationAction maps a runtime's action word onto the event's enum.

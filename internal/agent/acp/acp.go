@@ -61,6 +61,11 @@ type Agent struct {
 	// ExitsOnEOF is true when the agent exits once its stdin is closed;
 	// Close otherwise signals it at once.
 	ExitsOnEOF bool
+	// Providers, when set, reports the model APIs a session calls as its
+	// environment configures them (agent.ProviderUser), so a sandboxed
+	// session reaches them through the egress proxy's routes. Agents
+	// whose provider is fixed in a config file leave it nil.
+	Providers func(cfg agent.Config) []agent.Provider
 }
 
 // Options are the timing and debugging knobs of the generic adapter.
@@ -162,6 +167,14 @@ func (a *adapter) sessionHome(cfg agent.Config) (string, error) {
 
 // SandboxPaths implements agent.SandboxNeeder: the installed agent (read)
 // and the session's own home (write).
+// Providers implements agent.ProviderUser.
+func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
+	if a.spec.Providers == nil {
+		return nil
+	}
+	return a.spec.Providers(cfg)
+}
+
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
 	if home, err := a.spec.Home(cfg.SessionID); err == nil {
 		write = append(write, home)

@@ -162,6 +162,9 @@ func Gemini(c Config) agent.Adapter {
 			return writeJSON(filepath.Join(dir, ".gemini", "settings.json"), settings)
 		}),
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "autoEdit", "bypass": "yolo", "plan": "plan"},
+		Providers: func(cfg agent.Config) []agent.Provider {
+			return []agent.Provider{agent.Gemini(cfg.Env, c.GeminiBaseURL, c.GeminiAPIKey)}
+		},
 		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
 			env := map[string]string{
 				"PATH": basePath(bin), "HOME": home,
@@ -192,6 +195,9 @@ func ClaudeCode(c Config) agent.Adapter {
 		Home: c.home(NameClaudeCode, "", nil),
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "acceptEdits",
 			"bypass": "bypassPermissions", "plan": "plan"},
+		Providers: func(cfg agent.Config) []agent.Provider {
+			return []agent.Provider{agent.Anthropic(cfg.Env, c.AnthropicBaseURL, c.AnthropicAPIKey)}
+		},
 		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
 			env := map[string]string{
 				"PATH": basePath(bin), "HOME": home,

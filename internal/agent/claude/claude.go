@@ -236,6 +236,12 @@ func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) 
 	return dir, os.MkdirAll(dir, 0o700)
 }
 
+// Providers implements agent.ProviderUser: the Anthropic API, as the
+// session's Env or the adapter's defaults configure it.
+func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
+	return []agent.Provider{agent.Anthropic(cfg.Env, a.opts.BaseURL, a.opts.APIKey)}
+}
+
 // SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
 // and the session's home (write).
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {

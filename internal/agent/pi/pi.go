@@ -144,6 +144,12 @@ func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) 
 
 // SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
 // and the session's home (write).
+// Providers implements agent.ProviderUser: the OpenAI-compatible API pi
+// is configured with, from the session's Env or the adapter's defaults.
+func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
+	return []agent.Provider{agent.OpenAI(cfg.Env, a.opts.BaseURL, a.opts.APIKey)}
+}
+
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
 	if home, err := a.sessionHome(cfg.SessionID, true); err == nil {
 		write = append(write, home)

@@ -1,7 +1,9 @@
 // Package fakeapi is an in-memory fake of the agentbox HTTP API for tests of
 // the client SDK and the CLI: sessions, scripted turns, permission and
-// question requests, event pages and an SSE stream that can be told to
-// misbehave (drop connections mid-event, repeat events, leave gaps).
+// question requests, event pages, an SSE stream that can be told to
+// misbehave (drop connections mid-event, repeat events, leave gaps), a
+// sandboxed session's network rules and the daemon's secrets (whose values
+// it never returns).
 //
 // It follows the API contract, not the daemon's code; the real server is
 // tested on its own.
@@ -47,6 +49,15 @@ type Config struct {
 	MaxPage int
 	// Faults makes the SSE stream misbehave.
 	Faults Faults
+	// Network is the sandbox network of sessions created with a policy (or
+	// policy_source); mode proxy and default deny when empty. Sessions
+	// created without one have no sandbox.
+	Network client.SessionNetwork
+	// GlobalAllow is the operator's global network allow list: a rule of
+	// PUT /v1/sessions/{id}/network that no entry covers (an equal rule,
+	// "*", or "*.domain" for a name in the domain) is refused with 422
+	// policy. Nil permits any rule.
+	GlobalAllow []string
 }
 
 // Faults are deliberate stream failures, each decided per event sent with
@@ -84,6 +95,7 @@ type Server struct {
 	nextID   int
 	changed  chan struct{} // closed and replaced whenever an event is appended
 	rnd      *rand.Rand
+	secrets  map[string]secret
 }
 
 type session struct {
@@ -91,6 +103,9 @@ type session struct {
 	events   []event.Event
 	requests []*request
 	turn     *Turn // the running turn, if any
+	// network is the sandbox's network; nil when the session has no
+	// sandbox.
+	network *client.SessionNetwork
 }
 
 type request struct {
@@ -117,7 +132,7 @@ func New(tb testing.TB, cfg Config) *Server {
 		cfg.MaxPage = 100
 	}
 	s := &Server{
-		cfg: cfg, sessions: map[string]*session{}, changed: make(chan struct{}),
+		cfg: cfg, sessions: map[string]*session{}, changed: make(chan struct{}), secrets: map[string]secret{},
 		rnd: rand.New(rand.NewPCG(cfg.Faults.Seed, 0x5eed)), started: time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -332,6 +347,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/requests", s.requests)
 	mux.HandleFunc("GET /v1/sessions/{id}/events", s.events)
 	mux.HandleFunc("GET /v1/sessions/{id}/events/stream", s.stream)
+	mux.HandleFunc("GET /v1/sessions/{id}/network", s.getNetwork)
+	mux.HandleFunc("PUT /v1/sessions/{id}/network", s.setNetwork)
+	mux.HandleFunc("GET /v1/secrets", s.listSecrets)
+	mux.HandleFunc("PUT /v1/secrets/{name}", s.putSecret)
+	mux.HandleFunc("DELETE /v1/secrets/{name}", s.deleteSecret)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusNotFound, "not-found", "no such route: "+r.URL.Path)
 	})
@@ -416,6 +436,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	ss := s.newSessionLocked(req)
+	if len(req.Policy) > 0 || req.PolicySource != nil {
+		ss.network = newNetwork(s.cfg.Network)
+	}
 	s.appendLocked(ss.ID, "", event.SourceDaemon, &event.SessionStarted{Agent: ss.Agent, Model: ss.Model, Cwd: ss.Cwd})
 	out := ss.Session
 	s.mu.Unlock()

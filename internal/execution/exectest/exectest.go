@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -54,6 +55,9 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	n := r.created.Add(1)
 	sb := &hostSandbox{rt: r, id: fmt.Sprintf("host-%d", n), spec: spec}
+	if spec.Network.Mode == sandbox.NetworkProxy {
+		sb.egress = &idleListener{done: make(chan struct{})}
+	}
 	r.mu.Lock()
 	r.boxes = append(r.boxes, sb)
 	r.mu.Unlock()
@@ -80,6 +84,10 @@ type hostSandbox struct {
 	rt   *Runtime
 	id   string
 	spec sandbox.Spec
+	// egress is the Egress listener of a proxy-mode spec. Nothing ever
+	// arrives on it: the double's processes run on the host, with its
+	// network.
+	egress *idleListener
 
 	mu     sync.Mutex
 	starts int
@@ -88,6 +96,35 @@ type hostSandbox struct {
 }
 
 func (s *hostSandbox) ID() string { return s.id }
+
+// Egress implements sandbox.EgressSandbox (nil unless the spec's network
+// mode is proxy).
+func (s *hostSandbox) Egress() net.Listener {
+	if s.egress == nil {
+		return nil
+	}
+	return s.egress
+}
+
+// idleListener accepts nothing until it is closed.
+type idleListener struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func (l *idleListener) Accept() (net.Conn, error) {
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *idleListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *idleListener) Addr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sandbox.DefaultProxyPort}
+}
 
 func (s *hostSandbox) Info() sandbox.Info {
 	return sandbox.Info{Runtime: s.rt.Name(), Mechanisms: []string{"none"}}
@@ -144,6 +181,9 @@ func (s *hostSandbox) Close(context.Context) ([]sandbox.Violation, error) {
 	s.closed = true
 	for _, p := range s.procs {
 		p.killTree()
+	}
+	if s.egress != nil {
+		_ = s.egress.Close()
 	}
 	s.rt.closed.Add(1)
 	return s.rt.CloseViolations, nil

@@ -3,13 +3,13 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
 
@@ -36,8 +36,9 @@ func (p *Policy) Validate() error {
 }
 
 var (
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	syscallRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	syscallRE    = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 func (p *Policy) problems() []problem {
@@ -97,8 +98,8 @@ func (p *Policy) problems() []problem {
 	}
 
 	n := p.Network
-	oneOf(n.Default, []string{NetworkDeny}, "network", "default")
-	oneOf(n.Mode, []string{sandbox.NetworkNone, sandbox.NetworkHost}, "network", "mode")
+	oneOf(n.Default, []string{NetworkDeny, NetworkAsk}, "network", "default")
+	oneOf(n.Mode, []string{sandbox.NetworkNone, sandbox.NetworkProxy, sandbox.NetworkHost}, "network", "mode")
 	for i, s := range n.Allow {
 		if _, err := ParseRule(s); err != nil {
 			add(err.Error(), "network", "allow", strconv.Itoa(i))
@@ -121,6 +122,18 @@ func (p *Policy) problems() []problem {
 		}
 		if strings.ContainsRune(v, 0) {
 			add("value contains a NUL byte", "env", "set", k)
+		}
+	}
+
+	for k, v := range p.Env.Secrets {
+		if !envNameRE.MatchString(k) {
+			out = append(out, problem{[]string{"env", "secrets", k}, fmt.Sprintf("%q is not an environment variable name", k), true})
+		}
+		if !secretNameRE.MatchString(v) {
+			add(fmt.Sprintf("%q is not a secret name", v), "env", "secrets", k)
+		}
+		if _, dup := p.Env.Set[k]; dup {
+			add("is also in env.set; a variable holds a value or a secret's placeholder, not both", "env", "secrets", k)
 		}
 	}
 
@@ -165,62 +178,8 @@ func checkHostPath(p string, write bool) error {
 	return nil
 }
 
-// Rule is one parsed network rule: a CIDR prefix, or a host name (with an
-// optional leading "*." for any subdomain), with an optional port (0 =
-// any).
-type Rule struct {
-	Prefix netip.Prefix // valid for address and CIDR rules
-	Host   string       // lower-case name, for name rules
-	Port   uint16
-}
+// Rule is one parsed network rule; see egress.Rule.
+type Rule = egress.Rule
 
-var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ParseRule parses "example.com", "*.example.com:443", "10.0.0.0/8",
-// "1.2.3.4:80", "[::1]:443" or "::1".
-func ParseRule(s string) (Rule, error) {
-	bad := func(why string) (Rule, error) {
-		return Rule{}, fmt.Errorf("%q is not a network rule (host[:port], *.domain[:port] or CIDR): %s", s, why)
-	}
-	if pfx, err := netip.ParsePrefix(s); err == nil {
-		if pfx != pfx.Masked() {
-			return bad("host bits are set; did you mean " + pfx.Masked().String() + "?")
-		}
-		return Rule{Prefix: pfx}, nil
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return Rule{Prefix: netip.PrefixFrom(a, a.BitLen())}, nil
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		if ap.Port() == 0 {
-			return bad("port 0")
-		}
-		return Rule{Prefix: netip.PrefixFrom(ap.Addr(), ap.Addr().BitLen()), Port: ap.Port()}, nil
-	}
-	host, port := s, uint16(0)
-	if h, ps, ok := strings.Cut(s, ":"); ok {
-		n, err := strconv.ParseUint(ps, 10, 16)
-		if err != nil || n == 0 {
-			return bad("bad port")
-		}
-		host, port = h, uint16(n)
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	name := strings.TrimPrefix(host, "*.")
-	if name == "" || len(name) > 253 {
-		return bad("empty or too long host name")
-	}
-	for _, l := range strings.Split(name, ".") {
-		if !labelRE.MatchString(l) {
-			return bad(fmt.Sprintf("bad host name label %q", l))
-		}
-	}
-	if _, err := netip.ParseAddr(name); err == nil || isNumeric(name) {
-		return bad("not a valid IP address or host name")
-	}
-	return Rule{Host: host, Port: port}, nil
-}
-
-func isNumeric(s string) bool {
-	return strings.Trim(s, "0123456789.") == ""
-}
+// ParseRule parses a network rule; see egress.ParseRule.
+func ParseRule(s string) (Rule, error) { return egress.ParseRule(s) }

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
 
 // BaseEnv is the environment every sandbox starts from, before env.pass
@@ -24,15 +27,31 @@ var BaseEnv = map[string]string{
 	"LANG":   "C.UTF-8",
 }
 
-// ErrNeedsEgressProxy is returned (wrapped) by Compile for network rules
-// only the egress proxy can enforce.
-var ErrNeedsEgressProxy = errors.New("needs the egress proxy, which this build does not have yet")
+// ErrNeedsEgressProxy is returned (wrapped) by Compile for network rules,
+// asks and secrets in a policy whose network mode has no egress proxy.
+var ErrNeedsEgressProxy = errors.New("needs network.mode proxy (the egress proxy)")
+
+// ProxyEnv is what a sandbox with the egress proxy at 127.0.0.1:port
+// finds in its environment: both spellings of the proxy variables that
+// curl, Python, Node's and Go's HTTP clients, git and npm read, and
+// NO_PROXY for the sandbox's own loopback (which is private to it, and
+// where the proxy's routes are).
+func ProxyEnv(port int) map[string]string {
+	u := egress.ProxyURL(port)
+	socks := "socks5h://127.0.0.1:" + strconv.Itoa(port)
+	noProxy := "localhost,127.0.0.1,::1"
+	return map[string]string{
+		"HTTP_PROXY": u, "http_proxy": u, "HTTPS_PROXY": u, "https_proxy": u,
+		"ALL_PROXY": socks, "all_proxy": socks, "NO_PROXY": noProxy, "no_proxy": noProxy,
+	}
+}
 
 // Compile resolves the policy (with defaults; pass it through Effective
 // first to apply a global policy) into the Spec a runtime enforces, for
 // the host directory workspace. hostEnv looks up the host's environment
 // for env.pass names (nil passes nothing); the Spec's Env is BaseEnv, then
-// the passed names that exist, then env.set — and nothing else.
+// the passed names that exist, then (network.mode proxy) ProxyEnv, then
+// env.set, then env.secrets' placeholders — and nothing else.
 //
 // A "ro" workspace compiles to the protected pattern "**": the sandbox may
 // write in its overlay, but no change is ever applied to the host.
@@ -48,12 +67,21 @@ func (p *Policy) Compile(workspace string, hostEnv func(string) (string, bool)) 
 	if err != nil {
 		return sandbox.Spec{}, fmt.Errorf("policy: compile: workspace %q: %w", workspace, err)
 	}
-	if len(e.Network.Allow) > 0 {
-		return sandbox.Spec{}, fmt.Errorf("policy: network.allow: %w", ErrNeedsEgressProxy)
-	}
-	if len(e.Network.Deny) > 0 && e.Network.Mode == sandbox.NetworkHost {
-		// With no network namespace nothing can be denied.
-		return sandbox.Spec{}, fmt.Errorf("policy: network.deny with network.mode host: %w", ErrNeedsEgressProxy)
+	proxy := e.Network.Mode == sandbox.NetworkProxy
+	if !proxy {
+		// Without the proxy nothing enforces rules: refuse them rather
+		// than ignore them. (With mode none nothing gets out anyway, so
+		// deny rules are moot there, but with host they would be a lie.)
+		switch {
+		case len(e.Network.Allow) > 0:
+			return sandbox.Spec{}, fmt.Errorf("policy: network.allow with network.mode %s: %w", e.Network.Mode, ErrNeedsEgressProxy)
+		case len(e.Network.Deny) > 0 && e.Network.Mode == sandbox.NetworkHost:
+			return sandbox.Spec{}, fmt.Errorf("policy: network.deny with network.mode host: %w", ErrNeedsEgressProxy)
+		case e.Network.Default == NetworkAsk:
+			return sandbox.Spec{}, fmt.Errorf("policy: network.default ask with network.mode %s: %w", e.Network.Mode, ErrNeedsEgressProxy)
+		case len(e.Env.Secrets) > 0:
+			return sandbox.Spec{}, fmt.Errorf("policy: env.secrets with network.mode %s: %w", e.Network.Mode, ErrNeedsEgressProxy)
+		}
 	}
 
 	env := make(map[string]string, len(BaseEnv)+len(e.Env.Pass)+len(e.Env.Set))
@@ -67,8 +95,21 @@ func (p *Policy) Compile(workspace string, hostEnv func(string) (string, bool)) 
 			}
 		}
 	}
+	if proxy {
+		maps.Copy(env, ProxyEnv(sandbox.DefaultProxyPort))
+	}
 	for k, v := range e.Env.Set {
 		env[k] = v
+	}
+	for k, name := range e.Env.Secrets {
+		env[k] = egress.Placeholder(name)
+	}
+	network := sandbox.Network{Mode: e.Network.Mode}
+	if proxy {
+		network = sandbox.Network{
+			Mode: e.Network.Mode, ProxyPort: sandbox.DefaultProxyPort, Default: e.Network.Default,
+			Allow: slices.Clone(e.Network.Allow), Deny: slices.Clone(e.Network.Deny), Secrets: maps.Clone(e.Env.Secrets),
+		}
 	}
 
 	protected := e.Filesystem.Protected
@@ -92,7 +133,7 @@ func (p *Policy) Compile(workspace string, hostEnv func(string) (string, bool)) 
 			OutputBytes: int64(e.Resources.Output),
 		},
 		Syscalls:      sandbox.Syscalls{Profile: e.Syscalls.Profile, Deny: slices.Clone(e.Syscalls.Deny)},
-		Network:       sandbox.Network{Mode: e.Network.Mode},
+		Network:       network,
 		Hostname:      "sandbox",
 		AllowDegraded: e.AllowDegraded,
 	}, nil
@@ -123,6 +164,9 @@ func (p *Policy) Hash() string {
 	c.Filesystem.Read, c.Filesystem.Write = cleanSorted(c.Filesystem.Read), cleanSorted(c.Filesystem.Write)
 	if len(c.Env.Set) == 0 {
 		c.Env.Set = nil
+	}
+	if len(c.Env.Secrets) == 0 {
+		c.Env.Secrets = nil
 	}
 	// encoding/json writes map keys sorted, so the bytes are canonical.
 	b, err := json.Marshal(c)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
@@ -28,6 +30,7 @@ filesystem:
 env:
   pass: [TERM, ABSENT, PATH]
   set: {CI: "true", LANG: en_US.UTF-8}
+network: {mode: none}
 syscalls: {profile: strict, deny: [ptrace]}
 `)
 	host := map[string]string{"TERM": "xterm", "PATH": "/host/bin", "AGENTBOX_SECRET_MARKER": "s3cr3t", "AWS_SECRET_ACCESS_KEY": "x"}
@@ -80,10 +83,15 @@ func TestCompileDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(BaseEnv, spec.Env); diff != "" {
+	wantEnv := maps.Clone(BaseEnv)
+	maps.Copy(wantEnv, ProxyEnv(3128))
+	if diff := cmp.Diff(wantEnv, spec.Env); diff != "" {
 		t.Errorf("env of a policy that passes nothing (-want +got):\n%s", diff)
 	}
-	if spec.Network.Mode != "none" || spec.Syscalls.Profile != "default" || spec.Limits != (sandbox.Limits{}) || spec.ReadOutsideWorkspace {
+	if diff := cmp.Diff(sandbox.Network{Mode: "proxy", ProxyPort: 3128, Default: "deny", Allow: []string{}, Deny: []string{}}, spec.Network, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("default network (-want +got):\n%s", diff)
+	}
+	if spec.Syscalls.Profile != "default" || spec.Limits != (sandbox.Limits{}) || spec.ReadOutsideWorkspace {
 		t.Errorf("defaults: %+v", spec)
 	}
 	if !slices.Equal(spec.Protected, BuiltinProtected()) {
@@ -106,8 +114,11 @@ func TestCompileReadOnlyWorkspace(t *testing.T) {
 
 func TestCompileRefusesWhatItCannotEnforce(t *testing.T) {
 	for _, src := range []string{
-		"version: 1\nnetwork: {allow: [example.com]}\n",
+		"version: 1\nnetwork: {mode: none, allow: [example.com]}\n",
+		"version: 1\nnetwork: {mode: host, allow: [example.com]}\n",
 		"version: 1\nnetwork: {mode: host, deny: [10.0.0.0/8]}\n",
+		"version: 1\nnetwork: {mode: none, default: ask}\n",
+		"version: 1\nnetwork: {mode: none}\nenv: {secrets: {TOKEN: github}}\n",
 	} {
 		_, err := mustParse(t, src).Compile("/w", nil)
 		if !errors.Is(err, ErrNeedsEgressProxy) {
@@ -115,7 +126,7 @@ func TestCompileRefusesWhatItCannotEnforce(t *testing.T) {
 		}
 	}
 	// Deny rules with no network at all are trivially enforced.
-	if _, err := mustParse(t, "version: 1\nnetwork: {deny: [10.0.0.0/8]}\n").Compile("/w", nil); err != nil {
+	if _, err := mustParse(t, "version: 1\nnetwork: {mode: none, deny: [10.0.0.0/8]}\n").Compile("/w", nil); err != nil {
 		t.Errorf("deny with mode none: %v", err)
 	}
 	// A policy built in code is validated too.
@@ -132,7 +143,7 @@ env: {set: {A: "1", B: "2"}, pass: [Y, X]}
 	b := mustParse(t, `version: 1
 isolation: process
 filesystem: {workspace: rw, protected: [a, b], read: [/y, /x]}
-network: {default: deny, mode: none}
+network: {default: deny, mode: proxy}
 env: {set: {B: "2", A: "1"}, pass: [X, Y]}
 syscalls: {profile: default}
 `)
@@ -189,3 +200,48 @@ func TestParseRule(t *testing.T) {
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// TestCompileProxy checks what a sandbox with the egress proxy gets: the
+// rules in its spec, the proxy variables, and placeholders (never values)
+// for the secrets it names.
+func TestCompileProxy(t *testing.T) {
+	p := mustParse(t, `version: 1
+network:
+  default: ask
+  allow: ["*.github.com:443", "10.1.0.0/16:8080"]
+  deny: [evil.github.com]
+env:
+  set: {HTTP_PROXY: "http://override", CI: "1"}
+  secrets: {GITHUB_TOKEN: github, NPM_TOKEN: npm}
+`)
+	spec, err := p.Compile("/w", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Network{
+		Mode: "proxy", ProxyPort: 3128, Default: "ask",
+		Allow:   []string{"*.github.com:443", "10.1.0.0/16:8080"},
+		Deny:    []string{"evil.github.com"},
+		Secrets: map[string]string{"GITHUB_TOKEN": "github", "NPM_TOKEN": "npm"},
+	}
+	if diff := cmp.Diff(want, spec.Network); diff != "" {
+		t.Errorf("network (-want +got):\n%s", diff)
+	}
+	for k, v := range map[string]string{
+		"HTTP_PROXY": "http://override", "https_proxy": "http://127.0.0.1:3128", "ALL_PROXY": "socks5h://127.0.0.1:3128",
+		"NO_PROXY": "localhost,127.0.0.1,::1", "GITHUB_TOKEN": "agentbox-placeholder-github", "NPM_TOKEN": "agentbox-placeholder-npm", "CI": "1",
+	} {
+		if spec.Env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, spec.Env[k], v)
+		}
+	}
+	// A variable cannot hold both a value and a placeholder.
+	if _, err := Parse("p.yaml", []byte("version: 1\nenv: {set: {T: x}, secrets: {T: t}}\n")); err == nil || !strings.Contains(err.Error(), "env.secrets.T") {
+		t.Errorf("set and secrets on one variable: %v", err)
+	}
+	for _, bad := range []string{"version: 1\nenv: {secrets: {'1X': t}}\n", "version: 1\nenv: {secrets: {X: 'a b'}}\n"} {
+		if _, err := Parse("p.yaml", []byte(bad)); err == nil {
+			t.Errorf("Parse(%q) accepted a bad secret entry", bad)
+		}
+	}
+}

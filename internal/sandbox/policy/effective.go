@@ -21,11 +21,15 @@ import (
 //     says ro; network.default: deny;
 //   - protected patterns, syscall and network denials: the union (with the
 //     built-in patterns, which nothing removes);
-//   - permissions the request asks for — network.mode host,
-//     read_outside_workspace, extra read and write paths, env.pass names,
-//     network.allow rules, allow_degraded — must each be granted by global,
-//     else Effective fails naming the field and the global rule;
-//   - env.set: the request's values, with global's winning on conflicts.
+//   - permissions the request asks for — a network.mode beyond global's
+//     (none < proxy < host), network.default ask, read_outside_workspace,
+//     extra read and write paths, env.pass names, network.allow rules
+//     (each covered by a global rule), allow_degraded — must each be
+//     granted by global, else Effective fails naming the field and the
+//     global rule; a request that says no mode gets proxy, or global's
+//     mode if that is none;
+//   - env.set and env.secrets: the request's, with global's winning on
+//     conflicts.
 //
 // A nil global grants everything (there is no operator policy); a nil
 // request asks for nothing. Both are validated first.
@@ -84,13 +88,22 @@ func Effective(global, req *Policy) (*Policy, error) {
 	}
 	e.Filesystem.Protected = union(g.Filesystem.Protected, r.Filesystem.Protected)
 
-	e.Network.Default = NetworkDeny
-	if r.Network.Mode == sandbox.NetworkHost && g.Network.Mode != sandbox.NetworkHost {
-		deny("network.mode", "host is not permitted by the global policy (global network.mode: %s)", g.Network.Mode)
+	switch {
+	case req.Network.Mode == "":
+		// Not said: the default (proxy), or what the global policy
+		// permits if that is less.
+		if modeRank(g.Network.Mode) < modeRank(sandbox.NetworkProxy) {
+			e.Network.Mode = g.Network.Mode
+		}
+	case modeRank(r.Network.Mode) > modeRank(g.Network.Mode):
+		deny("network.mode", "%s is not permitted by the global policy (global network.mode: %s)", r.Network.Mode, g.Network.Mode)
 	}
-	for i, rule := range r.Network.Allow {
-		if !slices.Contains(g.Network.Allow, rule) {
-			deny("network.allow["+strconv.Itoa(i)+"]", "%q is not allowed by the global policy (global network.allow: %s)", rule, list(g.Network.Allow))
+	if r.Network.Default == NetworkAsk && g.Network.Default != NetworkAsk {
+		deny("network.default", "ask is not permitted by the global policy (global network.default: %s)", g.Network.Default)
+	}
+	for i, s := range r.Network.Allow {
+		if !covered(s, g.Network.Allow) {
+			deny("network.allow["+strconv.Itoa(i)+"]", "%q is not covered by the global policy's allow rules (global network.allow: %s)", s, list(g.Network.Allow))
 		}
 	}
 	e.Network.Deny = union(g.Network.Deny, r.Network.Deny)
@@ -106,6 +119,12 @@ func Effective(global, req *Policy) (*Policy, error) {
 		}
 		maps.Copy(e.Env.Set, g.Env.Set)
 	}
+	if len(g.Env.Secrets) > 0 {
+		if e.Env.Secrets == nil {
+			e.Env.Secrets = map[string]string{}
+		}
+		maps.Copy(e.Env.Secrets, g.Env.Secrets)
+	}
 
 	if g.Syscalls.Profile == ProfileStrict {
 		e.Syscalls.Profile = ProfileStrict
@@ -116,6 +135,42 @@ func Effective(global, req *Policy) (*Policy, error) {
 		return nil, fmt.Errorf("policy exceeds the global policy: %w", errors.Join(errs...))
 	}
 	return e, nil
+}
+
+// covered reports whether the rule s lies within one of the rules of
+// global (see egress.Rule.Covers). Rules that do not parse cover nothing.
+func covered(s string, global []string) bool {
+	r, err := ParseRule(s)
+	if err != nil {
+		return false
+	}
+	for _, gs := range global {
+		if g, err := ParseRule(gs); err == nil && g.Covers(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckAllow checks allow rules that replace a running sandbox's (PUT
+// /v1/sessions/{id}/network) against the global policy, as Effective
+// checks a request's; every refusal is listed.
+func CheckAllow(global *Policy, allow []string) error {
+	var errs []error
+	for i, s := range allow {
+		field := "network.allow[" + strconv.Itoa(i) + "]"
+		if _, err := ParseRule(s); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+			continue
+		}
+		if global != nil && !covered(s, global.Network.Allow) {
+			errs = append(errs, fmt.Errorf("%s: %q is not covered by the global policy's allow rules (global network.allow: %s)", field, s, list(global.Network.Allow)))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("policy exceeds the global policy: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // under reports whether p is one of roots or below one of them.

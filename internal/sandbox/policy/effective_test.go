@@ -74,7 +74,7 @@ env:
 			name:    "host network needs the global's permission",
 			global:  "version: 1\n",
 			req:     "version: 1\nnetwork: {mode: host}\n",
-			wantErr: "network.mode: host is not permitted by the global policy (global network.mode: none)",
+			wantErr: "network.mode: host is not permitted by the global policy (global network.mode: proxy)",
 		},
 		{
 			name:   "host network when permitted",
@@ -91,7 +91,7 @@ env:
 			global: permissive,
 			req:    "version: 1\n",
 			check: func(t *testing.T, e *Policy) {
-				if e.Network.Mode != "none" || e.Filesystem.ReadOutsideWorkspace || len(e.Env.Pass) > 0 || e.AllowDegraded || len(e.Filesystem.Write) > 0 {
+				if e.Network.Mode != "proxy" || e.Network.Default != "deny" || e.Filesystem.ReadOutsideWorkspace || len(e.Env.Pass) > 0 || e.AllowDegraded || len(e.Filesystem.Write) > 0 {
 					t.Errorf("permissions granted without being asked for: %+v", e)
 				}
 				if e.Resources.Memory != 2<<30 {
@@ -159,7 +159,7 @@ env:
 			name:    "network allow rules must be the global's",
 			global:  permissive,
 			req:     "version: 1\nnetwork: {allow: ['api.example.com:443', evil.example]}\n",
-			wantErr: `network.allow[1]: "evil.example" is not allowed by the global policy (global network.allow: [api.example.com:443])`,
+			wantErr: `network.allow[1]: "evil.example" is not covered by the global policy's allow rules (global network.allow: [api.example.com:443])`,
 		},
 		{
 			name:   "unions: protected, denials; stronger profile; ro workspace",
@@ -221,7 +221,7 @@ func TestEffectiveDefaultsAndNil(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Isolation() != IsolationProcess || e.Filesystem.Workspace != WorkspaceRW || e.Network.Mode != "none" ||
+	if e.Isolation() != IsolationProcess || e.Filesystem.Workspace != WorkspaceRW || e.Network.Mode != "proxy" ||
 		e.Network.Default != NetworkDeny || e.Syscalls.Profile != ProfileDefault || !slices.Equal(e.Filesystem.Protected, BuiltinProtected()) {
 		t.Errorf("defaults: %+v", e)
 	}
@@ -279,9 +279,9 @@ func randomPolicy(r *rand.Rand) *Policy {
 			Protected:            subset("x/**", "*.pem", "secret"),
 		},
 		Network: Network{
-			Default: pick("", "deny"),
-			Mode:    pick("", "none", "host"),
-			Allow:   subset("a.example", "b.example:443", "10.0.0.0/8"),
+			Default: pick("", "deny", "ask"),
+			Mode:    pick("", "none", "proxy", "host"),
+			Allow:   subset("a.example", "b.example:443", "10.0.0.0/8", "*.example", "10.1.0.0/16"),
 			Deny:    subset("169.254.169.254", "c.example"),
 		},
 		Env:      Env{Pass: subset("TERM", "LANG", "TOKEN")},
@@ -347,14 +347,15 @@ func looserThan(e, g *Policy) []string {
 			why = append(why, "unprotected "+p)
 		}
 	}
-	if e.Network.Mode == "host" && g.Network.Mode != "host" {
-		why = append(why, "host network")
+	modeRank := map[string]int{"none": 0, "": 1, "proxy": 1, "host": 2}
+	if modeRank[e.Network.Mode] > modeRank[g.Network.Mode] {
+		why = append(why, "network mode "+e.Network.Mode)
 	}
-	if e.Network.Default != "deny" {
-		why = append(why, "default not deny")
+	if e.Network.Default == "ask" && g.Network.Default != "ask" {
+		why = append(why, "default ask")
 	}
 	for _, a := range e.Network.Allow {
-		if !slices.Contains(g.Network.Allow, a) {
+		if !slices.ContainsFunc(g.Network.Allow, func(ga string) bool { return coversByHand(ga, a) }) {
 			why = append(why, "allow "+a)
 		}
 	}
@@ -384,6 +385,21 @@ func looserThan(e, g *Policy) []string {
 	return why
 }
 
+// coversByHand says, for the rules randomPolicy uses, whether global rule
+// g covers request rule r (an independent statement of egress.Rule.Covers
+// for them).
+func coversByHand(g, r string) bool {
+	switch g {
+	case r:
+		return true
+	case "*.example":
+		return strings.HasSuffix(r, ".example") || strings.HasSuffix(r, ".example:443")
+	case "10.0.0.0/8":
+		return r == "10.1.0.0/16"
+	}
+	return false
+}
+
 // asksBeyond lists the permissions r asks for that g does not grant: the
 // cases where Effective must fail.
 func asksBeyond(g, r *Policy) []string {
@@ -391,8 +407,9 @@ func asksBeyond(g, r *Policy) []string {
 	for _, w := range looserThan(r, g) {
 		// Limits, isolation, profile, protection, denials, env.set and a
 		// writable workspace are tightened, not refused.
-		for _, refused := range []string{"allow_degraded", "read outside", "write ", "read ", "host network", "allow ", "pass "} {
-			if strings.HasPrefix(w, refused) {
+		for _, refused := range []string{"allow_degraded", "read outside", "write ", "read ", "network mode", "default ask", "allow ", "pass "} {
+			// A request that names no mode gets the global's.
+			if strings.HasPrefix(w, refused) && (refused != "network mode" || r.Network.Mode != "") {
 				why = append(why, w)
 			}
 		}
@@ -461,6 +478,64 @@ func ExampleEffective() {
 	e, _ := Effective(global, req)
 	fmt.Println(e.Resources.Memory, e.Resources.CPUs, e.Resources.Timeout)
 	// Output:
-	// policy exceeds the global policy: network.mode: host is not permitted by the global policy (global network.mode: none)
+	// policy exceeds the global policy: network.mode: host is not permitted by the global policy (global network.mode: proxy)
 	// 1Gi 1 5m
+}
+
+// TestEffectiveNetwork covers the network intersection: modes are ranked
+// none < proxy < host, ask is a permission, allow rules must lie within
+// the global's, and a request that says nothing gets the safe default.
+func TestEffectiveNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name, global, req string
+		wantMode, wantDef string
+		wantErr           string
+	}{
+		{name: "unsaid mode is proxy", global: "version: 1\nnetwork: {mode: host}\n", req: "version: 1\n", wantMode: "proxy", wantDef: "deny"},
+		{name: "unsaid mode under a closed global is none", global: "version: 1\nnetwork: {mode: none}\n", req: "version: 1\n", wantMode: "none", wantDef: "deny"},
+		{name: "proxy beyond a closed global", global: "version: 1\nnetwork: {mode: none}\n", req: "version: 1\nnetwork: {mode: proxy}\n",
+			wantErr: "network.mode: proxy is not permitted by the global policy (global network.mode: none)"},
+		{name: "none is always allowed", global: "version: 1\n", req: "version: 1\nnetwork: {mode: none}\n", wantMode: "none", wantDef: "deny"},
+		{name: "ask needs the global's leave", global: "version: 1\n", req: "version: 1\nnetwork: {default: ask}\n",
+			wantErr: "network.default: ask is not permitted by the global policy (global network.default: deny)"},
+		{name: "ask when permitted", global: "version: 1\nnetwork: {default: ask}\n", req: "version: 1\nnetwork: {default: ask}\n", wantMode: "proxy", wantDef: "ask"},
+		{name: "a global ask is not a default", global: "version: 1\nnetwork: {default: ask}\n", req: "version: 1\n", wantMode: "proxy", wantDef: "deny"},
+		{name: "allow within a global wildcard", global: "version: 1\nnetwork: {allow: ['*.github.com', '10.0.0.0/8']}\n",
+			req: "version: 1\nnetwork: {allow: ['api.github.com:443', '*.x.github.com', '10.2.0.0/16:80']}\n", wantMode: "proxy", wantDef: "deny"},
+		{name: "a wildcard does not cover its apex", global: "version: 1\nnetwork: {allow: ['*.github.com']}\n", req: "version: 1\nnetwork: {allow: [github.com]}\n",
+			wantErr: `network.allow[0]: "github.com" is not covered`},
+		{name: "any host covers names, not addresses", global: "version: 1\nnetwork: {allow: ['*']}\n", req: "version: 1\nnetwork: {allow: [example.org, '127.0.0.1:80']}\n",
+			wantErr: `network.allow[1]: "127.0.0.1:80" is not covered`},
+		{name: "a port-bound global rule", global: "version: 1\nnetwork: {allow: ['*.example.com:443']}\n", req: "version: 1\nnetwork: {allow: ['a.example.com']}\n",
+			wantErr: `network.allow[0]: "a.example.com" is not covered`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Effective(mustParse(t, tc.global), mustParse(t, tc.req))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Effective error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Network.Mode != tc.wantMode || e.Network.Default != tc.wantDef {
+				t.Errorf("network %+v, want mode %s default %s", e.Network, tc.wantMode, tc.wantDef)
+			}
+		})
+	}
+}
+
+func TestCheckAllow(t *testing.T) {
+	g := mustParse(t, "version: 1\nnetwork: {allow: ['*', '127.0.0.1:8080']}\n")
+	if err := CheckAllow(g, []string{"api.github.com:443", "127.0.0.1:8080", "*.npmjs.org"}); err != nil {
+		t.Errorf("rules within the global: %v", err)
+	}
+	err := CheckAllow(g, []string{"10.0.0.0/8", "bad host", "127.0.0.1:9090"})
+	for _, want := range []string{`network.allow[0]: "10.0.0.0/8" is not covered`, "network.allow[1]: \"bad host\" is not a network rule", `network.allow[2]: "127.0.0.1:9090" is not covered`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckAllow error %v, want it to say %s", err, want)
+		}
+	}
 }

@@ -6,6 +6,7 @@
 package policy
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
@@ -20,6 +21,18 @@ const (
 	IsolationGVisor  = "gvisor"
 	IsolationMicroVM = "microvm"
 )
+
+// modeRank orders network modes, closest first; an empty mode is the
+// default, proxy.
+func modeRank(s string) int {
+	switch s {
+	case sandbox.NetworkNone:
+		return 0
+	case sandbox.NetworkHost:
+		return 2
+	}
+	return 1
+}
 
 // isolationRank orders isolation levels; an empty level is the default,
 // process.
@@ -42,6 +55,7 @@ const (
 	ProfileStrict  = "strict"
 
 	NetworkDeny = "deny"
+	NetworkAsk  = "ask"
 )
 
 // Policy is what a sandboxed agent session or code execution may do. The
@@ -81,20 +95,24 @@ type Filesystem struct {
 	Protected []string `yaml:"protected,omitempty" json:"protected,omitempty"`
 }
 
-// Network is the network view of a sandbox. Allow and Deny are parsed and
-// validated now (see ParseRule); enforcing them is the egress proxy's job,
-// so Compile refuses allow rules until it exists.
+// Network is the network view of a sandbox: its mode, and the egress
+// proxy's rules (see package egress for how they are enforced).
 type Network struct {
-	Default string   `yaml:"default,omitempty" json:"default,omitempty"`
-	Mode    string   `yaml:"mode,omitempty" json:"mode,omitempty"`
-	Allow   []string `yaml:"allow,omitempty" json:"allow,omitempty"`
-	Deny    []string `yaml:"deny,omitempty" json:"deny,omitempty"`
+	// Default is "deny" or "ask" for destinations no rule settles.
+	Default string `yaml:"default,omitempty" json:"default,omitempty"`
+	// Mode is "proxy" (the default), "none" or "host".
+	Mode  string   `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
+	Deny  []string `yaml:"deny,omitempty" json:"deny,omitempty"`
 }
 
 // Env is the environment inside: nothing from the host unless named.
 type Env struct {
 	Pass []string          `yaml:"pass,omitempty" json:"pass,omitempty"`
 	Set  map[string]string `yaml:"set,omitempty" json:"set,omitempty"`
+	// Secrets maps variable names to daemon secret names: the variable
+	// holds the secret's placeholder, the proxy adds the value.
+	Secrets map[string]string `yaml:"secrets,omitempty" json:"secrets,omitempty"`
 }
 
 // Syscalls selects the seccomp profile and extra denials.
@@ -124,12 +142,8 @@ func (p *Policy) Clone() *Policy {
 	c.Network.Allow = slices.Clone(p.Network.Allow)
 	c.Network.Deny = slices.Clone(p.Network.Deny)
 	c.Env.Pass = slices.Clone(p.Env.Pass)
-	if p.Env.Set != nil {
-		c.Env.Set = make(map[string]string, len(p.Env.Set))
-		for k, v := range p.Env.Set {
-			c.Env.Set[k] = v
-		}
-	}
+	c.Env.Set = maps.Clone(p.Env.Set)
+	c.Env.Secrets = maps.Clone(p.Env.Secrets)
 	c.Syscalls.Deny = slices.Clone(p.Syscalls.Deny)
 	return &c
 }
@@ -150,7 +164,7 @@ func (p *Policy) withDefaults() *Policy {
 		c.Network.Default = NetworkDeny
 	}
 	if c.Network.Mode == "" {
-		c.Network.Mode = sandbox.NetworkNone
+		c.Network.Mode = sandbox.NetworkProxy
 	}
 	if c.Syscalls.Profile == "" {
 		c.Syscalls.Profile = ProfileDefault
