@@ -543,6 +543,14 @@ func applyLandlock(cfg *initConfig) (int, error) {
 	return min(abi, 7), nil
 }
 
+// Real-time signals the Go runtime uses itself (runtime/signal_unix.go):
+// sigPerThreadSyscall (SIGRTMIN+1) for AllThreadsSyscall, and sigCancel
+// (SIGRTMIN) for cgo's setxid broadcasts.
+const (
+	sigCancel           = unix.Signal(32)
+	sigPerThreadSyscall = unix.Signal(33)
+)
+
 // signalIgnore makes PID 1 deaf to the signals a command could send it.
 //
 // The kernel never delivers a signal to the init of a pid namespace while
@@ -569,6 +577,12 @@ func signalIgnore() error {
 		unix.SIGKILL: true, unix.SIGSTOP: true, // cannot be changed
 		unix.SIGSEGV: true, unix.SIGBUS: true, unix.SIGFPE: true,
 		unix.SIGURG: true, unix.SIGPROF: true, unix.SIGCHLD: true,
+		// The runtime's per-thread syscall signal: AllThreadsSyscall
+		// (the bounding-set drop, Landlock without TSYNC) signals every
+		// other thread with it and spins until each has run the call.
+		// With it at SIG_DFL, an init that has more than one thread by
+		// then (any real binary, unlike a test binary) hangs for ever.
+		sigPerThreadSyscall: true, sigCancel: true,
 	}
 	signal.Ignore(unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE)
 	for sig := unix.Signal(1); sig <= 64; sig++ {
