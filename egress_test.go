@@ -301,6 +301,11 @@ echo; curl -s --noproxy '' -x $p http://127.0.0.1:%[2]d/
 		if !n.Live || n.Mode != "proxy" || len(n.Allow) != 1 {
 			t.Errorf("network after the update: %+v", n)
 		}
+		// The new rules are the session's stored policy (a resume
+		// starts from them).
+		if got, err := c.Network(t.Context(), s.ID); err != nil || len(got.Allow) != 1 || got.Allow[0] != n.Allow[0] || got.Default != "ask" {
+			t.Errorf("GET network after the update: %+v, %v", got, err)
+		}
 		script := curlFn + fmt.Sprintf("c -x $HTTP_PROXY http://127.0.0.1:%d/\nc -x $HTTP_PROXY http://127.0.0.1:%d/\n", later.port, allowed.port)
 		_, evs := turn(t, c, s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: script}))
 		out := commandOutput(t, evs)

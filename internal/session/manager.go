@@ -740,6 +740,10 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 		return Network{}, ErrShuttingDown
 	}
 	m.mu.Unlock()
+	// One update at a time, so the stored rules, the proxy's and the
+	// audited "previous" never disagree.
+	m.netMu.Lock()
+	defer m.netMu.Unlock()
 	s, err := m.Get(ctx, id)
 	if err != nil {
 		return Network{}, err
@@ -755,10 +759,6 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 	if err != nil {
 		return Network{}, err
 	}
-	// One update at a time per session, so the stored rules and the
-	// proxy's never disagree.
-	m.netMu.Lock()
-	defer m.netMu.Unlock()
 	if _, err := m.st.UpdateSession(ctx, id, func(s *store.Session) error {
 		s.Policy, s.UpdatedAt = updated, time.Now().UTC()
 		return nil
