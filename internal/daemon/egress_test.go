@@ -42,8 +42,8 @@ func TestLoadSecrets(t *testing.T) {
 	if list := store.List(); len(list) != 2 || list[0].Source != "env:GITHUB_TOKEN" || list[1].Source != "file:"+valueFile {
 		t.Errorf("sources %+v", list)
 	}
-	if store, err := loadSecrets("", getenv); err != nil || len(store.Names()) != 0 {
-		t.Errorf("no file: %v %v", store.Names(), err)
+	if store, err := loadSecrets("", getenv); err != nil || len(store.List()) != 0 {
+		t.Errorf("no file: %v %v", store.List(), err)
 	}
 	for name, tc := range map[string]struct{ body, want string }{
 		"value in the file": {"secrets: [{name: x, host: a.example, header: X, value: v}]", "unknown field"},

@@ -20,21 +20,6 @@ import (
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 
-// startCtx starts a server that ends with the test.
-func startCtx(t *testing.T, opts fakellm.Options) *fakellm.Server {
-	t.Helper()
-	srv, err := fakellm.Start(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return srv
-}
-
 // withQuery appends a query parameter to a path that may have a query.
 func withQuery(p, k, v string) string {
 	sep := "?"
@@ -55,7 +40,7 @@ func TestRequireKey(t *testing.T) {
 	)
 	logFile := filepath.Join(t.TempDir(), "requests.jsonl")
 	sc := &fakellm.Scenario{Turns: []fakellm.Turn{{Text: replyText}}}
-	srv := startCtx(t, fakellm.Options{RequireKey: realKey, Default: "k", LogFile: logFile,
+	srv := start(t, fakellm.Options{RequireKey: realKey, Default: "k", LogFile: logFile,
 		Scenarios: map[string]*fakellm.Scenario{"k": sc}})
 	tools := map[string]string{"anthropic": "claude", "responses": "codex", "chat": "opencode", "gemini": "gemini"}
 
@@ -227,7 +212,7 @@ func TestTLS(t *testing.T) {
 	const key = "sk-tls-key"
 	const delay = 80 * time.Millisecond
 	sc := &fakellm.Scenario{Turns: []fakellm.Turn{{Chunks: []string{"a", "b", "c", "d"}, Delay: fakellm.Duration(delay)}}}
-	srv := startCtx(t, fakellm.Options{TLS: true, RequireKey: key, Scenarios: map[string]*fakellm.Scenario{"slow4": sc}})
+	srv := start(t, fakellm.Options{TLS: true, RequireKey: key, Scenarios: map[string]*fakellm.Scenario{"slow4": sc}})
 	if !strings.HasPrefix(srv.URL(), "https://127.0.0.1:") {
 		t.Fatalf("URL %q", srv.URL())
 	}
@@ -338,7 +323,7 @@ func TestTLS(t *testing.T) {
 		t.Errorf("KeyMismatches %d", srv.KeyMismatches())
 	}
 	// Without Options.TLS there is no certificate.
-	plain := startCtx(t, fakellm.Options{})
+	plain := start(t, fakellm.Options{})
 	if plain.CertPool() != nil || plain.CertPEM() != nil || !strings.HasPrefix(plain.URL(), "http://") {
 		t.Errorf("plain server: %v %q %q", plain.CertPool(), plain.CertPEM(), plain.URL())
 	}

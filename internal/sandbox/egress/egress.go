@@ -326,10 +326,6 @@ func (t Tasks) Attach(sb sandbox.Sandbox, spec sandbox.Spec, scope, id string, o
 	return func() { _ = g.Close() }, nil
 }
 
-// RouteURL is the base URL of route name as a process inside the sandbox
-// reaches it.
-func (g *Gate) RouteURL(name string) string { return RouteURL(g.port, name) }
-
 // RouteURL is the base URL of route name inside a sandbox whose proxy
 // answers on port.
 func RouteURL(port int, name string) string {

@@ -780,7 +780,7 @@ func TestGateRoute(t *testing.T) {
 		w.Header().Set("X-Upstream", "yes")
 		_, _ = fmt.Fprintf(w, "upstream %s %s key=%s", r.Method, r.URL.RequestURI(), r.Header.Get("x-api-key"))
 	})
-	if got := h.gate.RouteURL("anth"); got != "http://127.0.0.1:3128/llm/anth" {
+	if got := RouteURL(h.gate.port, "anth"); got != "http://127.0.0.1:3128/llm/anth" {
 		t.Errorf("RouteURL = %q", got)
 	}
 

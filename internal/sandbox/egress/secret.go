@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -201,16 +200,4 @@ func (s *Secrets) Info(name string) (SecretInfo, bool) {
 
 func (e secretEntry) info() SecretInfo {
 	return SecretInfo{Name: e.Name, Host: e.Host, Header: e.Header, Format: e.Format, Source: e.source, Placeholder: Placeholder(e.Name)}
-}
-
-// Names lists the secrets' names, sorted.
-func (s *Secrets) Names() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	names := make([]string, 0, len(s.m))
-	for n := range s.m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }

@@ -69,7 +69,7 @@ func TestSecretsStore(t *testing.T) {
 	if err := st.Put(Secret{Name: "bad", Host: "x.test", Header: "X"}, "api"); err == nil {
 		t.Error("Put took a secret without a value")
 	}
-	if got := st.Names(); fmt.Sprint(got) != "[a b]" {
+	if got := st.List(); len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
 		t.Errorf("Names = %v", got)
 	}
 	list := st.List()
