@@ -70,7 +70,43 @@ type Spec struct {
 	// AllowDegraded lets a runtime start although a mechanism is missing;
 	// each degradation is reported in Info.Degraded (and becomes an event).
 	AllowDegraded bool
+
+	// Review decides the workspace changes the commit holds back (hidden
+	// paths the policy does not exempt: see package workspace). Nil means
+	// nobody can answer: each such change is dropped and reported as a
+	// Violation.
+	Review ReviewFunc
+	// ReviewExempt lists patterns (workspace.Match syntax) of hidden
+	// paths the commit applies without review, e.g. "**/.gitignore".
+	ReviewExempt []string
+	// Throwaway marks a workspace nobody keeps (code execution): nothing
+	// is ever copied back to the host; Commit and Close apply nothing.
+	Throwaway bool
 }
+
+// Change is one workspace change the commit held back for review.
+type Change struct {
+	// Path is relative to the workspace, slash-separated.
+	Path string `json:"path"`
+	// Op is "create", "modify" or "delete".
+	Op string `json:"op"`
+	// Type is what the sandbox left there: "file", "dir", "symlink", or
+	// "" for a deletion.
+	Type string `json:"type,omitempty"`
+	// Rule says why it is held, e.g. "hidden:.husky".
+	Rule string `json:"rule"`
+	// Diff is a unified diff of a text file's change (bounded), or a
+	// one-line summary of anything else.
+	Diff string `json:"diff,omitempty"`
+	// Size is the new content's size in bytes (files).
+	Size int64 `json:"size,omitempty"`
+}
+
+// ReviewFunc decides held-back changes: it returns one answer per change,
+// true to apply it. It is called at most once per commit, with every
+// change held in it, and must return by ctx's deadline; a change it does
+// not approve is dropped and reported as a Violation.
+type ReviewFunc func(ctx context.Context, changes []Change) []bool
 
 // Limits are the resource limits of one sandbox.
 type Limits struct {
@@ -80,6 +116,10 @@ type Limits struct {
 	Timeout     time.Duration // wall clock of one process, from its start
 	DiskBytes   int64         // /tmp and the workspace's written data each
 	OutputBytes int64         // stdout and stderr each, per process
+	// Files bounds the entries (files, directories, links) in each
+	// writable layer (/tmp, the workspace's upper layer) and what one
+	// commit writes to the host.
+	Files int64
 }
 
 // Syscalls selects the seccomp profile.
