@@ -137,7 +137,7 @@ func newEgress(cfg Config, aud *audit.Log, m *metrics.Metrics) (*egress.Server, 
 	}
 	eg, err := egress.New(egress.Options{
 		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Registerer: m.Registry,
-		Log: cfg.Log.With("component", "egress"),
+		Log: cfg.Log.With("component", "egress"), MaxConnections: egressConnectionCeiling(),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -165,4 +166,22 @@ func providerRoutes(port int, providers []agent.Provider) ([]egress.Route, map[s
 		routes = append(routes, r)
 	}
 	return routes, env, nil
+}
+
+// egressReserve is how many descriptors the egress proxy's daemon-wide
+// bound leaves for everything else: the API's connections, the store, the
+// audit log, sandboxes' pipes, sockets and mounts.
+const egressReserve = 1024
+
+// egressConnectionCeiling is the bound of the egress proxy's connections
+// of all sandboxes together, from the daemon's descriptor limit: Go's
+// runtime has already raised the soft RLIMIT_NOFILE to the hard one at
+// start (and restores it for the processes the daemon starts), so the
+// soft limit read here is all the daemon will get.
+func egressConnectionCeiling() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return egress.MaxConnectionsFor(4096, egressReserve)
+	}
+	return egress.MaxConnectionsFor(rl.Cur, egressReserve)
 }

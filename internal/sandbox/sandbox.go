@@ -154,6 +154,14 @@ type Network struct {
 	// placeholders they hold: the proxy injects each secret's value for
 	// its host, and the sandbox only ever sees the placeholder.
 	Secrets map[string]string
+	// MaxConnections bounds the connections the sandbox holds open to its
+	// proxy at once, and MaxConnectionRate the new ones per second (a
+	// burst of one second's worth); past either, a connection is closed
+	// before anything else is done with it and reported as a Violation.
+	// 0 means the egress package's default. Runtimes bound the
+	// connections their forwarders hand over by MaxConnections too.
+	MaxConnections    int
+	MaxConnectionRate int
 }
 
 // Network modes.
@@ -172,6 +180,31 @@ func (n Network) Port() int {
 		return n.ProxyPort
 	}
 	return DefaultProxyPort
+}
+
+// Defaults of Network.MaxConnections and Network.MaxConnectionRate: room
+// for a package manager's parallel downloads and an agent's model calls,
+// far below what would strain the daemon's descriptors.
+const (
+	DefaultMaxConnections    = 256
+	DefaultMaxConnectionRate = 100
+)
+
+// ConnectionLimit returns MaxConnections, DefaultMaxConnections when unset.
+func (n Network) ConnectionLimit() int {
+	if n.MaxConnections > 0 {
+		return n.MaxConnections
+	}
+	return DefaultMaxConnections
+}
+
+// ConnectionRate returns MaxConnectionRate, DefaultMaxConnectionRate when
+// unset.
+func (n Network) ConnectionRate() int {
+	if n.MaxConnectionRate > 0 {
+		return n.MaxConnectionRate
+	}
+	return DefaultMaxConnectionRate
 }
 
 // EgressSandbox is implemented by runtimes whose sandboxes can have the

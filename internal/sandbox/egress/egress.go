@@ -84,6 +84,11 @@ type Options struct {
 	// Audit gets one record per decision and per secret use. It must not
 	// block, and it never sees a secret's value.
 	Audit func(Record)
+	// MaxConnections bounds the client connections open through every
+	// gate together (default DefaultServerMaxConnections; see
+	// MaxConnectionsFor): past it a connection is refused like one past
+	// its sandbox's own bound.
+	MaxConnections int
 	// Registerer, when set, gets the proxy's metrics.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
@@ -119,6 +124,8 @@ type Record struct {
 type Server struct {
 	opts    Options
 	metrics *metrics
+	// conns counts the client connections of every gate.
+	conns serverConns
 	// routeTransport carries route requests to their (trusted) upstreams.
 	routeTransport *http.Transport
 }
@@ -137,17 +144,22 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultServerMaxConnections
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{opts: opts, metrics: m}
+	s.conns.max = int64(opts.MaxConnections)
 	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	s.routeTransport = &http.Transport{
 		DialContext:           d.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   16,
+		MaxIdleConns:          64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   opts.DialTimeout,
 		ExpectContinueTimeout: time.Second,
@@ -213,10 +225,16 @@ type Gate struct {
 	// a name are reused only for later requests that the rules allow too.
 	// SetAllow replaces it (under mu).
 	pool *http.Transport
+	// maxConns bounds conns; refused rate-limits the audit records of
+	// connections refused by a bound (limit.go).
+	maxConns int
+	refused  refusals
 
 	mu     sync.Mutex
 	policy Policy
 	conns  map[net.Conn]struct{}
+	// rate bounds new connections per second (under mu).
+	rate   tokenBucket
 	lns    []net.Listener
 	closed bool
 	wg     sync.WaitGroup
@@ -239,7 +257,8 @@ func (s *Server) Gate(cfg Config) (*Gate, error) {
 	if cfg.AskTimeout <= 0 {
 		cfg.AskTimeout = DefaultAskTimeout
 	}
-	g := &Gate{s: s, cfg: cfg, port: cfg.Network.Port(), policy: pol, conns: map[net.Conn]struct{}{}, routes: map[string]Route{}}
+	g := &Gate{s: s, cfg: cfg, port: cfg.Network.Port(), policy: pol, conns: map[net.Conn]struct{}{}, routes: map[string]Route{},
+		maxConns: cfg.Network.ConnectionLimit(), rate: newTokenBucket(cfg.Network.ConnectionRate())}
 	for _, name := range sortedValues(cfg.Network.Secrets) {
 		ok := false
 		if s.opts.Secrets != nil {
@@ -358,30 +377,22 @@ func (g *Gate) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("egress: accept: %w", err)
 		}
-		if !g.track(c) {
+		// The bounds come first: a connection past one costs nothing
+		// more than its descriptor, for the moment it takes to close it.
+		rule, reason, ok := g.admit(c)
+		if !ok {
 			_ = c.Close()
 			return nil
+		}
+		if rule != "" {
+			g.refuseConn(c, rule, reason)
+			continue
 		}
 		go func() {
 			defer g.wg.Done()
 			g.handle(c)
 		}()
 	}
-}
-
-// track registers an active client connection and counts its handler in
-// wg (under mu, so that no Add races the Wait of Close); false once
-// closed.
-func (g *Gate) track(c net.Conn) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.conns[c] = struct{}{}
-	g.s.metrics.active.Inc()
-	g.wg.Add(1)
-	return true
 }
 
 // enter counts an HTTP request in wg, so that Close waits for it and no
@@ -402,6 +413,7 @@ func (g *Gate) untrack(c net.Conn) {
 	if _, ok := g.conns[c]; ok {
 		delete(g.conns, c)
 		g.s.metrics.active.Dec()
+		g.s.conns.release()
 	}
 }
 
@@ -440,8 +452,10 @@ func (g *Gate) newPool() *http.Transport {
 	return &http.Transport{
 		DialContext:         g.dialChecked,
 		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     60 * time.Second,
-		DisableCompression:  true,
+		// Idle upstream connections hold descriptors too.
+		MaxIdleConns:       32,
+		IdleConnTimeout:    60 * time.Second,
+		DisableCompression: true,
 		// Absolute-URI requests for https are refused; nothing here
 		// speaks TLS to an upstream on the sandbox's behalf.
 		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},

@@ -69,12 +69,15 @@ import (
 // a buffer of maxHeader+1 bytes; it refuses a packet that is truncated,
 // carries descriptors (it closes them) or is not exactly one of the two
 // requests (the header parser accepts only what formatPeerHeader writes),
-// and refuses connections while pendingConns wait for Accept or maxConns
-// are open (so a flood costs the host at most maxConns descriptors). It
+// and refuses connections while pendingConns (or fewer) wait for Accept or
+// the sandbox's connection bound (sandbox.Network.MaxConnections, plus a
+// little slack: the egress proxy refuses and reports connections past the
+// bound itself) are open, so a flood costs the host at most that many
+// descriptors. It
 // never sends into the sandbox anything but its two replies and fresh
 // socketpair ends. A compromised forwarder can name any process of its
 // sandbox, or none, but cannot make the host read more than a packet at a
-// time, hold more than maxConns connections, or reach anything but the
+// time, hold more connections than its bound, or reach anything but the
 // Egress listener.
 //
 // gVisor does not check ptrace access on /proc/<pid>/fd, so the forwarder,
@@ -108,11 +111,12 @@ const (
 	maxCommandLine = 1024
 	maxPid         = 1 << 22 // gVisor's (and Linux's) PID_MAX_LIMIT
 	maxHeader      = len(peerPrefix) + 7 + 1 + maxPeerName + 1 + maxCommandLine + 1
-	// pendingConns bounds the connections waiting for Accept, maxConns
+	// pendingConns bounds the connections waiting for Accept; the
+	// listener's maxOpen (the sandbox's connection bound plus egressSlack)
 	// those open on the host (waiting or accepted, until closed); past
 	// either, requests are refused.
 	pendingConns = 256
-	maxConns     = 1024
+	egressSlack  = 16
 	// readyTimeout bounds the check connection's read; forwarderTimeout
 	// the forwarder's start.
 	readyTimeout     = 10 * time.Second
@@ -264,6 +268,8 @@ type egressListener struct {
 	// path.
 	ready     chan struct{}
 	open      atomic.Int64 // host ends open: waiting or accepted
+	maxOpen   int64        // bound of open
+	pending   int          // bound of conns waiting for Accept
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
@@ -276,7 +282,7 @@ type egressListener struct {
 // newEgressListener creates the control socketpair and starts serving
 // its host end. The other end is the forwarder's stdin: the caller passes
 // it to `runsc exec` and closes it.
-func newEgressListener(port int) (*egressListener, *os.File, error) {
+func newEgressListener(port, maxConns int) (*egressListener, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gvisor: egress control socket: %w", err)
@@ -288,8 +294,10 @@ func newEgressListener(port int) (*egressListener, *os.File, error) {
 		_ = unix.Close(fds[1])
 		return nil, nil, fmt.Errorf("gvisor: egress control socket: %w", err)
 	}
-	l := &egressListener{ctl: c.(*net.UnixConn), port: port, conns: make(chan *peerConn, pendingConns),
-		done: make(chan struct{}), ready: make(chan struct{})}
+	maxOpen := int64(maxConns + egressSlack)
+	pending := int(min(pendingConns, maxOpen))
+	l := &egressListener{ctl: c.(*net.UnixConn), port: port, conns: make(chan *peerConn, pending),
+		maxOpen: maxOpen, pending: pending, done: make(chan struct{}), ready: make(chan struct{})}
 	l.wg.Go(l.loop)
 	return l, os.NewFile(uintptr(fds[1]), "egress-control-forwarder"), nil
 }
@@ -410,7 +418,7 @@ func (l *egressListener) check() error {
 // the forwarder, the other queued for Accept; refusedReply when too many
 // connections wait or are open, or when the host cannot make one.
 func (l *egressListener) connect(peer sandbox.Peer) error {
-	if len(l.conns) >= pendingConns || l.open.Load() >= maxConns {
+	if len(l.conns) >= l.pending || l.open.Load() >= l.maxOpen {
 		return l.reply(refusedReply, -1)
 	}
 	c, fd, err := pair()
@@ -515,7 +523,7 @@ type peerConn struct {
 
 var _ sandbox.PeerConn = (*peerConn)(nil)
 
-// Close closes the connection and frees its place among maxConns.
+// Close closes the connection and frees its place among maxOpen.
 func (c *peerConn) Close() error {
 	err := c.UnixConn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })
@@ -545,7 +553,7 @@ var forwarderStdin = func(ctl *os.File) (*os.File, error) { return ctl, nil }
 // the path. The sandbox user can neither signal nor ptrace it, nor bind
 // its port, nor open its descriptors.
 func (b *box) startForwarder(ctx context.Context) error {
-	l, ctl, err := newEgressListener(b.spec.Network.Port())
+	l, ctl, err := newEgressListener(b.spec.Network.Port(), b.spec.Network.ConnectionLimit())
 	if err != nil {
 		return err
 	}

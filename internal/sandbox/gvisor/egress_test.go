@@ -375,7 +375,7 @@ func hostIPv4() string {
 // control socket.
 func testListener(t *testing.T) (*egressListener, *net.UnixConn) {
 	t.Helper()
-	l, f, err := newEgressListener(3128)
+	l, f, err := newEgressListener(3128, sandbox.DefaultMaxConnections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +559,7 @@ func TestEgressListener(t *testing.T) {
 
 	// At most pendingConns wait for Accept; one accepted makes room.
 	var held []*net.UnixConn
-	for range pendingConns {
+	for range l.pending {
 		held = append(held, connOf(t, fwd, good))
 	}
 	refused(good)
@@ -568,7 +568,7 @@ func TestEgressListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	held = append(held, connOf(t, fwd, good))
-	// At most maxConns are open, accepted ones included; one closed makes
+	// At most maxOpen are open, accepted ones included; one closed makes
 	// room.
 	accepted := []net.Conn{ac}
 	for len(l.conns) > 0 {
@@ -578,7 +578,7 @@ func TestEgressListener(t *testing.T) {
 		}
 		accepted = append(accepted, c)
 	}
-	for l.open.Load() < maxConns {
+	for l.open.Load() < l.maxOpen {
 		held = append(held, connOf(t, fwd, good))
 		c, err := acceptTimeout(t, l)
 		if err != nil {
@@ -735,7 +735,7 @@ func FuzzParsePeerHeader(f *testing.F) {
 // through the host's /proc/net/tcp, whose format gVisor's follows), the
 // request, and the copy with its half-closes.
 func TestForward(t *testing.T) {
-	l, f, err := newEgressListener(3128)
+	l, f, err := newEgressListener(3128, sandbox.DefaultMaxConnections)
 	if err != nil {
 		t.Fatal(err)
 	}
