@@ -218,13 +218,19 @@ type EgressSandbox interface {
 	Egress() net.Listener
 }
 
-// Peer is the process inside a sandbox at the other end of a connection.
+// Peer is the process inside a sandbox at the other end of a connection,
+// as the sandbox reports it: its name and command line are read from the
+// sandbox's /proc, which the process itself controls (it can rename
+// itself and rewrite its argv), so they are a claim, never a trusted
+// fact. Build it with NewPeer, which sanitises and cuts both.
 type Peer struct {
 	// Pid is the process id inside the sandbox (0 when unknown).
 	Pid int `json:"pid,omitempty"`
-	// Name is the executable's name, e.g. "curl".
+	// Name is the name the process gives itself (its comm), e.g. "curl",
+	// sanitised, at most MaxPeerName bytes.
 	Name string `json:"name,omitempty"`
-	// CommandLine is its argv joined by spaces (cut at 1 KiB).
+	// CommandLine is its argv joined by spaces, sanitised, at most
+	// MaxPeerCommandLine bytes.
 	CommandLine string `json:"command_line,omitempty"`
 }
 

@@ -499,11 +499,14 @@ func (g *Gate) currentPolicy() Policy {
 // connKey finds the client connection of an HTTP request.
 type connKey struct{}
 
-// peerOf looks up the process behind c, when its runtime can tell.
+// peerOf looks up the process behind c, when its runtime can tell. What
+// the runtime reports is the sandbox's word: it is sanitised here again,
+// whichever runtime built it, before any event, audit record or ask.
 func peerOf(c net.Conn) *sandbox.Peer {
 	for c != nil {
 		if pc, ok := c.(sandbox.PeerConn); ok {
 			if p, ok := pc.Peer(); ok && !p.IsZero() {
+				p = p.Sanitized()
 				return &p
 			}
 			return nil

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -107,8 +106,8 @@ const (
 // Limits of the header and the connections. A header longer than
 // maxHeader, or with a field past its limit, is refused.
 const (
-	maxPeerName    = 64
-	maxCommandLine = 1024
+	maxPeerName    = sandbox.MaxPeerName
+	maxCommandLine = sandbox.MaxPeerCommandLine
 	maxPid         = 1 << 22 // gVisor's (and Linux's) PID_MAX_LIMIT
 	maxHeader      = len(peerPrefix) + 7 + 1 + maxPeerName + 1 + maxCommandLine + 1
 	// pendingConns bounds the connections waiting for Accept; the
@@ -131,35 +130,22 @@ var (
 
 // formatPeerHeader is the header the forwarder sends: the prefix, then the
 // pid, the name and the command line separated by tabs, then a newline.
-// Fields are cut to their limits and stripped of control characters (tabs
-// and newlines included) and invalid UTF-8, so the line always parses.
+// The fields are sanitised and cut as sandbox.NewPeer does (control
+// characters, tabs and newlines included, become escapes), so the line
+// always parses.
 func formatPeerHeader(p sandbox.Peer) string {
 	if p.Pid <= 0 || p.Pid > maxPid {
 		return peerPrefix + "0\t\t\n"
 	}
-	return peerPrefix + strconv.Itoa(p.Pid) + "\t" + cleanField(p.Name, maxPeerName) + "\t" + cleanField(p.CommandLine, maxCommandLine) + "\n"
-}
-
-// cleanField replaces control characters and invalid UTF-8 with '?' and
-// cuts s to at most n bytes at a rune boundary.
-func cleanField(s string, n int) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			r = '?'
-		}
-		if b.Len()+utf8.RuneLen(r) > n {
-			break
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	p = p.Sanitized()
+	return peerPrefix + strconv.Itoa(p.Pid) + "\t" + p.Name + "\t" + p.CommandLine + "\n"
 }
 
 // parsePeerHeader parses one header line (without its newline). It accepts
 // exactly what formatPeerHeader writes: a decimal pid in [0, maxPid] with
-// no sign or leading zeros, a name and a command line within their limits,
-// valid UTF-8 without control characters; pid 0 carries empty fields.
+// no sign or leading zeros, and a name and a command line as
+// sandbox.NewPeer leaves them (within their limits, nothing to escape);
+// pid 0 carries empty fields.
 func parsePeerHeader(line []byte) (sandbox.Peer, error) {
 	if len(line) >= maxHeader || !bytes.HasPrefix(line, []byte(peerPrefix)) {
 		return sandbox.Peer{}, errBadHeader
@@ -173,7 +159,7 @@ func parsePeerHeader(line []byte) (sandbox.Peer, error) {
 		return sandbox.Peer{}, errBadHeader
 	}
 	name, cmdline := fields[1], fields[2]
-	if len(name) > maxPeerName || len(cmdline) > maxCommandLine || !cleanBytes(name) || !cleanBytes(cmdline) {
+	if !cleanField(name, maxPeerName) || !cleanField(cmdline, maxCommandLine) {
 		return sandbox.Peer{}, errBadHeader
 	}
 	if pid == 0 && (len(name) > 0 || len(cmdline) > 0) {
@@ -196,16 +182,10 @@ func parsePid(b []byte) (int, bool) {
 	return n, n <= maxPid
 }
 
-// cleanBytes reports whether b is valid UTF-8 without control characters.
-func cleanBytes(b []byte) bool {
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-		b = b[size:]
-	}
-	return true
+// cleanField reports whether b is as sandbox.CleanReported leaves text
+// within limit bytes.
+func cleanField(b []byte, limit int) bool {
+	return len(b) <= limit && sandbox.CleanReported(string(b), limit) == string(b)
 }
 
 // parseRequest parses one connection request packet: exactly one header
@@ -833,14 +813,15 @@ func findPeer(c net.Conn) (sandbox.Peer, bool) {
 	if pid == 0 {
 		return sandbox.Peer{}, false
 	}
-	p := sandbox.Peer{Pid: pid}
+	var name, cmdline string
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-		p.Name = strings.TrimSpace(string(b))
+		name = strings.TrimSuffix(string(b), "\n")
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
-		p.CommandLine = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		cmdline = strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
 	}
-	return p, true
+	// What the process calls itself: sanitised, a claim, not a fact.
+	return sandbox.NewPeer(pid, name, cmdline), true
 }
 
 // tcpInode returns the inode of the /proc/net/tcp socket whose local and

@@ -291,36 +291,29 @@ func socketOwner(pid int, inode string) (int, error) {
 	return 0, errors.New("no process holds the socket")
 }
 
-// describeProcess reads a host pid's name, command line and pid inside
-// its own pid namespace.
+// describeProcess reads a host pid's name (comm), command line and pid
+// inside its own pid namespace. The name and command line are what the
+// process made them (prctl, argv): sandbox.NewPeer sanitises and cuts them.
 func describeProcess(pid int) (sandbox.Peer, bool) {
 	base := "/proc/" + strconv.Itoa(pid)
 	status, err := os.ReadFile(base + "/status")
 	if err != nil {
 		return sandbox.Peer{}, false
 	}
-	var p sandbox.Peer
+	var nspid int
 	for _, line := range strings.Split(string(status), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "Name":
-			p.Name = strings.TrimSpace(v)
-		case "NSpid":
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
 			if f := strings.Fields(v); len(f) > 0 {
-				p.Pid, _ = strconv.Atoi(f[len(f)-1])
+				nspid, _ = strconv.Atoi(f[len(f)-1])
 			}
 		}
 	}
-	if cl, err := os.ReadFile(base + "/cmdline"); err == nil {
-		cl = bytes.TrimRight(cl, "\x00")
-		s := strings.ToValidUTF8(string(bytes.ReplaceAll(cl, []byte{0}, []byte{' '})), "?")
-		if len(s) > 1024 {
-			s = s[:1024] + "…"
-		}
-		p.CommandLine = s
+	var name, cmdline string
+	if b, err := os.ReadFile(base + "/comm"); err == nil {
+		name = strings.TrimSuffix(string(b), "\n")
 	}
-	return p, true
+	if cl, err := os.ReadFile(base + "/cmdline"); err == nil {
+		cmdline = string(bytes.ReplaceAll(bytes.TrimRight(cl, "\x00"), []byte{0}, []byte{' '}))
+	}
+	return sandbox.NewPeer(nspid, name, cmdline), true
 }
