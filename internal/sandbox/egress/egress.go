@@ -18,8 +18,13 @@
 //     checked;
 //   - routes ("/llm/<name>/...") forward a sandboxed agent's model API
 //     calls to their upstream over TLS and add the real API key there, and
-//     secrets bound to a host are added to plain-HTTP requests for it, so
-//     credentials never enter the sandbox;
+//     secrets bound to a host are added to plain-HTTP requests for it and,
+//     for secrets that opt in, to HTTPS requests inside tunnels the proxy
+//     terminates with the sandbox's own CA (intercept.go), so credentials
+//     never enter the sandbox;
+//   - every connection is admitted first against the sandbox's and the
+//     daemon's connection bounds (limit.go), before any work is done for
+//     it;
 //   - every decision is audited (Options.Audit), counted, and each denial
 //     becomes a sandbox.Violation with a reason the client reads in the
 //     403 body or the SOCKS5 reply.
@@ -203,6 +208,12 @@ type Config struct {
 	OnViolation func(sandbox.Violation)
 	// Routes are the model-API routes of this sandbox.
 	Routes []Route
+	// CA, when set, is the sandbox's own TLS interception CA (the
+	// sandbox trusts it, and nothing else does): tunnels to the hosts of
+	// the sandbox's secrets that opt in (Secret.InterceptTLS) are
+	// terminated with its certificates, so the secrets can be added
+	// inside. Nil: every tunnel is end to end.
+	CA *CA
 }
 
 // Gate is one sandbox's proxy. Create it with Server.Gate, hand it the
@@ -221,6 +232,9 @@ type Gate struct {
 	cancel context.CancelFunc
 	httpd  *http.Server
 	httpLn *connListener
+	// interceptTransport carries intercepted requests upstream (nil
+	// without a CA).
+	interceptTransport *http.Transport
 	// pool carries plain-HTTP requests allowed by a rule; connections to
 	// a name are reused only for later requests that the rules allow too.
 	// SetAllow replaces it (under mu).
@@ -281,6 +295,9 @@ func (s *Server) Gate(cfg Config) (*Gate, error) {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.pool = g.newPool()
+	if cfg.CA != nil {
+		g.interceptTransport = g.newInterceptTransport()
+	}
 	g.httpLn = newConnListener()
 	g.httpd = &http.Server{
 		Handler: g,
@@ -444,6 +461,9 @@ func (g *Gate) Close() error {
 	}
 	g.wg.Wait()
 	g.currentPool().CloseIdleConnections()
+	if g.interceptTransport != nil {
+		g.interceptTransport.CloseIdleConnections()
+	}
 	return nil
 }
 
