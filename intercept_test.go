@@ -26,6 +26,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
 )
 
 // testCA makes a CA and a server certificate for names, and returns the
@@ -125,7 +126,7 @@ const interceptScript = `unset NO_PROXY no_proxy
 export GIT_TERMINAL_PROMPT=0
 P=%[1]d W=$(pwd)
 cd /tmp && git init -q -b main w && cd w && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m sandboxed
-git push -q https://git.localhost:$P/repo.git main 2>&1; echo "push=$?"
+git push -q https://git.localhost:$P/repo.git main:%[4]s 2>&1; echo "push=$?"
 echo "ls=$(git ls-remote https://git.localhost:$P/repo.git 2>&1 | tr '\n' ' ')"
 cd "$W"
 python3 - <<'PY'
@@ -222,24 +223,47 @@ func TestEgressTLSIntercept(t *testing.T) {
 		t.Fatalf("secrets %+v, %v: want codehost intercepting, plainhost not", infos, err)
 	}
 
+	for _, isolation := range []string{"process", "gvisor"} {
+		t.Run(isolation, func(t *testing.T) {
+			if isolation == "gvisor" && testing.Short() {
+				t.Skip("gVisor sandboxes are slow to start")
+			}
+			if isolation == "gvisor" {
+				if pr := gvisor.New(gvisor.Options{StateDir: t.TempDir()}).Probe(t.Context()); !pr.Available {
+					t.Skipf("no gVisor here: %s", pr.Reason)
+				}
+			}
+			testIntercept(t, c, host, caPEM, dataDir, isolation, tokenA, tokenB)
+		})
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "audit.jsonl"))
+	if err != nil || strings.Contains(string(b), tokenA+tokenB) {
+		t.Errorf("the audit log holds the token (%v)", err)
+	}
+}
+
+// testIntercept runs interceptScript in a session of isolation and checks
+// what it printed, what reached the code host and what was reported.
+func testIntercept(t *testing.T, c *client.Client, host *codeHost, caPEM []byte, dataDir, isolation, tokenA, tokenB string) {
+	before := len(host.requests())
 	cwd := t.TempDir()
 	if err := os.WriteFile(filepath.Join(cwd, "code-host-ca.pem"), caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pol := fmt.Sprintf(`{"version":1,"filesystem":{"read_outside_workspace":true},
-		"network":{"allow":["git.localhost:%[1]d","plain.localhost:%[1]d","127.0.0.1:%[1]d"]},
-		"env":{"secrets":{"CODE_HOST_TOKEN":"codehost","PLAIN_TOKEN":"plainhost"}}}`, host.port)
+	pol := fmt.Sprintf(`{"version":1,"isolation":%[2]q,"filesystem":{"read_outside_workspace":true},
+	"network":{"allow":["git.localhost:%[1]d","plain.localhost:%[1]d","127.0.0.1:%[1]d"]},
+	"env":{"secrets":{"CODE_HOST_TOKEN":"codehost","PLAIN_TOKEN":"plainhost"}}}`, host.port, isolation)
 	s, err := c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", Cwd: cwd, Policy: json.RawMessage(pol)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := fmt.Sprintf(interceptScript, host.port, tokenA, tokenB)
+	script := fmt.Sprintf(interceptScript, host.port, tokenA, tokenB, isolation)
 	_, evs := turn(t, c, s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: script}))
 	out := commandOutput(t, evs)
 	t.Logf("inside the sandbox:\n%s", out)
 	for _, want := range []string{
 		"push=0",
-		"refs/heads/main",
+		"refs/heads/" + isolation,
 		"sni-connect=HTTP/1.1 200",
 		"sni=refused",
 		"host-mismatch=421",
@@ -263,7 +287,7 @@ func TestEgressTLSIntercept(t *testing.T) {
 	}
 
 	var authed, plain int
-	for _, r := range host.requests() {
+	for _, r := range host.requests()[before:] {
 		switch {
 		case strings.HasPrefix(r.host, "git.localhost:"):
 			if !r.authed || r.sni != "git.localhost" {
@@ -293,11 +317,7 @@ func TestEgressTLSIntercept(t *testing.T) {
 	if rules["intercept:sni"] != 1 || rules["intercept:host"] != 1 {
 		t.Errorf("violations by rule %v, want one intercept:sni and one intercept:host", rules)
 	}
-	if len(findAudit(auditRecords(t, dataDir), map[string]any{"type": "secret", "secret": "codehost", "via": "connect", "host": "git.localhost"})) < 3 {
+	if len(findAudit(auditRecords(t, dataDir), map[string]any{"type": "secret", "id": s.ID, "secret": "codehost", "via": "connect", "host": "git.localhost"})) < 3 {
 		t.Error("the token's uses inside the tunnel are not audited")
-	}
-	b, err := os.ReadFile(filepath.Join(dataDir, "audit.jsonl"))
-	if err != nil || strings.Contains(string(b), tokenA+tokenB) {
-		t.Errorf("the audit log holds the token (%v)", err)
 	}
 }
