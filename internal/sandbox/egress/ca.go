@@ -42,6 +42,8 @@ type CA struct {
 const (
 	caValidity   = 365 * 24 * time.Hour
 	leafValidity = 30 * 24 * time.Hour
+	// maxLeaves bounds the leaves kept for reuse.
+	maxLeaves = 256
 )
 
 // NewCA makes a CA named name for hosts (secret host patterns: "example.com"
@@ -169,6 +171,10 @@ func (ca *CA) leaf(host string) (*tls.Certificate, error) {
 		return nil, err
 	}
 	c := &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: leaf}
+	if len(ca.leaves) >= maxLeaves {
+		// A wildcard secret's many names: start the cache over.
+		clear(ca.leaves)
+	}
 	ca.leaves[host] = c
 	return c, nil
 }
