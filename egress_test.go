@@ -422,12 +422,14 @@ func BenchmarkNetworkApproval(b *testing.B) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	global := filepath.Join(b.TempDir(), "global.yaml")
-	if err := os.WriteFile(global, fmt.Appendf(nil, "version: 1\nfilesystem: {read_outside_workspace: true}\nnetwork: {default: ask, allow: ['*', '127.0.0.1:%d']}\n", hs.port), 0o600); err != nil {
+	if err := os.WriteFile(global, fmt.Appendf(nil, "version: 1\nfilesystem: {read_outside_workspace: true}\nnetwork: {default: ask, allow: ['*', '127.0.0.1:%d'], max_connection_rate: 100000}\n", hs.port), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	d := start(b, agentbox.Options{GlobalPolicy: global})
 	c := d.Client()
-	pol := fmt.Sprintf(`{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"default":"ask","allow":["127.0.0.1:%d"]}}`, hs.port)
+	// A new connection per request, as fast as they come: past the
+	// default connection rate.
+	pol := fmt.Sprintf(`{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"default":"ask","allow":["127.0.0.1:%d"],"max_connection_rate":100000}}`, hs.port)
 	s, err := c.CreateSession(context.Background(), client.CreateSession{Agent: "mock", Policy: json.RawMessage(pol)})
 	if err != nil {
 		b.Fatal(err)

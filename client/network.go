@@ -28,7 +28,9 @@ type SecretInfo struct {
 	Host   string `json:"host" doc:"The one host (or *.domain) the egress proxy sends the secret to."`
 	Header string `json:"header" doc:"The request header that carries it."`
 	Format string `json:"format,omitempty" doc:"The header's value, {value} standing for the secret."`
-	Source string `json:"source" doc:"Where the value came from: env:NAME, file:PATH or api."`
+	// InterceptTLS: HTTPS to Host is intercepted to add the secret.
+	InterceptTLS bool   `json:"intercept_tls,omitempty" doc:"HTTPS tunnels to host, from sandboxes created since it was set, are opened by the egress proxy (with a CA only that sandbox trusts) so the secret can be added to each request."`
+	Source       string `json:"source" doc:"Where the value came from: env:NAME, file:PATH or api."`
 	// Placeholder is what a sandbox sees instead of the value (policy
 	// env.secrets puts it in an environment variable).
 	Placeholder string `json:"placeholder"`
@@ -46,6 +48,8 @@ type PutSecret struct {
 	Host   string `json:"host" minLength:"1" maxLength:"253" doc:"The one host name (or *.domain) it is sent to."`
 	Header string `json:"header" minLength:"1" maxLength:"128" doc:"The header that carries it, e.g. Authorization."`
 	Format string `json:"format,omitempty" maxLength:"256" doc:"The header's value with {value} for the secret, e.g. \"Bearer {value}\"; empty means the value alone."`
+	// InterceptTLS opts in to TLS interception for Host.
+	InterceptTLS bool `json:"intercept_tls,omitempty" doc:"Add the secret to HTTPS requests too: a sandbox created while it is set gets a CA of its own, and the egress proxy opens its tunnels to host (only those) to add the secret. Without it, HTTPS stays end to end and the secret reaches plain HTTP and routes only."`
 }
 
 // Network returns a session's sandbox network rules.

@@ -34,7 +34,7 @@ var kindDocs = map[event.ItemKind]string{
 
 // sharedTypes are the object $defs documented in their own section (Item has
 // its own).
-var sharedTypes = []string{"ContentPart", "FileChange", "PlanEntry", "PermissionOption", "QuestionOption", "Usage"}
+var sharedTypes = []string{"ContentPart", "FileChange", "PlanEntry", "PermissionOption", "Process", "QuestionOption", "Usage"}
 
 func TestDocsUpToDate(t *testing.T) {
 	checkGenerated(t, docsPath, generateDocs(t))

@@ -431,7 +431,8 @@ type PermissionRequested struct {
 	Host   string          `json:"host,omitempty"`
 	Port   int             `json:"port,omitempty"`
 	// Process is the sandboxed process that asked (a network request's
-	// connection), when known.
+	// connection), when known, as the sandbox reports it: a claim of the
+	// sandboxed code, never a trusted fact (see Process).
 	Process *Process           `json:"process,omitempty"`
 	Options []PermissionOption `json:"options"`
 	// ExpiresAt is when an unanswered request is denied by timeout.
@@ -524,18 +525,28 @@ type SandboxViolation struct {
 	Path   string          `json:"path,omitempty"`
 	Host   string          `json:"host,omitempty"`
 	Port   int             `json:"port,omitempty"`
-	// Process is the process that did it, when known.
+	// Process is the process that did it, when known, as the sandbox
+	// reports it: a claim of the sandboxed code, never a trusted fact (see
+	// Process).
 	Process *Process `json:"process,omitempty"`
 	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
 	Rule string `json:"rule,omitempty"`
 }
 
-// Process is a process inside a session's sandbox.
+// Process is a process inside a session's sandbox, as the sandbox reports
+// it. Its name and command line come from the sandbox's /proc, which the
+// sandboxed process controls: show them as what the process calls itself,
+// not as a fact. agentbox writes control characters, bidi and other
+// invisible formatting characters and invalid UTF-8 in them as escapes
+// (\x1b, \u202e) and cuts them (name 64 bytes, command line 1 KiB).
 type Process struct {
 	// Pid is its pid inside the sandbox.
-	Pid  int    `json:"pid,omitempty"`
+	Pid int `json:"pid,omitempty"`
+	// Name is the name the process gives itself (its comm), as reported
+	// by the sandbox: sanitised, at most 64 bytes.
 	Name string `json:"name,omitempty"`
-	// CommandLine is its argv joined by spaces, cut at 1 KiB.
+	// CommandLine is its argv joined by spaces, as reported by the
+	// sandbox: sanitised, at most 1 KiB.
 	CommandLine string `json:"command_line,omitempty"`
 }
 

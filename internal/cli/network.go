@@ -248,6 +248,7 @@ users could see it.`,
 	f.StringVar(&req.Host, "host", "", "the one host name (or *.domain) the secret is sent to (required)")
 	f.StringVar(&req.Header, "header", "", "the request header that carries it, e.g. Authorization (required)")
 	f.StringVar(&req.Format, "format", "", "the header's value, {value} standing for the secret, e.g. 'Bearer {value}' (default: the value alone)")
+	f.BoolVar(&req.InterceptTLS, "intercept-tls", false, "add it to HTTPS requests for HOST too: sandboxes created from now on get a CA of their own, and the proxy opens their tunnels to HOST (only those)")
 	f.BoolVar(&fromStdin, "value-stdin", false, "read the value from stdin (one trailing newline is dropped)")
 	f.StringVar(&fromEnv, "value-env", "", "read the value from this environment variable of the CLI's process")
 	// --value exists only to refuse it with a reason, not as an unknown flag.

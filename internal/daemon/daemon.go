@@ -137,7 +137,7 @@ func newEgress(cfg Config, aud *audit.Log, m *metrics.Metrics) (*egress.Server, 
 	}
 	eg, err := egress.New(egress.Options{
 		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Registerer: m.Registry,
-		Log: cfg.Log.With("component", "egress"),
+		Log: cfg.Log.With("component", "egress"), MaxConnections: egressConnectionCeiling(),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -294,6 +294,10 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.NetworkAskTimeout <= 0 {
 		cfg.NetworkAskTimeout = DefaultNetworkAskTimeout
 	}
+	// The CA bundles of a previous run's sandboxes: those sandboxes are
+	// gone with it.
+	caDir := filepath.Join(cfg.DataDir, "egress-ca")
+	_ = os.RemoveAll(caDir)
 	eg, secrets, err := newEgress(cfg, aud, m)
 	if err != nil {
 		_ = st.Close()  // best effort: the configuration error is the one to report
@@ -304,7 +308,8 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
 		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
-			egress: eg, askTimeout: cfg.NetworkAskTimeout},
+			egress: eg, askTimeout: cfg.NetworkAskTimeout,
+			secrets: secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: caDir},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
 	})

@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -34,6 +38,7 @@ const DefaultNetworkAskTimeout = time.Minute
 //	    header: Authorization
 //	    format: "Bearer {value}"
 //	    value_env: GITHUB_TOKEN          # or value_file: /run/secrets/github
+//	    intercept_tls: true              # add it to HTTPS requests too (opt-in)
 type secretsFile struct {
 	Secrets []secretEntry `yaml:"secrets"`
 }
@@ -45,6 +50,8 @@ type secretEntry struct {
 	Format    string `yaml:"format"`
 	ValueEnv  string `yaml:"value_env"`
 	ValueFile string `yaml:"value_file"`
+	// InterceptTLS opts the secret in to TLS interception.
+	InterceptTLS bool `yaml:"intercept_tls"`
 }
 
 // loadSecrets reads path ("" means none) into a new in-memory store,
@@ -86,7 +93,7 @@ func loadSecrets(path string, getenv func(string) (string, bool)) (*egress.Secre
 		if _, dup := store.Secret(e.Name); dup {
 			return nil, fmt.Errorf("%s: defined twice", where)
 		}
-		if err := store.Put(egress.Secret{Name: e.Name, Value: value, Host: e.Host, Header: e.Header, Format: e.Format}, source); err != nil {
+		if err := store.Put(egress.Secret{Name: e.Name, Value: value, Host: e.Host, Header: e.Header, Format: e.Format, InterceptTLS: e.InterceptTLS}, source); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
@@ -119,11 +126,17 @@ func rootCAs(path string) (*x509.CertPool, error) {
 type gatedSandbox struct {
 	sandbox.Sandbox
 	gate *egress.Gate
+	// release removes what was made for the sandbox on the host (its CA
+	// bundle); nil when nothing was.
+	release func()
 }
 
 func (g *gatedSandbox) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	vs, err := g.Sandbox.Close(ctx)
 	_ = g.gate.Close() // it has nothing to report beyond what its hooks saw
+	if g.release != nil {
+		g.release()
+	}
 	return vs, err
 }
 
@@ -165,4 +178,82 @@ func providerRoutes(port int, providers []agent.Provider) ([]egress.Route, map[s
 		routes = append(routes, r)
 	}
 	return routes, env, nil
+}
+
+// egressReserve is how many descriptors the egress proxy's daemon-wide
+// bound leaves for everything else: the API's connections, the store, the
+// audit log, sandboxes' pipes, sockets and mounts.
+const egressReserve = 1024
+
+// egressConnectionCeiling is the bound of the egress proxy's connections
+// of all sandboxes together, from the daemon's descriptor limit: Go's
+// runtime has already raised the soft RLIMIT_NOFILE to the hard one at
+// start (and restores it for the processes the daemon starts), so the
+// soft limit read here is all the daemon will get.
+func egressConnectionCeiling() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return egress.MaxConnectionsFor(4096, egressReserve)
+	}
+	return egress.MaxConnectionsFor(rl.Cur, egressReserve)
+}
+
+// caBundleName is the file of a sandbox's CA bundle, in a directory of
+// its own under the daemon's CA directory, bound read-only into the
+// sandbox at the same path.
+const caBundleName = "ca-bundle.pem"
+
+// sandboxCA prepares the TLS interception of a sandbox about to be
+// created from spec, when one of the secrets its policy names opts in
+// (egress.Secret.InterceptTLS): a CA of its own, made and kept in the
+// daemon's memory (its key never leaves it), whose certificate, after the
+// host's roots, is written to dir/id/ca-bundle.pem, bound read-only into
+// the sandbox and named by the variables TLS clients read (egress.CAEnv).
+// It returns a nil CA when no secret opts in; release removes the bundle.
+func sandboxCA(secrets egress.SecretSource, roots []byte, dir, id string, spec *sandbox.Spec) (ca *egress.CA, release func(), err error) {
+	var hosts []string
+	if secrets != nil {
+		for _, name := range spec.Network.Secrets {
+			if sec, ok := secrets.Secret(name); ok && sec.InterceptTLS && !slices.Contains(hosts, sec.Host) {
+				hosts = append(hosts, sec.Host)
+			}
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, nil, nil
+	}
+	slices.Sort(hosts)
+	if ca, err = egress.NewCA("agentbox sandbox "+id, hosts); err != nil {
+		return nil, nil, err
+	}
+	d := filepath.Join(dir, id)
+	release = func() { _ = os.RemoveAll(d) } // the sandbox is gone: nothing reads it
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("CA bundle: %w", err)
+	}
+	_ = os.RemoveAll(d) // a previous sandbox's, of a resumed session
+	// World-readable: the sandbox's user reads it through the bind mount;
+	// it holds certificates only.
+	if err := os.Mkdir(d, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("CA bundle: %w", err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("CA bundle: %w", err)
+	}
+	bundle := filepath.Join(d, caBundleName)
+	if err := os.WriteFile(bundle, ca.Bundle(roots), 0o644); err != nil { //nolint:gosec // certificates, read by the sandbox
+		release()
+		return nil, nil, fmt.Errorf("CA bundle: %w", err)
+	}
+	if err := os.Chmod(bundle, 0o644); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("CA bundle: %w", err)
+	}
+	spec.ReadPaths = append(spec.ReadPaths, d)
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	maps.Copy(spec.Env, egress.CAEnv(bundle))
+	return ca, release, nil
 }

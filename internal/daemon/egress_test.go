@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
 
@@ -97,5 +98,57 @@ func TestProviderRoutes(t *testing.T) {
 	}
 	if _, _, err := providerRoutes(3128, []agent.Provider{agent.OpenAI(nil, "ftp://x", "")}); err == nil {
 		t.Error("a non-http base URL was accepted")
+	}
+}
+
+// TestSandboxCA: a sandbox whose policy names a secret that opts in to TLS
+// interception gets a CA of its own: a bundle (the host's roots, then the
+// CA; no key) bound read-only into it and named by the TLS clients'
+// variables; a sandbox whose secrets do not opt in gets nothing.
+func TestSandboxCA(t *testing.T) {
+	store := egress.NewSecrets()
+	for _, s := range []egress.Secret{
+		{Name: "gh", Value: "v1", Host: "github.com", Header: "Authorization", InterceptTLS: true},
+		{Name: "npm", Value: "v2", Host: "*.npmjs.org", Header: "Authorization"},
+	} {
+		if err := store.Put(s, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "egress-ca")
+	spec := sandbox.Spec{Env: map[string]string{"PATH": "/bin"}, Network: sandbox.Network{Secrets: map[string]string{"NPM_TOKEN": "npm"}}}
+	if ca, release, err := sandboxCA(store, []byte("ROOTS\n"), dir, "ses_1", &spec); ca != nil || release != nil || err != nil || len(spec.ReadPaths) != 0 || len(spec.Env) != 1 {
+		t.Fatalf("no intercepting secret: CA %v, release %v, %v, %+v", ca, release != nil, err, spec)
+	}
+	spec.Network.Secrets["GH_TOKEN"] = "gh"
+	ca, release, err := sandboxCA(store, []byte("ROOTS\n"), dir, "ses_1", &spec)
+	if err != nil || ca == nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(dir, "ses_1")
+	bundle := filepath.Join(d, caBundleName)
+	if len(spec.ReadPaths) != 1 || spec.ReadPaths[0] != d {
+		t.Errorf("read paths %v, want %s", spec.ReadPaths, d)
+	}
+	for _, k := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"} {
+		if spec.Env[k] != bundle {
+			t.Errorf("%s=%q, want %s", k, spec.Env[k], bundle)
+		}
+	}
+	b, err := os.ReadFile(bundle)
+	if err != nil || !strings.HasPrefix(string(b), "ROOTS\n") || !strings.Contains(string(b), string(ca.CertPEM())) || strings.Contains(string(b), "PRIVATE") {
+		t.Errorf("bundle %q, %v", b, err)
+	}
+	if got := ca.Certificate().PermittedDNSDomains; len(got) != 1 || got[0] != "github.com" {
+		t.Errorf("the CA is constrained to %v, want the intercepting secret's host only", got)
+	}
+	for p, mode := range map[string]os.FileMode{d: 0o755 | os.ModeDir, bundle: 0o644} {
+		if st, err := os.Stat(p); err != nil || st.Mode() != mode {
+			t.Errorf("%s: %v, %v; want mode %v", p, st.Mode(), err, mode)
+		}
+	}
+	release()
+	if _, err := os.Stat(d); !os.IsNotExist(err) {
+		t.Errorf("the bundle is still there after release: %v", err)
 	}
 }

@@ -28,6 +28,12 @@ type sessionSandboxes struct {
 	egress   *egress.Server
 	// askTimeout bounds each per-connection approval.
 	askTimeout time.Duration
+	// secrets are the daemon's secrets (which of a policy's opt in to TLS
+	// interception), hostRoots the host's roots (PEM) for the CA bundles
+	// of sandboxes that intercept, kept under caDir.
+	secrets   egress.SecretSource
+	hostRoots []byte
+	caDir     string
 }
 
 // Resolve implements session.Sandboxes.
@@ -83,8 +89,18 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	if err != nil {
 		return nil, err
 	}
+	var ca *egress.CA
+	var release func()
+	if spec.Network.Mode == sandbox.NetworkProxy {
+		if ca, release, err = sandboxCA(s.secrets, s.hostRoots, s.caDir, opts.SessionID, &spec); err != nil {
+			return nil, err
+		}
+	}
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, err
 	}
 	if spec.Network.Mode != sandbox.NetworkProxy {
@@ -92,12 +108,16 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	}
 	g, err := attachEgress(s.egress, sb, egress.Config{
 		Scope: "session", ID: opts.SessionID, Network: spec.Network,
-		Ask: opts.Ask, AskTimeout: s.askTimeout, OnViolation: opts.OnViolation, Routes: routes,
+		Ask: opts.Ask, AskTimeout: s.askTimeout, OnViolation: opts.OnViolation, Routes: routes, CA: ca,
 	})
 	if err != nil {
 		_, _ = sb.Close(context.WithoutCancel(ctx)) // nothing ran in it yet
+		if release != nil {
+			release()
+		}
 		return nil, err
 	}
+	g.release = release
 	return &session.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
 }
 

@@ -117,7 +117,7 @@ func (s *server) secretsStore() (Secrets, error) {
 }
 
 func toSecretInfo(i egress.SecretInfo) client.SecretInfo {
-	return client.SecretInfo{Name: i.Name, Host: i.Host, Header: i.Header, Format: i.Format, Source: i.Source, Placeholder: i.Placeholder}
+	return client.SecretInfo{Name: i.Name, Host: i.Host, Header: i.Header, Format: i.Format, InterceptTLS: i.InterceptTLS, Source: i.Source, Placeholder: i.Placeholder}
 }
 
 func (s *server) listSecrets(ctx context.Context, _ *struct{}) (*secretsOutput, error) {
@@ -139,7 +139,7 @@ func (s *server) putSecret(ctx context.Context, in *putSecretInput) (*secretOutp
 		return nil, err
 	}
 	b := in.Body
-	if err := st.Put(egress.Secret{Name: in.Name, Value: b.Value, Host: b.Host, Header: b.Header, Format: b.Format}, "api"); err != nil {
+	if err := st.Put(egress.Secret{Name: in.Name, Value: b.Value, Host: b.Host, Header: b.Header, Format: b.Format, InterceptTLS: b.InterceptTLS}, "api"); err != nil {
 		return nil, s.fail(ctx, err)
 	}
 	info, _ := st.Info(in.Name)

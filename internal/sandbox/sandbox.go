@@ -154,6 +154,14 @@ type Network struct {
 	// placeholders they hold: the proxy injects each secret's value for
 	// its host, and the sandbox only ever sees the placeholder.
 	Secrets map[string]string
+	// MaxConnections bounds the connections the sandbox holds open to its
+	// proxy at once, and MaxConnectionRate the new ones per second (a
+	// burst of one second's worth); past either, a connection is closed
+	// before anything else is done with it and reported as a Violation.
+	// 0 means the egress package's default. Runtimes bound the
+	// connections their forwarders hand over by MaxConnections too.
+	MaxConnections    int
+	MaxConnectionRate int
 }
 
 // Network modes.
@@ -174,6 +182,31 @@ func (n Network) Port() int {
 	return DefaultProxyPort
 }
 
+// Defaults of Network.MaxConnections and Network.MaxConnectionRate: room
+// for a package manager's parallel downloads and an agent's model calls,
+// far below what would strain the daemon's descriptors.
+const (
+	DefaultMaxConnections    = 256
+	DefaultMaxConnectionRate = 100
+)
+
+// ConnectionLimit returns MaxConnections, DefaultMaxConnections when unset.
+func (n Network) ConnectionLimit() int {
+	if n.MaxConnections > 0 {
+		return n.MaxConnections
+	}
+	return DefaultMaxConnections
+}
+
+// ConnectionRate returns MaxConnectionRate, DefaultMaxConnectionRate when
+// unset.
+func (n Network) ConnectionRate() int {
+	if n.MaxConnectionRate > 0 {
+		return n.MaxConnectionRate
+	}
+	return DefaultMaxConnectionRate
+}
+
 // EgressSandbox is implemented by runtimes whose sandboxes can have the
 // egress proxy: for a sandbox created with Network.Mode "proxy", every
 // connection a process inside opens to 127.0.0.1:ProxyPort arrives on the
@@ -185,13 +218,19 @@ type EgressSandbox interface {
 	Egress() net.Listener
 }
 
-// Peer is the process inside a sandbox at the other end of a connection.
+// Peer is the process inside a sandbox at the other end of a connection,
+// as the sandbox reports it: its name and command line are read from the
+// sandbox's /proc, which the process itself controls (it can rename
+// itself and rewrite its argv), so they are a claim, never a trusted
+// fact. Build it with NewPeer, which sanitises and cuts both.
 type Peer struct {
 	// Pid is the process id inside the sandbox (0 when unknown).
 	Pid int `json:"pid,omitempty"`
-	// Name is the executable's name, e.g. "curl".
+	// Name is the name the process gives itself (its comm), e.g. "curl",
+	// sanitised, at most MaxPeerName bytes.
 	Name string `json:"name,omitempty"`
-	// CommandLine is its argv joined by spaces (cut at 1 KiB).
+	// CommandLine is its argv joined by spaces, sanitised, at most
+	// MaxPeerCommandLine bytes.
 	CommandLine string `json:"command_line,omitempty"`
 }
 

@@ -155,7 +155,9 @@ func (l *live) askNetwork(ctx context.Context, req sandbox.NetworkRequest) (sand
 	who := "a process"
 	if !req.Peer.IsZero() {
 		pr.Process = &event.Process{Pid: req.Peer.Pid, Name: req.Peer.Name, CommandLine: req.Peer.CommandLine}
-		who = fmt.Sprintf("%s (pid %d)", orElse(req.Peer.Name, "a process"), req.Peer.Pid)
+		// The name is the process's own claim (sanitised by the
+		// runtime): quoted, and said to be the sandbox's word.
+		who = fmt.Sprintf("a process calling itself %q (pid %d, as the sandbox reports it)", req.Peer.Name, req.Peer.Pid)
 	}
 	pr.Detail = fmt.Sprintf("%s in the sandbox opens a %s connection to %s, which no network rule settles. An answer is good for this one connection.", who, req.Via, dest)
 	timeout := req.Timeout

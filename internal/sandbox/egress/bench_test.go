@@ -51,7 +51,9 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	ts := benchUpstream(b)
 	h := newHarness(b, harnessOpts{
 		opts: Options{Audit: func(Record) {}},
-		cfg:  Config{Network: sandbox.Network{Allow: []string{ts.Listener.Addr().String()}}},
+		// A new connection per request, as fast as they come: past the
+		// default connection rate.
+		cfg: Config{Network: sandbox.Network{Allow: []string{ts.Listener.Addr().String()}, MaxConnectionRate: 1 << 30}},
 	})
 	u := ts.URL + "/"
 	for _, keepAlive := range []bool{true, false} {
@@ -100,7 +102,7 @@ func BenchmarkAskRoundTrip(b *testing.B) {
 	h := newHarness(b, harnessOpts{
 		opts: Options{Audit: func(Record) {}},
 		cfg: Config{
-			Network: sandbox.Network{Default: DefaultAsk,
+			Network: sandbox.Network{Default: DefaultAsk, MaxConnectionRate: 1 << 30,
 				Allow: []string{"127.0.0.1:" + port(tsPort), "127.0.0.1:" + port(e.Port())}},
 			Ask: func(context.Context, sandbox.NetworkRequest) (sandbox.NetworkAnswer, error) {
 				return sandbox.NetworkAnswer{Allow: true, By: "user"}, nil

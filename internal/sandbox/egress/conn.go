@@ -147,7 +147,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbox_egress_decisions_total",
-			Help: "Connections and plain-HTTP requests the egress proxy decided, by how they came (http, connect, socks5, route), decision (allow, deny) and who decided (policy, user, timeout, daemon).",
+			Help: "Connections and plain-HTTP requests the egress proxy decided, by how they came (http, connect, socks5, route; accept for connections refused by a connection bound before they were read), decision (allow, deny) and who decided (policy, user, timeout, daemon, limit).",
 		}, []string{"via", "decision", "by"}),
 		secrets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbox_egress_secret_injections_total",

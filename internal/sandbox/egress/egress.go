@@ -18,8 +18,13 @@
 //     checked;
 //   - routes ("/llm/<name>/...") forward a sandboxed agent's model API
 //     calls to their upstream over TLS and add the real API key there, and
-//     secrets bound to a host are added to plain-HTTP requests for it, so
-//     credentials never enter the sandbox;
+//     secrets bound to a host are added to plain-HTTP requests for it and,
+//     for secrets that opt in, to HTTPS requests inside tunnels the proxy
+//     terminates with the sandbox's own CA (intercept.go), so credentials
+//     never enter the sandbox;
+//   - every connection is admitted first against the sandbox's and the
+//     daemon's connection bounds (limit.go), before any work is done for
+//     it;
 //   - every decision is audited (Options.Audit), counted, and each denial
 //     becomes a sandbox.Violation with a reason the client reads in the
 //     403 body or the SOCKS5 reply.
@@ -84,6 +89,11 @@ type Options struct {
 	// Audit gets one record per decision and per secret use. It must not
 	// block, and it never sees a secret's value.
 	Audit func(Record)
+	// MaxConnections bounds the client connections open through every
+	// gate together (default DefaultServerMaxConnections; see
+	// MaxConnectionsFor): past it a connection is refused like one past
+	// its sandbox's own bound.
+	MaxConnections int
 	// Registerer, when set, gets the proxy's metrics.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
@@ -119,6 +129,8 @@ type Record struct {
 type Server struct {
 	opts    Options
 	metrics *metrics
+	// conns counts the client connections of every gate.
+	conns serverConns
 	// routeTransport carries route requests to their (trusted) upstreams.
 	routeTransport *http.Transport
 }
@@ -137,17 +149,22 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultServerMaxConnections
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{opts: opts, metrics: m}
+	s.conns.max = int64(opts.MaxConnections)
 	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	s.routeTransport = &http.Transport{
 		DialContext:           d.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   16,
+		MaxIdleConns:          64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   opts.DialTimeout,
 		ExpectContinueTimeout: time.Second,
@@ -191,6 +208,12 @@ type Config struct {
 	OnViolation func(sandbox.Violation)
 	// Routes are the model-API routes of this sandbox.
 	Routes []Route
+	// CA, when set, is the sandbox's own TLS interception CA (the
+	// sandbox trusts it, and nothing else does): tunnels to the hosts of
+	// the sandbox's secrets that opt in (Secret.InterceptTLS) are
+	// terminated with its certificates, so the secrets can be added
+	// inside. Nil: every tunnel is end to end.
+	CA *CA
 }
 
 // Gate is one sandbox's proxy. Create it with Server.Gate, hand it the
@@ -209,14 +232,23 @@ type Gate struct {
 	cancel context.CancelFunc
 	httpd  *http.Server
 	httpLn *connListener
+	// interceptTransport carries intercepted requests upstream (nil
+	// without a CA).
+	interceptTransport *http.Transport
 	// pool carries plain-HTTP requests allowed by a rule; connections to
 	// a name are reused only for later requests that the rules allow too.
 	// SetAllow replaces it (under mu).
 	pool *http.Transport
+	// maxConns bounds conns; refused rate-limits the audit records of
+	// connections refused by a bound (limit.go).
+	maxConns int
+	refused  refusals
 
 	mu     sync.Mutex
 	policy Policy
 	conns  map[net.Conn]struct{}
+	// rate bounds new connections per second (under mu).
+	rate   tokenBucket
 	lns    []net.Listener
 	closed bool
 	wg     sync.WaitGroup
@@ -239,7 +271,8 @@ func (s *Server) Gate(cfg Config) (*Gate, error) {
 	if cfg.AskTimeout <= 0 {
 		cfg.AskTimeout = DefaultAskTimeout
 	}
-	g := &Gate{s: s, cfg: cfg, port: cfg.Network.Port(), policy: pol, conns: map[net.Conn]struct{}{}, routes: map[string]Route{}}
+	g := &Gate{s: s, cfg: cfg, port: cfg.Network.Port(), policy: pol, conns: map[net.Conn]struct{}{}, routes: map[string]Route{},
+		maxConns: cfg.Network.ConnectionLimit(), rate: newTokenBucket(cfg.Network.ConnectionRate())}
 	for _, name := range sortedValues(cfg.Network.Secrets) {
 		ok := false
 		if s.opts.Secrets != nil {
@@ -262,6 +295,9 @@ func (s *Server) Gate(cfg Config) (*Gate, error) {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.pool = g.newPool()
+	if cfg.CA != nil {
+		g.interceptTransport = g.newInterceptTransport()
+	}
 	g.httpLn = newConnListener()
 	g.httpd = &http.Server{
 		Handler: g,
@@ -358,30 +394,22 @@ func (g *Gate) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("egress: accept: %w", err)
 		}
-		if !g.track(c) {
+		// The bounds come first: a connection past one costs nothing
+		// more than its descriptor, for the moment it takes to close it.
+		rule, reason, ok := g.admit(c)
+		if !ok {
 			_ = c.Close()
 			return nil
+		}
+		if rule != "" {
+			g.refuseConn(c, rule, reason)
+			continue
 		}
 		go func() {
 			defer g.wg.Done()
 			g.handle(c)
 		}()
 	}
-}
-
-// track registers an active client connection and counts its handler in
-// wg (under mu, so that no Add races the Wait of Close); false once
-// closed.
-func (g *Gate) track(c net.Conn) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.conns[c] = struct{}{}
-	g.s.metrics.active.Inc()
-	g.wg.Add(1)
-	return true
 }
 
 // enter counts an HTTP request in wg, so that Close waits for it and no
@@ -402,6 +430,7 @@ func (g *Gate) untrack(c net.Conn) {
 	if _, ok := g.conns[c]; ok {
 		delete(g.conns, c)
 		g.s.metrics.active.Dec()
+		g.s.conns.release()
 	}
 }
 
@@ -432,6 +461,9 @@ func (g *Gate) Close() error {
 	}
 	g.wg.Wait()
 	g.currentPool().CloseIdleConnections()
+	if g.interceptTransport != nil {
+		g.interceptTransport.CloseIdleConnections()
+	}
 	return nil
 }
 
@@ -440,8 +472,10 @@ func (g *Gate) newPool() *http.Transport {
 	return &http.Transport{
 		DialContext:         g.dialChecked,
 		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     60 * time.Second,
-		DisableCompression:  true,
+		// Idle upstream connections hold descriptors too.
+		MaxIdleConns:       32,
+		IdleConnTimeout:    60 * time.Second,
+		DisableCompression: true,
 		// Absolute-URI requests for https are refused; nothing here
 		// speaks TLS to an upstream on the sandbox's behalf.
 		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
@@ -485,11 +519,14 @@ func (g *Gate) currentPolicy() Policy {
 // connKey finds the client connection of an HTTP request.
 type connKey struct{}
 
-// peerOf looks up the process behind c, when its runtime can tell.
+// peerOf looks up the process behind c, when its runtime can tell. What
+// the runtime reports is the sandbox's word: it is sanitised here again,
+// whichever runtime built it, before any event, audit record or ask.
 func peerOf(c net.Conn) *sandbox.Peer {
 	for c != nil {
 		if pc, ok := c.(sandbox.PeerConn); ok {
 			if p, ok := pc.Peer(); ok && !p.IsZero() {
+				p = p.Sanitized()
 				return &p
 			}
 			return nil

@@ -134,6 +134,24 @@ func (g *Gate) serveConnect(w http.ResponseWriter, r *http.Request, client net.C
 		g.refuse(w, http.StatusForbidden, denyMessage(t, d.reason))
 		return
 	}
+	if g.intercepts(t) {
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			g.refuse(w, http.StatusInternalServerError, "agentbox egress proxy: cannot take over the connection")
+			return
+		}
+		conn, rw, err := hj.Hijack()
+		if err != nil {
+			return
+		}
+		if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+			_ = conn.Close()
+			return
+		}
+		// A TLS hello sent eagerly was read ahead into rw.
+		g.intercept(bufferedConn(conn, rw.Reader), req, d)
+		return
+	}
 	ctx, cancel := context.WithTimeout(g.ctx, g.s.opts.DialTimeout+5*time.Second)
 	up, addr, err := g.dialTarget(ctx, t)
 	cancel()

@@ -16,8 +16,11 @@ import (
 //
 // A secret is injected into plain-HTTP requests the proxy forwards and into
 // requests on its routes (the model APIs of agents). HTTPS through CONNECT
-// or SOCKS5 is end-to-end TLS that the proxy does not open, so a secret
-// cannot be added there; point the client at a route instead.
+// or SOCKS5 is end-to-end TLS that the proxy does not open, unless the
+// secret opts in to TLS interception (InterceptTLS): then a tunnel to its
+// host, in a sandbox created with a CA (Config.CA), is terminated with a
+// certificate of that CA, and the secret is added to each request inside
+// (see intercept.go).
 type Secret struct {
 	Name string `json:"name"`
 	// Value is the credential. It is never logged, audited, stored on
@@ -30,6 +33,10 @@ type Secret struct {
 	// Format is the header's value with "{value}" standing for Value,
 	// e.g. "Bearer {value}". Empty means "{value}".
 	Format string `json:"format,omitempty"`
+	// InterceptTLS opts the secret in to TLS interception: HTTPS tunnels
+	// to Host are opened by the proxy, which adds the secret to each
+	// request inside, instead of passing through end to end.
+	InterceptTLS bool `json:"intercept_tls,omitempty"`
 }
 
 // ErrInvalidSecret is returned (wrapped) by Secret.Validate and
@@ -141,6 +148,8 @@ type SecretInfo struct {
 	Host   string `json:"host"`
 	Header string `json:"header"`
 	Format string `json:"format,omitempty"`
+	// InterceptTLS: HTTPS tunnels to Host are intercepted to add it.
+	InterceptTLS bool `json:"intercept_tls,omitempty"`
 	// Source is where the value came from: "env:NAME", "file:PATH" or "api".
 	Source string `json:"source"`
 	// Placeholder is what sandboxes see instead of the value.
@@ -199,5 +208,5 @@ func (s *Secrets) Info(name string) (SecretInfo, bool) {
 }
 
 func (e secretEntry) info() SecretInfo {
-	return SecretInfo{Name: e.Name, Host: e.Host, Header: e.Header, Format: e.Format, Source: e.source, Placeholder: Placeholder(e.Name)}
+	return SecretInfo{Name: e.Name, Host: e.Host, Header: e.Header, Format: e.Format, InterceptTLS: e.InterceptTLS, Source: e.source, Placeholder: Placeholder(e.Name)}
 }

@@ -160,6 +160,13 @@ func (g *Gate) socks(c *bufConn) {
 		_, _ = c.Write(socksReply(repNotAllowed))
 		return
 	}
+	if g.intercepts(t) {
+		if _, err := c.Write(socksReply(repSuccess)); err != nil {
+			return
+		}
+		g.intercept(c, req, d)
+		return
+	}
 	ctx, cancel := context.WithTimeout(g.ctx, g.s.opts.DialTimeout+5*time.Second)
 	up, addr, err := g.dialTarget(ctx, t)
 	cancel()

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -69,12 +68,15 @@ import (
 // a buffer of maxHeader+1 bytes; it refuses a packet that is truncated,
 // carries descriptors (it closes them) or is not exactly one of the two
 // requests (the header parser accepts only what formatPeerHeader writes),
-// and refuses connections while pendingConns wait for Accept or maxConns
-// are open (so a flood costs the host at most maxConns descriptors). It
+// and refuses connections while pendingConns (or fewer) wait for Accept or
+// the sandbox's connection bound (sandbox.Network.MaxConnections, plus a
+// little slack: the egress proxy refuses and reports connections past the
+// bound itself) are open, so a flood costs the host at most that many
+// descriptors. It
 // never sends into the sandbox anything but its two replies and fresh
 // socketpair ends. A compromised forwarder can name any process of its
 // sandbox, or none, but cannot make the host read more than a packet at a
-// time, hold more than maxConns connections, or reach anything but the
+// time, hold more connections than its bound, or reach anything but the
 // Egress listener.
 //
 // gVisor does not check ptrace access on /proc/<pid>/fd, so the forwarder,
@@ -104,15 +106,16 @@ const (
 // Limits of the header and the connections. A header longer than
 // maxHeader, or with a field past its limit, is refused.
 const (
-	maxPeerName    = 64
-	maxCommandLine = 1024
+	maxPeerName    = sandbox.MaxPeerName
+	maxCommandLine = sandbox.MaxPeerCommandLine
 	maxPid         = 1 << 22 // gVisor's (and Linux's) PID_MAX_LIMIT
 	maxHeader      = len(peerPrefix) + 7 + 1 + maxPeerName + 1 + maxCommandLine + 1
-	// pendingConns bounds the connections waiting for Accept, maxConns
+	// pendingConns bounds the connections waiting for Accept; the
+	// listener's maxOpen (the sandbox's connection bound plus egressSlack)
 	// those open on the host (waiting or accepted, until closed); past
 	// either, requests are refused.
 	pendingConns = 256
-	maxConns     = 1024
+	egressSlack  = 16
 	// readyTimeout bounds the check connection's read; forwarderTimeout
 	// the forwarder's start.
 	readyTimeout     = 10 * time.Second
@@ -127,35 +130,22 @@ var (
 
 // formatPeerHeader is the header the forwarder sends: the prefix, then the
 // pid, the name and the command line separated by tabs, then a newline.
-// Fields are cut to their limits and stripped of control characters (tabs
-// and newlines included) and invalid UTF-8, so the line always parses.
+// The fields are sanitised and cut as sandbox.NewPeer does (control
+// characters, tabs and newlines included, become escapes), so the line
+// always parses.
 func formatPeerHeader(p sandbox.Peer) string {
 	if p.Pid <= 0 || p.Pid > maxPid {
 		return peerPrefix + "0\t\t\n"
 	}
-	return peerPrefix + strconv.Itoa(p.Pid) + "\t" + cleanField(p.Name, maxPeerName) + "\t" + cleanField(p.CommandLine, maxCommandLine) + "\n"
-}
-
-// cleanField replaces control characters and invalid UTF-8 with '?' and
-// cuts s to at most n bytes at a rune boundary.
-func cleanField(s string, n int) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			r = '?'
-		}
-		if b.Len()+utf8.RuneLen(r) > n {
-			break
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	p = p.Sanitized()
+	return peerPrefix + strconv.Itoa(p.Pid) + "\t" + p.Name + "\t" + p.CommandLine + "\n"
 }
 
 // parsePeerHeader parses one header line (without its newline). It accepts
 // exactly what formatPeerHeader writes: a decimal pid in [0, maxPid] with
-// no sign or leading zeros, a name and a command line within their limits,
-// valid UTF-8 without control characters; pid 0 carries empty fields.
+// no sign or leading zeros, and a name and a command line as
+// sandbox.NewPeer leaves them (within their limits, nothing to escape);
+// pid 0 carries empty fields.
 func parsePeerHeader(line []byte) (sandbox.Peer, error) {
 	if len(line) >= maxHeader || !bytes.HasPrefix(line, []byte(peerPrefix)) {
 		return sandbox.Peer{}, errBadHeader
@@ -169,7 +159,7 @@ func parsePeerHeader(line []byte) (sandbox.Peer, error) {
 		return sandbox.Peer{}, errBadHeader
 	}
 	name, cmdline := fields[1], fields[2]
-	if len(name) > maxPeerName || len(cmdline) > maxCommandLine || !cleanBytes(name) || !cleanBytes(cmdline) {
+	if !cleanField(name, maxPeerName) || !cleanField(cmdline, maxCommandLine) {
 		return sandbox.Peer{}, errBadHeader
 	}
 	if pid == 0 && (len(name) > 0 || len(cmdline) > 0) {
@@ -192,16 +182,10 @@ func parsePid(b []byte) (int, bool) {
 	return n, n <= maxPid
 }
 
-// cleanBytes reports whether b is valid UTF-8 without control characters.
-func cleanBytes(b []byte) bool {
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-		b = b[size:]
-	}
-	return true
+// cleanField reports whether b is as sandbox.CleanReported leaves text
+// within limit bytes.
+func cleanField(b []byte, limit int) bool {
+	return len(b) <= limit && sandbox.CleanReported(string(b), limit) == string(b)
 }
 
 // parseRequest parses one connection request packet: exactly one header
@@ -264,6 +248,8 @@ type egressListener struct {
 	// path.
 	ready     chan struct{}
 	open      atomic.Int64 // host ends open: waiting or accepted
+	maxOpen   int64        // bound of open
+	pending   int          // bound of conns waiting for Accept
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
@@ -276,7 +262,7 @@ type egressListener struct {
 // newEgressListener creates the control socketpair and starts serving
 // its host end. The other end is the forwarder's stdin: the caller passes
 // it to `runsc exec` and closes it.
-func newEgressListener(port int) (*egressListener, *os.File, error) {
+func newEgressListener(port, maxConns int) (*egressListener, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gvisor: egress control socket: %w", err)
@@ -288,8 +274,10 @@ func newEgressListener(port int) (*egressListener, *os.File, error) {
 		_ = unix.Close(fds[1])
 		return nil, nil, fmt.Errorf("gvisor: egress control socket: %w", err)
 	}
-	l := &egressListener{ctl: c.(*net.UnixConn), port: port, conns: make(chan *peerConn, pendingConns),
-		done: make(chan struct{}), ready: make(chan struct{})}
+	maxOpen := int64(maxConns + egressSlack)
+	pending := int(min(pendingConns, maxOpen))
+	l := &egressListener{ctl: c.(*net.UnixConn), port: port, conns: make(chan *peerConn, pending),
+		maxOpen: maxOpen, pending: pending, done: make(chan struct{}), ready: make(chan struct{})}
 	l.wg.Go(l.loop)
 	return l, os.NewFile(uintptr(fds[1]), "egress-control-forwarder"), nil
 }
@@ -410,7 +398,7 @@ func (l *egressListener) check() error {
 // the forwarder, the other queued for Accept; refusedReply when too many
 // connections wait or are open, or when the host cannot make one.
 func (l *egressListener) connect(peer sandbox.Peer) error {
-	if len(l.conns) >= pendingConns || l.open.Load() >= maxConns {
+	if len(l.conns) >= l.pending || l.open.Load() >= l.maxOpen {
 		return l.reply(refusedReply, -1)
 	}
 	c, fd, err := pair()
@@ -515,7 +503,7 @@ type peerConn struct {
 
 var _ sandbox.PeerConn = (*peerConn)(nil)
 
-// Close closes the connection and frees its place among maxConns.
+// Close closes the connection and frees its place among maxOpen.
 func (c *peerConn) Close() error {
 	err := c.UnixConn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })
@@ -545,7 +533,7 @@ var forwarderStdin = func(ctl *os.File) (*os.File, error) { return ctl, nil }
 // the path. The sandbox user can neither signal nor ptrace it, nor bind
 // its port, nor open its descriptors.
 func (b *box) startForwarder(ctx context.Context) error {
-	l, ctl, err := newEgressListener(b.spec.Network.Port())
+	l, ctl, err := newEgressListener(b.spec.Network.Port(), b.spec.Network.ConnectionLimit())
 	if err != nil {
 		return err
 	}
@@ -825,14 +813,15 @@ func findPeer(c net.Conn) (sandbox.Peer, bool) {
 	if pid == 0 {
 		return sandbox.Peer{}, false
 	}
-	p := sandbox.Peer{Pid: pid}
+	var name, cmdline string
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-		p.Name = strings.TrimSpace(string(b))
+		name = strings.TrimSuffix(string(b), "\n")
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
-		p.CommandLine = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		cmdline = strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
 	}
-	return p, true
+	// What the process calls itself: sanitised, a claim, not a fact.
+	return sandbox.NewPeer(pid, name, cmdline), true
 }
 
 // tcpInode returns the inode of the /proc/net/tcp socket whose local and

@@ -375,7 +375,7 @@ func hostIPv4() string {
 // control socket.
 func testListener(t *testing.T) (*egressListener, *net.UnixConn) {
 	t.Helper()
-	l, f, err := newEgressListener(3128)
+	l, f, err := newEgressListener(3128, sandbox.DefaultMaxConnections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +559,7 @@ func TestEgressListener(t *testing.T) {
 
 	// At most pendingConns wait for Accept; one accepted makes room.
 	var held []*net.UnixConn
-	for range pendingConns {
+	for range l.pending {
 		held = append(held, connOf(t, fwd, good))
 	}
 	refused(good)
@@ -568,7 +568,7 @@ func TestEgressListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	held = append(held, connOf(t, fwd, good))
-	// At most maxConns are open, accepted ones included; one closed makes
+	// At most maxOpen are open, accepted ones included; one closed makes
 	// room.
 	accepted := []net.Conn{ac}
 	for len(l.conns) > 0 {
@@ -578,7 +578,7 @@ func TestEgressListener(t *testing.T) {
 		}
 		accepted = append(accepted, c)
 	}
-	for l.open.Load() < maxConns {
+	for l.open.Load() < l.maxOpen {
 		held = append(held, connOf(t, fwd, good))
 		c, err := acceptTimeout(t, l)
 		if err != nil {
@@ -662,9 +662,10 @@ func TestPeerHeader(t *testing.T) {
 		{sandbox.Peer{Pid: 1, Name: "sh", CommandLine: "sh -c curl x"}, sandbox.Peer{Pid: 1, Name: "sh", CommandLine: "sh -c curl x"}},
 		{sandbox.Peer{Pid: -3, Name: "x"}, sandbox.Peer{}},
 		{sandbox.Peer{Pid: maxPid + 1, Name: "x"}, sandbox.Peer{}},
-		{sandbox.Peer{Pid: 9, Name: "a\tb\nc\x00", CommandLine: "x\xffy\u0085z\u00e9"}, sandbox.Peer{Pid: 9, Name: "a?b?c?", CommandLine: "x?y?z\u00e9"}},
+		{sandbox.Peer{Pid: 9, Name: "a\tb\nc\x00", CommandLine: "x\xffy\u0085z\u00e9\u202e\x1b]52;c;aGk=\x07"},
+			sandbox.Peer{Pid: 9, Name: `a\x09b\x0ac\x00`, CommandLine: `x\xffy\u0085z` + "\u00e9" + `\u202e\x1b]52;c;aGk=\x07`}},
 		{sandbox.Peer{Pid: maxPid, Name: strings.Repeat("n", 100), CommandLine: strings.Repeat("é", 600)},
-			sandbox.Peer{Pid: maxPid, Name: strings.Repeat("n", maxPeerName), CommandLine: strings.Repeat("é", maxCommandLine/2)}},
+			sandbox.Peer{Pid: maxPid, Name: strings.Repeat("n", maxPeerName-3) + "…", CommandLine: strings.Repeat("é", (maxCommandLine-3)/2) + "…"}},
 	} {
 		h := formatPeerHeader(c.in)
 		if len(h) > maxHeader || !strings.HasSuffix(h, "\n") || strings.Count(h, "\n") != 1 {
@@ -681,6 +682,9 @@ func TestPeerHeader(t *testing.T) {
 		"peer/1\t99999999999999999999\tx\ty", "peer/1\t0\tx\t", "peer/1\t0\t\ty", "peer/1\t1\tx\ry\tz",
 		"peer/1\t1\t\xff\tz", "peer/1\t1\tx\t\x7f", "peer/1\t1\t" + strings.Repeat("n", maxPeerName+1) + "\t",
 		"peer/1\t1\t\t" + strings.Repeat("c", maxCommandLine+1), readyPacket[:len(readyPacket)-1], connReply[:len(connReply)-1],
+		// What formatPeerHeader would have escaped: a compromised
+		// forwarder's bidi override, C1 control, zero-width space.
+		"peer/1\t1\tx\u202e\ty", "peer/1\t1\tx\ty\u009b", "peer/1\t1\tx\u200b\ty",
 	} {
 		if p, err := parsePeerHeader([]byte(bad)); err == nil {
 			t.Errorf("parsePeerHeader(%q) = %+v, want an error", bad, p)
@@ -735,7 +739,7 @@ func FuzzParsePeerHeader(f *testing.F) {
 // through the host's /proc/net/tcp, whose format gVisor's follows), the
 // request, and the copy with its half-closes.
 func TestForward(t *testing.T) {
-	l, f, err := newEgressListener(3128)
+	l, f, err := newEgressListener(3128, sandbox.DefaultMaxConnections)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,14 @@ func (p *Policy) Validate() error {
 	return errs
 }
 
+// The largest network.max_connections and max_connection_rate a policy
+// may ask for (the schema's maximum): the daemon-wide ceiling of the
+// egress proxy applies below them anyway.
+const (
+	MaxConnectionsLimit    = 65536
+	MaxConnectionRateLimit = 100000
+)
+
 var (
 	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	syscallRE    = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
@@ -109,6 +117,12 @@ func (p *Policy) problems() []problem {
 		if _, err := ParseRule(s); err != nil {
 			add(err.Error(), "network", "deny", strconv.Itoa(i))
 		}
+	}
+	if n.MaxConnections < 0 || n.MaxConnections > MaxConnectionsLimit {
+		add(fmt.Sprintf("must be between 1 and %d (0 or absent: the default, %d)", MaxConnectionsLimit, sandbox.DefaultMaxConnections), "network", "max_connections")
+	}
+	if n.MaxConnectionRate < 0 || n.MaxConnectionRate > MaxConnectionRateLimit {
+		add(fmt.Sprintf("must be between 1 and %d (0 or absent: the default, %d)", MaxConnectionRateLimit, sandbox.DefaultMaxConnectionRate), "network", "max_connection_rate")
 	}
 
 	for i, name := range p.Env.Pass {

@@ -109,6 +109,7 @@ func (p *Policy) Compile(workspace string, hostEnv func(string) (string, bool)) 
 		network = sandbox.Network{
 			Mode: e.Network.Mode, ProxyPort: sandbox.DefaultProxyPort, Default: e.Network.Default,
 			Allow: slices.Clone(e.Network.Allow), Deny: slices.Clone(e.Network.Deny), Secrets: maps.Clone(e.Env.Secrets),
+			MaxConnections: e.Network.MaxConnections, MaxConnectionRate: e.Network.MaxConnectionRate,
 		}
 	}
 

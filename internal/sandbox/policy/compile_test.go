@@ -88,7 +88,8 @@ func TestCompileDefaults(t *testing.T) {
 	if diff := cmp.Diff(wantEnv, spec.Env); diff != "" {
 		t.Errorf("env of a policy that passes nothing (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(sandbox.Network{Mode: "proxy", ProxyPort: 3128, Default: "deny", Allow: []string{}, Deny: []string{}}, spec.Network, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(sandbox.Network{Mode: "proxy", ProxyPort: 3128, Default: "deny", Allow: []string{}, Deny: []string{},
+		MaxConnections: sandbox.DefaultMaxConnections, MaxConnectionRate: sandbox.DefaultMaxConnectionRate}, spec.Network, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("default network (-want +got):\n%s", diff)
 	}
 	if spec.Syscalls.Profile != "default" || spec.Limits != (sandbox.Limits{}) || spec.ReadOutsideWorkspace {
@@ -223,6 +224,8 @@ env:
 		Allow:   []string{"*.github.com:443", "10.1.0.0/16:8080"},
 		Deny:    []string{"evil.github.com"},
 		Secrets: map[string]string{"GITHUB_TOKEN": "github", "NPM_TOKEN": "npm"},
+		// Not said: the defaults.
+		MaxConnections: sandbox.DefaultMaxConnections, MaxConnectionRate: sandbox.DefaultMaxConnectionRate,
 	}
 	if diff := cmp.Diff(want, spec.Network); diff != "" {
 		t.Errorf("network (-want +got):\n%s", diff)

@@ -16,7 +16,9 @@ import (
 // fills in the defaults. The result is never looser than global:
 //
 //   - limits: the smaller of the two, where zero is "no limit" (so a limit
-//     either side sets applies);
+//     either side sets applies); the proxy's connection bounds
+//     (network.max_connections, max_connection_rate) are never unlimited:
+//     the smaller of the two after defaults;
 //   - isolation and syscall profile: the stronger; workspace: ro if either
 //     says ro; network.default: deny;
 //   - protected patterns, syscall and network denials: the union (with the
@@ -107,6 +109,8 @@ func Effective(global, req *Policy) (*Policy, error) {
 		}
 	}
 	e.Network.Deny = union(g.Network.Deny, r.Network.Deny)
+	e.Network.MaxConnections = min(g.Network.MaxConnections, r.Network.MaxConnections)
+	e.Network.MaxConnectionRate = min(g.Network.MaxConnectionRate, r.Network.MaxConnectionRate)
 
 	for i, name := range r.Env.Pass {
 		if !slices.Contains(g.Env.Pass, name) {

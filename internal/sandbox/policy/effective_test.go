@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 func mustParse(t testing.TB, src string) *Policy {
@@ -524,6 +526,66 @@ func TestEffectiveNetwork(t *testing.T) {
 				t.Errorf("network %+v, want mode %s default %s", e.Network, tc.wantMode, tc.wantDef)
 			}
 		})
+	}
+}
+
+// TestEffectiveConnectionBounds: the proxy's connection bounds are the
+// smaller of the two after defaults, so neither side can lift them and
+// neither can make them unlimited.
+func TestEffectiveConnectionBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name, global, req string
+		wantMax, wantRate int
+	}{
+		{name: "neither says: the defaults", global: "version: 1\n", req: "version: 1\n",
+			wantMax: sandbox.DefaultMaxConnections, wantRate: sandbox.DefaultMaxConnectionRate},
+		{name: "a request cannot go past the default the global leaves", global: "version: 1\n", req: "version: 1\nnetwork: {max_connections: 5000, max_connection_rate: 5000}\n",
+			wantMax: sandbox.DefaultMaxConnections, wantRate: sandbox.DefaultMaxConnectionRate},
+		{name: "a request may go up to the global's", global: "version: 1\nnetwork: {max_connections: 1000, max_connection_rate: 400}\n", req: "version: 1\nnetwork: {max_connections: 5000, max_connection_rate: 300}\n",
+			wantMax: 1000, wantRate: 300},
+		{name: "a request may ask for less", global: "version: 1\nnetwork: {max_connections: 1000}\n", req: "version: 1\nnetwork: {max_connections: 8, max_connection_rate: 2}\n",
+			wantMax: 8, wantRate: 2},
+		{name: "a request that says nothing gets the default under a looser global", global: "version: 1\nnetwork: {max_connections: 1000, max_connection_rate: 1000}\n", req: "version: 1\n",
+			wantMax: sandbox.DefaultMaxConnections, wantRate: sandbox.DefaultMaxConnectionRate},
+		{name: "a stricter global binds", global: "version: 1\nnetwork: {max_connections: 16, max_connection_rate: 4}\n", req: "version: 1\n",
+			wantMax: 16, wantRate: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Effective(mustParse(t, tc.global), mustParse(t, tc.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Network.MaxConnections != tc.wantMax || e.Network.MaxConnectionRate != tc.wantRate {
+				t.Errorf("max_connections %d, max_connection_rate %d; want %d, %d", e.Network.MaxConnections, e.Network.MaxConnectionRate, tc.wantMax, tc.wantRate)
+			}
+			spec, err := e.Compile("/w", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec.Network.MaxConnections != tc.wantMax || spec.Network.MaxConnectionRate != tc.wantRate {
+				t.Errorf("compiled %+v, want %d, %d", spec.Network, tc.wantMax, tc.wantRate)
+			}
+		})
+	}
+	for _, bad := range []string{
+		"version: 1\nnetwork: {max_connections: 0}\n",
+		"version: 1\nnetwork: {max_connections: -1}\n",
+		"version: 1\nnetwork: {max_connections: 100000}\n",
+		"version: 1\nnetwork: {max_connection_rate: 0}\n",
+		"version: 1\nnetwork: {max_connection_rate: 1000000}\n",
+		"version: 1\nnetwork: {max_connection_rate: many}\n",
+	} {
+		if _, err := Parse("p.yaml", []byte(bad)); err == nil {
+			t.Errorf("Parse(%q) accepted it", bad)
+		}
+	}
+	for _, p := range []*Policy{
+		{Version: 1, Network: Network{MaxConnections: -1}},
+		{Version: 1, Network: Network{MaxConnectionRate: MaxConnectionRateLimit + 1}},
+	} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted it", p.Network)
+		}
 	}
 }
 

@@ -104,6 +104,11 @@ type Network struct {
 	Mode  string   `yaml:"mode,omitempty" json:"mode,omitempty"`
 	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
 	Deny  []string `yaml:"deny,omitempty" json:"deny,omitempty"`
+	// MaxConnections bounds the connections open at once to the egress
+	// proxy, MaxConnectionRate the new ones per second; 0 means the
+	// default (sandbox.DefaultMaxConnections, DefaultMaxConnectionRate).
+	MaxConnections    int `yaml:"max_connections,omitempty" json:"max_connections,omitempty"`
+	MaxConnectionRate int `yaml:"max_connection_rate,omitempty" json:"max_connection_rate,omitempty"`
 }
 
 // Env is the environment inside: nothing from the host unless named.
@@ -165,6 +170,12 @@ func (p *Policy) withDefaults() *Policy {
 	}
 	if c.Network.Mode == "" {
 		c.Network.Mode = sandbox.NetworkProxy
+	}
+	if c.Network.MaxConnections == 0 {
+		c.Network.MaxConnections = sandbox.DefaultMaxConnections
+	}
+	if c.Network.MaxConnectionRate == 0 {
+		c.Network.MaxConnectionRate = sandbox.DefaultMaxConnectionRate
 	}
 	if c.Syscalls.Profile == "" {
 		c.Syscalls.Profile = ProfileDefault

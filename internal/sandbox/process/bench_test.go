@@ -128,7 +128,9 @@ func BenchmarkEgressRequest(b *testing.B) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	sb, spec := newBox(b, func(s *sandbox.Spec) {
 		s.ReadOutsideWorkspace = true
-		s.Network = sandbox.Network{Mode: sandbox.NetworkProxy, Allow: []string{"127.0.0.1:" + strconv.Itoa(port)}}
+		// A new connection per request, as fast as they come: past the
+		// default connection rate.
+		s.Network = sandbox.Network{Mode: sandbox.NetworkProxy, Allow: []string{"127.0.0.1:" + strconv.Itoa(port)}, MaxConnectionRate: 1 << 30}
 	})
 	eg, err := egress.New(egress.Options{})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -83,18 +84,29 @@ func serveEgress(port, fd int) error {
 }
 
 // egressListener is the supervisor's end: the net.Listener of
-// sandbox.EgressSandbox.
+// sandbox.EgressSandbox. It holds at most maxOpen connections on the host
+// (handed out and not yet closed, or waiting for Accept): past that a
+// received connection is closed at once, so a sandbox whose proxy falls
+// behind cannot make the daemon hold more descriptors than its bound.
 type egressListener struct {
 	sock    *net.UnixConn
 	port    int
 	initPid int
+	maxOpen int64
+	open    atomic.Int64
 	conns   chan net.Conn
 	closed  chan struct{}
 	once    sync.Once
 }
 
-func newEgressListener(sock *net.UnixConn, port, initPid int) *egressListener {
-	l := &egressListener{sock: sock, port: port, initPid: initPid, conns: make(chan net.Conn), closed: make(chan struct{})}
+// egressSlack is how far past the sandbox's connection bound the listener
+// lets connections be open: the proxy refuses (and reports) connections
+// past the bound itself, and closes them, which takes a moment.
+const egressSlack = 16
+
+func newEgressListener(sock *net.UnixConn, port, initPid, maxConns int) *egressListener {
+	l := &egressListener{sock: sock, port: port, initPid: initPid, maxOpen: int64(maxConns + egressSlack),
+		conns: make(chan net.Conn), closed: make(chan struct{})}
 	go l.receive()
 	return l
 }
@@ -116,10 +128,15 @@ func (l *egressListener) receive() {
 			closeAll(fds)
 			continue
 		}
+		if l.open.Load() >= l.maxOpen {
+			closeAll(fds) // past the bound: the proxy never sees it
+			continue
+		}
 		c, ok := l.wrap(fds[0])
 		if !ok {
 			continue
 		}
+		l.open.Add(1)
 		select {
 		case l.conns <- c:
 		case <-l.closed:
@@ -143,7 +160,7 @@ func (l *egressListener) wrap(fd int) (net.Conn, bool) {
 		c.Close()
 		return nil, false
 	}
-	return &peerConn{TCPConn: tc, initPid: l.initPid}, true
+	return &peerConn{TCPConn: tc, initPid: l.initPid, l: l}, true
 }
 
 // Accept implements net.Listener.
@@ -175,6 +192,15 @@ func (l *egressListener) Addr() net.Addr {
 type peerConn struct {
 	*net.TCPConn
 	initPid int
+	l       *egressListener
+	once    sync.Once
+}
+
+// Close closes the connection and frees its place among the listener's.
+func (c *peerConn) Close() error {
+	err := c.TCPConn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
 }
 
 var _ sandbox.PeerConn = (*peerConn)(nil)
@@ -265,36 +291,29 @@ func socketOwner(pid int, inode string) (int, error) {
 	return 0, errors.New("no process holds the socket")
 }
 
-// describeProcess reads a host pid's name, command line and pid inside
-// its own pid namespace.
+// describeProcess reads a host pid's name (comm), command line and pid
+// inside its own pid namespace. The name and command line are what the
+// process made them (prctl, argv): sandbox.NewPeer sanitises and cuts them.
 func describeProcess(pid int) (sandbox.Peer, bool) {
 	base := "/proc/" + strconv.Itoa(pid)
 	status, err := os.ReadFile(base + "/status")
 	if err != nil {
 		return sandbox.Peer{}, false
 	}
-	var p sandbox.Peer
+	var nspid int
 	for _, line := range strings.Split(string(status), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "Name":
-			p.Name = strings.TrimSpace(v)
-		case "NSpid":
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
 			if f := strings.Fields(v); len(f) > 0 {
-				p.Pid, _ = strconv.Atoi(f[len(f)-1])
+				nspid, _ = strconv.Atoi(f[len(f)-1])
 			}
 		}
 	}
-	if cl, err := os.ReadFile(base + "/cmdline"); err == nil {
-		cl = bytes.TrimRight(cl, "\x00")
-		s := strings.ToValidUTF8(string(bytes.ReplaceAll(cl, []byte{0}, []byte{' '})), "?")
-		if len(s) > 1024 {
-			s = s[:1024] + "…"
-		}
-		p.CommandLine = s
+	var name, cmdline string
+	if b, err := os.ReadFile(base + "/comm"); err == nil {
+		name = strings.TrimSuffix(string(b), "\n")
 	}
-	return p, true
+	if cl, err := os.ReadFile(base + "/cmdline"); err == nil {
+		cmdline = string(bytes.ReplaceAll(bytes.TrimRight(cl, "\x00"), []byte{0}, []byte{' '}))
+	}
+	return sandbox.NewPeer(nspid, name, cmdline), true
 }
