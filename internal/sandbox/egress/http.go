@@ -316,6 +316,7 @@ func (g *Gate) serveRoute(w http.ResponseWriter, r *http.Request) {
 				injectOne(pr.Out.Header, *rt.Secret)
 				used = []string{rt.Secret.Name}
 			}
+			used = append(used, substitute(pr.Out.Header, rt.Credentials)...)
 		},
 		Transport:     g.s.routeTransport,
 		FlushInterval: -1,
