@@ -159,17 +159,3 @@ func ProvidersIn(env map[string]string) []Provider {
 	}
 	return out
 }
-
-// CredentialEnv returns the credential variables of providers, each with
-// its value ("" when unset).
-func CredentialEnv(providers []Provider) map[string]string {
-	out := map[string]string{}
-	for _, p := range providers {
-		for _, c := range p.Credentials {
-			if _, seen := out[c.Env]; !seen || c.Value != "" {
-				out[c.Env] = c.Value
-			}
-		}
-	}
-	return out
-}

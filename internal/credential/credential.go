@@ -48,9 +48,9 @@ var nameWords = map[string]bool{
 // or PWD).
 var lastWords = map[string]bool{"KEY": true, "KEYS": true, "PAT": true, "AUTH": true, "PWD": true, "COOKIE": true, "COOKIES": true}
 
-// nameSubstrings make a name a credential's anywhere in it, for names
-// written without separators (DBPASSWORD, GITHUBAPIKEY).
-var nameSubstrings = []string{"SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "API_KEY", "PRIVATE_KEY", "ACCESS_KEY"}
+// wordSubstrings make a name a credential's inside one of its words, for
+// names written without separators (PGPASSWORD, GITHUBAPIKEY).
+var wordSubstrings = []string{"SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY"}
 
 // awsHarmless are AWS_… variables that name configuration, not a
 // credential.
@@ -73,9 +73,11 @@ func checkName(name string) Reason {
 	if len(words) > 1 && lastWords[words[len(words)-1]] {
 		return Reason("its name ends in " + words[len(words)-1])
 	}
-	for _, s := range nameSubstrings {
-		if strings.Contains(n, s) {
-			return Reason("its name holds " + s)
+	for _, w := range words {
+		for _, s := range wordSubstrings {
+			if strings.Contains(w, s) {
+				return Reason("its name holds " + s)
+			}
 		}
 	}
 	if strings.HasSuffix(n, "TOKEN") {
