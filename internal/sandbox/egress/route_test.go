@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // TestSubstitute checks that a route credential takes the place of its
@@ -99,6 +101,36 @@ func TestGateRouteCredentials(t *testing.T) {
 	for _, r := range h.rec.Records() {
 		if s := fmt.Sprintf("%+v", r); strings.Contains(s, "real-") {
 			t.Errorf("a record holds a value: %s", s)
+		}
+	}
+}
+
+// TestGateRouteDaemonSecret checks that a daemon secret the sandbox holds
+// a placeholder of (env.secrets) goes with route requests to its host, as
+// with any request to that host, and with no other route.
+func TestGateRouteDaemonSecret(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "key=%s", r.Header.Get("x-api-key"))
+	}))
+	t.Cleanup(ts.Close)
+	u, err := url.Parse(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := *u
+	named.Host = "localhost:" + u.Port()
+	store := NewSecrets()
+	if err := store.Put(Secret{Name: "anth", Value: "anth-real", Host: "localhost", Header: "x-api-key"}, "api"); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{opts: Options{Secrets: store}, cfg: Config{
+		Network: sandbox.Network{Secrets: map[string]string{"ANTHROPIC_API_KEY": "anth"}},
+		Routes:  []Route{{Name: "named", Upstream: &named}, {Name: "other", Upstream: u}},
+	}})
+	for route, want := range map[string]string{"named": "key=anth-real", "other": "key=" + Placeholder("anth")} {
+		resp, body := h.raw(t, "GET /llm/"+route+"/v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-api-key: "+Placeholder("anth")+"\r\n\r\n")
+		if resp.StatusCode != http.StatusOK || body != want {
+			t.Errorf("route %s: %d %q, want %q", route, resp.StatusCode, body, want)
 		}
 	}
 }
