@@ -43,6 +43,8 @@ type Options struct {
 	SecretsFile       string
 	NetworkAskTimeout time.Duration
 	EgressCAFile      string
+	// AgentsFile adds ACP agents by configuration (see daemon.Config).
+	AgentsFile string
 }
 
 // Server is an embedded daemon.
@@ -67,6 +69,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		GlobalPolicy: opts.GlobalPolicy, SessionPolicy: opts.SessionPolicy,
 		PermissionTimeout: opts.PermissionTimeout, ShutdownTimeout: opts.ShutdownTimeout, Log: opts.Logger,
 		SecretsFile: opts.SecretsFile, NetworkAskTimeout: opts.NetworkAskTimeout, EgressCAFile: opts.EgressCAFile,
+		AgentsFile: opts.AgentsFile,
 	})
 	if err != nil {
 		return nil, err

@@ -152,11 +152,13 @@ func attachEgress(srv *egress.Server, sb sandbox.Sandbox, cfg egress.Config) (*g
 
 // providerRoutes turns an agent's model APIs into routes of its sandbox's
 // proxy at port, and the environment that points the agent at them: the
-// base URL variable becomes the route, the key variable a placeholder;
-// the real key travels only from the proxy to the API.
+// base URL variable becomes the route, every credential variable the
+// session or the adapter sets a placeholder (credentialEnv); the real
+// values travel only from the proxy to the API, each in the header the
+// agent puts its placeholder in.
 func providerRoutes(port int, providers []agent.Provider) ([]egress.Route, map[string]string, error) {
 	var routes []egress.Route
-	env := map[string]string{}
+	env := credentialEnv(providers)
 	seen := map[string]bool{}
 	for _, p := range providers {
 		if seen[p.Name] {
@@ -170,10 +172,15 @@ func providerRoutes(port int, providers []agent.Provider) ([]egress.Route, map[s
 		up.RawQuery, up.Fragment = "", ""
 		r := egress.Route{Name: p.Name, Upstream: up}
 		env[p.BaseURLEnv] = egress.RouteURL(port, p.Name)
-		if p.Key != "" {
-			name := p.Name + "-api-key"
-			r.Secret = &egress.Secret{Name: name, Value: p.Key, Host: up.Hostname(), Header: p.Header, Format: p.Format}
-			env[p.KeyEnv] = egress.Placeholder(name)
+		for _, c := range p.Credentials {
+			if c.Value == "" {
+				continue
+			}
+			for _, h := range c.Headers {
+				r.Credentials = append(r.Credentials, egress.Secret{
+					Name: p.SecretName(c), Value: c.Value, Host: up.Hostname(), Header: h.Name, Format: h.Format,
+				})
+			}
 		}
 		routes = append(routes, r)
 	}
@@ -256,4 +263,27 @@ func sandboxCA(secrets egress.SecretSource, roots []byte, dir, id string, spec *
 	}
 	maps.Copy(spec.Env, egress.CAEnv(bundle))
 	return ca, release, nil
+}
+
+// credentialEnv is what a sandboxed agent holds instead of its model
+// credentials, in every network mode: each credential variable with a
+// value becomes its placeholder (unset ones stay unset, so that the agent
+// picks among the credentials it was given as it would outside). Without
+// the proxy nothing puts the value back: such a sandbox cannot
+// authenticate to its model, by design.
+func credentialEnv(providers []agent.Provider) map[string]string {
+	env := map[string]string{}
+	seen := map[string]bool{}
+	for _, p := range providers {
+		if seen[p.Name] {
+			continue
+		}
+		seen[p.Name] = true
+		for _, c := range p.Credentials {
+			if c.Value != "" {
+				env[c.Env] = egress.Placeholder(p.SecretName(c))
+			}
+		}
+	}
+	return env
 }

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,32 +71,51 @@ func TestLoadSecrets(t *testing.T) {
 
 func TestProviderRoutes(t *testing.T) {
 	routes, env, err := providerRoutes(3128, []agent.Provider{
-		agent.Anthropic(map[string]string{"ANTHROPIC_API_KEY": "sk-real"}, "", ""),
+		agent.Anthropic(map[string]string{"ANTHROPIC_API_KEY": "sk-real", "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat-real"}, "", ""),
 		agent.OpenAI(nil, "http://127.0.0.1:9000/s/shell/v1", ""),
 		agent.Anthropic(nil, "https://elsewhere.example", "ignored: a second anthropic"),
+		agent.Gemini(map[string]string{"GOOGLE_API_KEY": "AIza-real"}, "", ""),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(routes) != 2 || routes[0].Name != "anthropic" || routes[0].Upstream.String() != "https://api.anthropic.com" ||
-		routes[1].Upstream.String() != "http://127.0.0.1:9000/s/shell/v1" || routes[1].Secret != nil {
+	if len(routes) != 3 || routes[0].Name != "anthropic" || routes[0].Upstream.String() != "https://api.anthropic.com" ||
+		routes[1].Upstream.String() != "http://127.0.0.1:9000/s/shell/v1" || len(routes[1].Credentials) != 0 ||
+		routes[2].Name != "gemini" {
 		t.Fatalf("routes %+v", routes)
 	}
-	if s := routes[0].Secret; s == nil || s.Value != "sk-real" || s.Header != "x-api-key" || s.Host != "api.anthropic.com" {
-		t.Errorf("anthropic secret %+v", s)
+	for _, r := range routes {
+		if r.Secret != nil {
+			t.Errorf("route %s has an always-added secret; credentials go only where the agent puts their placeholder", r.Name)
+		}
+	}
+	type cred struct{ name, value, header, format string }
+	got := func(r egress.Route) []cred {
+		var out []cred
+		for _, s := range r.Credentials {
+			out = append(out, cred{s.Name, s.Value, s.Header, s.Format})
+		}
+		return out
+	}
+	for i, want := range [][]cred{
+		{{"anthropic-api-key", "sk-real", "x-api-key", ""}, {"anthropic-oauth-token", "sk-ant-oat-real", "Authorization", "Bearer {value}"}},
+		nil,
+		{{"gemini-google-api-key", "AIza-real", "x-goog-api-key", ""}, {"gemini-google-api-key", "AIza-real", "Authorization", "Bearer {value}"}},
+	} {
+		if g := got(routes[i]); !slices.Equal(g, want) {
+			t.Errorf("route %s credentials %+v, want %+v", routes[i].Name, g, want)
+		}
 	}
 	want := map[string]string{
-		"ANTHROPIC_BASE_URL": "http://127.0.0.1:3128/llm/anthropic",
-		"ANTHROPIC_API_KEY":  egress.Placeholder("anthropic-api-key"),
-		"OPENAI_BASE_URL":    "http://127.0.0.1:3128/llm/openai",
+		"ANTHROPIC_BASE_URL":      "http://127.0.0.1:3128/llm/anthropic",
+		"ANTHROPIC_API_KEY":       egress.Placeholder("anthropic-api-key"),
+		"CLAUDE_CODE_OAUTH_TOKEN": egress.Placeholder("anthropic-oauth-token"),
+		"OPENAI_BASE_URL":         "http://127.0.0.1:3128/llm/openai",
+		"GOOGLE_GEMINI_BASE_URL":  "http://127.0.0.1:3128/llm/gemini",
+		"GOOGLE_API_KEY":          egress.Placeholder("gemini-google-api-key"),
 	}
-	if len(env) != len(want) {
-		t.Errorf("env %v, want %v", env, want)
-	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("env %s = %q, want %q", k, env[k], v)
-		}
+	if !maps.Equal(env, want) {
+		t.Errorf("env %v, want %v (unset credentials stay unset)", env, want)
 	}
 	if _, _, err := providerRoutes(3128, []agent.Provider{agent.OpenAI(nil, "ftp://x", "")}); err == nil {
 		t.Error("a non-http base URL was accepted")

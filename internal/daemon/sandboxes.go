@@ -78,12 +78,20 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	}
 	spec.ReadPaths = append(spec.ReadPaths, opts.Paths.Read...)
 	spec.WritePaths = append(spec.WritePaths, opts.Paths.Write...)
+	// No credential of the agent's enters the sandbox, whatever its
+	// network: its variables hold placeholders, which the proxy's routes
+	// (mode proxy) replace on the way to the model.
+	env := credentialEnv(opts.Providers)
 	var routes []egress.Route
-	var env map[string]string
 	if spec.Network.Mode == sandbox.NetworkProxy {
 		if routes, env, err = providerRoutes(spec.Network.Port(), opts.Providers); err != nil {
 			return nil, err
 		}
+	}
+	// A variable the policy declares as a secret holds its placeholder,
+	// whatever value the session's env gave it.
+	for k, name := range spec.Network.Secrets {
+		env[k] = egress.Placeholder(name)
 	}
 	rt, err := s.runtimes.Get(p.Isolation())
 	if err != nil {
@@ -104,7 +112,7 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	if spec.Network.Mode != sandbox.NetworkProxy {
-		return &session.Sandbox{Sandbox: sb}, nil
+		return &session.Sandbox{Sandbox: sb, Env: env}, nil
 	}
 	g, err := attachEgress(s.egress, sb, egress.Config{
 		Scope: "session", ID: opts.SessionID, Network: spec.Network,
@@ -120,6 +128,18 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	g.release = release
 	return &session.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
 }
+
+// DeclaredSecrets implements session.SecretDeclarer: the policy's
+// env.secrets.
+func (s *sessionSandboxes) DeclaredSecrets(raw json.RawMessage) (map[string]string, error) {
+	p, err := policy.Parse("session policy", raw)
+	if err != nil {
+		return nil, err
+	}
+	return p.Env.Secrets, nil
+}
+
+var _ session.SecretDeclarer = (*sessionSandboxes)(nil)
 
 // ReplaceAllow implements session.Sandboxes.
 func (s *sessionSandboxes) ReplaceAllow(raw json.RawMessage, allow []string) (json.RawMessage, error) {

@@ -76,6 +76,12 @@
 // (Server.KeyMismatches). Health checks (GET /, /health, /healthz), HEAD,
 // telemetry, model lists and unknown routes need no key.
 //
+// Options.Credentials is the stricter form: a list of accepted
+// credentials, each a header and its whole value (and headers it needs
+// with it, such as Anthropic's OAuth beta). A model call must carry one of
+// them, and every credential it carries must be one of them in its own
+// header; refusals are answered and counted the same way.
+//
 // # TLS
 //
 // With Options.TLS the server speaks HTTPS, HTTP/1.1 and HTTP/2 (ALPN), and

@@ -65,6 +65,15 @@ type Options struct {
 	// checks, HEAD, telemetry, model lists and unknown routes (404) need
 	// no key.
 	RequireKey string
+	// Credentials, if set, are the only credentials model calls are
+	// answered for (the calls RequireKey guards, and with it set both
+	// rules apply): a call must carry one of them, with the headers it
+	// Requires, and every credential it carries — in Authorization,
+	// x-api-key, x-goog-api-key, api-key or ?key= — must be one of them,
+	// in its own header. So a test can prove which credential reached the
+	// model, and in which header. Refusals are answered and counted as
+	// for RequireKey, with a reason that names headers, never values.
+	Credentials []Credential
 	// TLS serves HTTPS instead of HTTP (HTTP/1.1 and HTTP/2 by ALPN),
 	// with a certificate for 127.0.0.1, ::1 and localhost made by Start
 	// and signed by a CA made with it, valid for 7 days. Clients trust it
@@ -433,7 +442,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, hr *http.Request) {
 		writeModels(w, p, model)
 		return
 	}
-	if msg := s.checkKey(key); msg != "" {
+	msg := s.checkKey(key)
+	if msg == "" {
+		msg = checkCredentials(s.opts.Credentials, hr)
+	}
+	if msg != "" {
 		s.mu.Lock()
 		s.badKeys++
 		s.mu.Unlock()

@@ -234,6 +234,10 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 		return store.Session{}, fmt.Errorf("%w: this daemon runs agents without a sandbox (start it with sandboxing enabled)", ErrPolicy)
 	}
 
+	if err := m.checkEnv(p.Agent, a, policy, agent.Config{Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode, Cwd: p.Cwd, Env: p.Env}); err != nil {
+		return store.Session{}, err
+	}
+
 	now := time.Now().UTC()
 	s := store.Session{
 		ID: ids.New(ids.Session), Agent: p.Agent, Model: p.Model, Mode: p.Mode,
@@ -636,6 +640,9 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 	}
 	a, err := m.cfg.Agents.Get(s.Agent)
 	if err != nil {
+		return store.Session{}, err
+	}
+	if err := m.checkEnv(s.Agent, a, s.Policy, agent.Config{SessionID: s.ID, Model: s.Model, Mode: s.Mode, PermissionMode: s.PermissionMode, Cwd: s.Cwd, Env: env}); err != nil {
 		return store.Session{}, err
 	}
 	info := a.Info(ctx)

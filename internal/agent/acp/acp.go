@@ -63,8 +63,10 @@ type Agent struct {
 	ExitsOnEOF bool
 	// Providers, when set, reports the model APIs a session calls as its
 	// environment configures them (agent.ProviderUser), so a sandboxed
-	// session reaches them through the egress proxy's routes. Agents
-	// whose provider is fixed in a config file leave it nil.
+	// session reaches them through the egress proxy's routes and its
+	// credentials stay outside. Command must then take the provider's
+	// base URL and credentials from cfg.Env (where the sandbox puts the
+	// route and the placeholders), also when a config file names them.
 	Providers func(cfg agent.Config) []agent.Provider
 }
 

@@ -174,7 +174,14 @@ func Gemini(c Config) agent.Adapter {
 			}
 			setIf(env, "GEMINI_API_KEY", c.GeminiAPIKey)
 			setIf(env, "GOOGLE_GEMINI_BASE_URL", c.GeminiBaseURL)
-			return []string{"--acp"}, withSession(env, cfg), nil
+			env = withSession(env, cfg)
+			// With API-key auth the CLI reads GEMINI_API_KEY only; a
+			// session that sets GOOGLE_API_KEY (the Google SDKs' name)
+			// means it.
+			if env["GEMINI_API_KEY"] == "" {
+				setIf(env, "GEMINI_API_KEY", env["GOOGLE_API_KEY"])
+			}
+			return []string{"--acp"}, env, nil
 		},
 	}, c.Options)
 }
@@ -243,13 +250,35 @@ func Codex(c Config) agent.Adapter {
 		Home: c.home(NameCodex, "/var/tmp", func(dir string) error {
 			return os.WriteFile(filepath.Join(dir, "config.toml"), []byte(codexConfig(c)), 0o600)
 		}),
+		Providers: func(cfg agent.Config) []agent.Provider {
+			return []agent.Provider{agent.OpenAI(cfg.Env, c.OpenAIBaseURL, c.OpenAIAPIKey).With(
+				agent.Credential{ID: "codex-api-key", Env: "CODEX_API_KEY", Value: cfg.Env["CODEX_API_KEY"], Headers: agent.Bearer})}
+		},
 		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
 			if underTemp(home) {
 				return nil, nil, fmt.Errorf("CODEX_HOME %s is under the temp dir, where Codex cannot create its sandbox helper: run the daemon with a --data-dir outside it", home)
 			}
 			env := map[string]string{"PATH": basePath(bin), "HOME": home, "CODEX_HOME": home}
 			setIf(env, "OPENAI_API_KEY", c.OpenAIAPIKey)
-			return nil, withSession(env, cfg), nil
+			env = withSession(env, cfg)
+			// The provider of config.toml reads OPENAI_API_KEY; Codex's
+			// own name for a key, CODEX_API_KEY, stands in for it.
+			if env["OPENAI_API_KEY"] == "" {
+				setIf(env, "OPENAI_API_KEY", env["CODEX_API_KEY"])
+			}
+			var args []string
+			if cfg.Sandbox != nil {
+				// Codex's own sandbox (bubblewrap) needs namespaces that
+				// agentbox's sandbox refuses, and every command would
+				// fail; agentbox's sandbox is the boundary then.
+				args = append(args, "-c", `sandbox_mode="danger-full-access"`)
+			}
+			if u := cfg.Env["OPENAI_BASE_URL"]; u != "" {
+				// The session's base URL (a sandbox's proxy route) over
+				// the one config.toml names.
+				args = append(args, "-c", "model_providers.agentbox.base_url="+strconv.Quote(u))
+			}
+			return args, env, nil
 		},
 	}, c.Options)
 }
@@ -308,7 +337,7 @@ func OpenCode(c Config) agent.Adapter {
 				"$schema": "https://opencode.ai/config.json",
 				"provider": map[string]any{"agentbox": map[string]any{
 					"npm": "@ai-sdk/openai-compatible", "name": "agentbox",
-					"options": map[string]any{"baseURL": c.OpenAIBaseURL, "apiKey": "{env:AGENTBOX_OPENCODE_API_KEY}"},
+					"options": map[string]any{"baseURL": "{env:AGENTBOX_OPENCODE_BASE_URL}", "apiKey": "{env:AGENTBOX_OPENCODE_API_KEY}"},
 					"models":  map[string]any{model: map[string]any{"name": model, "tool_call": true}},
 				}},
 				"model": "agentbox/" + model, "small_model": "agentbox/" + model,
@@ -323,9 +352,16 @@ func OpenCode(c Config) agent.Adapter {
 			return writeJSON(filepath.Join(dir, "opencode.json"), cfg)
 		}),
 		PermissionModes: map[string]string{"plan": "plan"},
+		Providers: func(cfg agent.Config) []agent.Provider {
+			return []agent.Provider{agent.OpenAI(cfg.Env, c.OpenAIBaseURL, c.OpenAIAPIKey)}
+		},
 		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
-			if c.OpenAIBaseURL == "" {
-				return nil, nil, errors.New("no provider base URL (set the daemon's OPENAI_BASE_URL)")
+			// opencode.json takes the provider's URL and key from these
+			// two variables: the session's OPENAI_* (a sandbox's route and
+			// placeholder), else the daemon's.
+			baseURL := orDefault(cfg.Env["OPENAI_BASE_URL"], c.OpenAIBaseURL)
+			if baseURL == "" {
+				return nil, nil, errors.New("no provider base URL (set the daemon's or the session's OPENAI_BASE_URL)")
 			}
 			env := map[string]string{
 				"PATH": basePath(bin), "HOME": filepath.Join(home, "home"),
@@ -340,12 +376,14 @@ func OpenCode(c Config) agent.Adapter {
 				"OPENCODE_DISABLE_CLAUDE_CODE":     "1",
 				"OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
 				"OPENCODE_DISABLE_PROJECT_CONFIG":  "1",
-				"AGENTBOX_OPENCODE_API_KEY":        c.OpenAIAPIKey,
 				// The plugin lookups at start reach the provider's host
 				// only (and fail fast there).
-				"npm_config_registry": registryFor(c.OpenAIBaseURL),
+				"npm_config_registry": registryFor(baseURL),
 			}
-			return []string{"acp"}, withSession(env, cfg), nil
+			env = withSession(env, cfg)
+			env["AGENTBOX_OPENCODE_BASE_URL"] = baseURL
+			env["AGENTBOX_OPENCODE_API_KEY"] = orDefault(cfg.Env["OPENAI_API_KEY"], c.OpenAIAPIKey)
+			return []string{"acp"}, env, nil
 		},
 	}, c.Options)
 }
@@ -418,6 +456,17 @@ func FromConfig(c Custom, opts Options) (agent.Adapter, error) {
 			env := map[string]string{"PATH": basePath(bin), "HOME": home}
 			maps.Copy(env, c.Env)
 			return append([]string(nil), c.Args...), withSession(env, cfg), nil
+		},
+		// agentbox does not know which model such an agent calls: the
+		// well-known variables its environment sets say so, and a
+		// sandboxed session routes those.
+		Providers: func(cfg agent.Config) []agent.Provider {
+			env := maps.Clone(c.Env)
+			if env == nil {
+				env = map[string]string{}
+			}
+			maps.Copy(env, cfg.Env)
+			return agent.ProvidersIn(env)
 		},
 		ExitsOnEOF:    true,
 		ServeFS:       c.FS,

@@ -189,6 +189,14 @@ type Route struct {
 	// Secret, when set, is added to every request of the route (bound to
 	// the upstream's host).
 	Secret *Secret
+	// Credentials are the credentials the route's client may send: each
+	// one's value takes the place of its placeholder (Placeholder(Name))
+	// only in its own Header, and only where that header's value is
+	// exactly Format around the placeholder; the client picks which it
+	// sends, as it would without the proxy. Several entries may share a
+	// Name to accept it in several headers. Host is not consulted: the
+	// route is bound to Upstream.
+	Credentials []Secret
 }
 
 // Config is one sandbox's gate.

@@ -334,6 +334,12 @@ func (g *Gate) serveRoute(w http.ResponseWriter, r *http.Request) {
 				injectOne(pr.Out.Header, *rt.Secret)
 				used = []string{rt.Secret.Name}
 			}
+			used = append(used, substitute(pr.Out.Header, rt.Credentials)...)
+			// The daemon secrets the sandbox holds placeholders of
+			// (env.secrets) that are bound to the upstream's host go
+			// with the request as on any other to that host: a model key
+			// may be declared that way too.
+			used = append(used, inject(pr.Out.Header, strings.ToLower(up.Hostname()), g.secrets())...)
 		},
 		Transport:     g.s.routeTransport,
 		FlushInterval: -1,
