@@ -312,6 +312,7 @@ const (
 	ReasonMemory        = "memory_limit_exceeded"
 	ReasonPids          = "pids_limit_exceeded"
 	ReasonDisk          = "disk_limit_exceeded"
+	ReasonFiles         = "files_limit_exceeded"
 	ReasonOutput        = "output_limit_exceeded"
 	ReasonPolicyDenied  = "policy_denied"
 	ReasonSandboxFailed = "sandbox_failed"

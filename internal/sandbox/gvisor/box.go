@@ -84,7 +84,7 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	}
 	b.info.Mechanisms = append(b.info.Mechanisms, "cgroup:"+b.cg.Version())
 
-	b.ws, err = mountOverlay(b.dir, spec.Workspace, spec.Limits.DiskBytes)
+	b.ws, err = mountOverlay(b.dir, spec.Workspace, spec.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
 	}
@@ -111,6 +111,9 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	}
 	// /tmp first: the workspace may live below it.
 	if err := bd.add(bind(b.ws.tmp, "/tmp", true)); err != nil {
+		return nil, err
+	}
+	if err := bd.add(bind(b.ws.home, sandboxHome, true)); err != nil {
 		return nil, err
 	}
 	if err := bd.add(bind(b.ws.merged, spec.WorkspaceDir, true)); err != nil {
@@ -439,8 +442,13 @@ func (p *proc) wait(procFile string) {
 		p.box.dead.Store(!p.box.running())
 	case failed && after.PidsMaxHits > p.before.PidsMaxHits:
 		e.Reason, e.Message = sandbox.ReasonPids, fmt.Sprintf("process limit of %d exceeded", p.box.spec.Limits.Pids)
-	case failed && p.box.diskFull():
-		e.Reason, e.Message = sandbox.ReasonDisk, fmt.Sprintf("disk limit of %d bytes reached (/tmp or workspace writes)", p.box.spec.Limits.DiskBytes)
+	case failed && p.box.filesFull() != "":
+		e.Reason = p.box.filesFull()
+		if e.Reason == sandbox.ReasonDisk {
+			e.Message = fmt.Sprintf("disk limit of %d bytes reached (/tmp, home or workspace writes)", p.box.spec.Limits.DiskBytes)
+		} else {
+			e.Message = fmt.Sprintf("file-count limit of %d entries reached (/tmp, home or workspace)", p.box.spec.Limits.Files)
+		}
 	case p.stdout != nil && p.stdout.Truncated() || p.stderr != nil && p.stderr.Truncated():
 		e.Reason, e.Message = sandbox.ReasonOutput, fmt.Sprintf("output truncated at %d bytes", p.box.spec.Limits.OutputBytes)
 	}
@@ -455,16 +463,18 @@ func (b *box) running() bool {
 	return err == nil && containsAny(string(out), `"status": "running"`)
 }
 
-// diskFull reports whether the workspace's scratch tmpfs is full.
-func (b *box) diskFull() bool {
-	if b.spec.Limits.DiskBytes <= 0 {
-		return false
-	}
-	for _, dir := range []string{b.ws.scratch, b.ws.tmp} {
+// filesFull says which limit a scratch tmpfs (workspace changes, /tmp,
+// home) ran out of: ReasonDisk, ReasonFiles, or "" for none.
+func (b *box) filesFull() string {
+	for _, dir := range []string{b.ws.scratch, b.ws.tmp, b.ws.home} {
 		var st unix.Statfs_t
-		if unix.Statfs(dir, &st) == nil && st.Bavail == 0 {
-			return true
+		switch {
+		case unix.Statfs(dir, &st) != nil:
+		case b.spec.Limits.DiskBytes > 0 && st.Bavail == 0:
+			return sandbox.ReasonDisk
+		case b.spec.Limits.Files > 0 && st.Ffree == 0:
+			return sandbox.ReasonFiles
 		}
 	}
-	return false
+	return ""
 }

@@ -8,10 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // workspaceOverlay is the host-side overlay the container sees as its
@@ -20,19 +21,43 @@ import (
 // (sized by the disk limit), applied back by workspace.Commit.
 type workspaceOverlay struct {
 	scratch, upper, work, lower, merged string
-	// tmp is the sandbox's /tmp: a sized host tmpfs, so a full /tmp is
-	// visible from the host (the disk-limit verdict).
-	tmp      string
-	idmapped bool
+	// tmp and home are the sandbox's /tmp and $HOME: sized host tmpfs,
+	// so a full one is visible from the host (the disk-limit verdict) and
+	// the file-count limit is the host kernel's nr_inodes.
+	tmp, home string
+	idmapped  bool
+}
+
+// Inodes a scratch tmpfs holds besides the workload's entries: its root,
+// and in the workspace's also the overlay's upper and work directories and
+// the work directory overlayfs makes inside the latter.
+const (
+	inodesTmpfs   = 1
+	inodesScratch = 4
+)
+
+// tmpfsOptions are the options of a scratch tmpfs of mode holding extra
+// inodes of its own, bounded by the disk and file limits (0: the kernel's
+// defaults).
+func tmpfsOptions(mode string, l sandbox.Limits, extra int64) string {
+	opts := "mode=" + mode
+	if l.DiskBytes > 0 {
+		opts += ",size=" + strconv.FormatInt(l.DiskBytes, 10)
+	}
+	if l.Files > 0 {
+		opts += ",nr_inodes=" + strconv.FormatInt(l.Files+extra, 10)
+	}
+	return opts
 }
 
 // mountOverlay builds the overlay under dir for the host workspace ws.
-func mountOverlay(dir, ws string, diskBytes int64) (_ *workspaceOverlay, err error) {
+func mountOverlay(dir, ws string, limits sandbox.Limits) (_ *workspaceOverlay, err error) {
 	o := &workspaceOverlay{
 		scratch: filepath.Join(dir, "scratch"),
 		lower:   filepath.Join(dir, "lower"),
 		merged:  filepath.Join(dir, "workspace"),
 		tmp:     filepath.Join(dir, "tmp"),
+		home:    filepath.Join(dir, "home"),
 	}
 	o.upper, o.work = filepath.Join(o.scratch, "upper"), filepath.Join(o.scratch, "work")
 	defer func() {
@@ -43,21 +68,20 @@ func mountOverlay(dir, ws string, diskBytes int64) (_ *workspaceOverlay, err err
 			}
 		}
 	}()
-	for _, d := range []string{o.scratch, o.lower, o.merged, o.tmp} {
+	for _, d := range []string{o.scratch, o.lower, o.merged, o.tmp, o.home} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	opts := "mode=0700"
-	if diskBytes > 0 {
-		opts += ",size=" + strconv.FormatInt(diskBytes, 10)
-	}
-	if err := unix.Mount("tmpfs", o.scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	if err := unix.Mount("tmpfs", o.scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions("0700", limits, inodesScratch)); err != nil {
 		return nil, fmt.Errorf("gvisor: scratch tmpfs: %w", err)
 	}
-	tmpOpts := strings.Replace(opts, "mode=0700", "mode=1777", 1)
-	if err := unix.Mount("tmpfs", o.tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOpts); err != nil {
+	if err := unix.Mount("tmpfs", o.tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions("1777", limits, inodesTmpfs)); err != nil {
 		return nil, fmt.Errorf("gvisor: /tmp tmpfs: %w", err)
+	}
+	homeOpts := tmpfsOptions("0700", limits, inodesTmpfs) + fmt.Sprintf(",uid=%d,gid=%d", sandboxUID, sandboxGID)
+	if err := unix.Mount("tmpfs", o.home, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, homeOpts); err != nil {
+		return nil, fmt.Errorf("gvisor: home tmpfs: %w", err)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(ws, &st); err != nil {
@@ -95,7 +119,7 @@ func mountOverlay(dir, ws string, diskBytes int64) (_ *workspaceOverlay, err err
 // unmount takes the overlay down; safe on a partly built one.
 func (o *workspaceOverlay) unmount() error {
 	var errs []error
-	for _, m := range []string{o.merged, o.lower, o.scratch, o.tmp} {
+	for _, m := range []string{o.merged, o.lower, o.scratch, o.tmp, o.home} {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}

@@ -423,20 +423,38 @@ func (b *box) countersMatter() bool {
 	return b.spec.Limits.MemoryBytes > 0 || b.spec.Limits.Pids > 0
 }
 
-// diskFull reports whether a sandbox filesystem with a size ran out.
-func (b *box) diskFull() (string, bool) {
-	for _, m := range []struct {
-		name string
-		f    *os.File
-	}{{"workspace", b.upper}, {"/tmp", b.tmp}, {"home", b.home}} {
-		if m.f == nil {
-			continue
-		}
-		if free, err := freeBytes(m.f); err == nil && free < 8192 {
-			return m.name, true
+// filesFull is the verdict of a failed command when a sandbox filesystem
+// ran out of space (ReasonDisk) or of entries (ReasonFiles), with the
+// message naming it; "" when none did.
+func (b *box) filesFull() (reason, msg string) {
+	for _, m := range b.scratch() {
+		bytes, inodes, err := freeSpace(m.f)
+		switch {
+		case err != nil:
+		case bytes < 8192:
+			return sandbox.ReasonDisk, fmt.Sprintf("the %s disk limit was reached", m.name)
+		case inodes == 0 && b.spec.Limits.Files > 0:
+			return sandbox.ReasonFiles, fmt.Sprintf("the %s file-count limit of %d entries was reached", m.name, b.spec.Limits.Files)
 		}
 	}
-	return "", false
+	return "", ""
+}
+
+// scratchFS is one writable filesystem of the sandbox.
+type scratchFS struct {
+	name string
+	f    *os.File
+}
+
+// scratch lists the sandbox's writable filesystems.
+func (b *box) scratch() []scratchFS {
+	var out []scratchFS
+	for _, m := range []scratchFS{{"workspace", b.upper}, {"/tmp", b.tmp}, {"home", b.home}} {
+		if m.f != nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // tailBuffer keeps the last few KiB of the init's stderr for error

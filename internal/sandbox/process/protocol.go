@@ -46,6 +46,7 @@ type initConfig struct {
 	EgressPort int              `json:"egress_port,omitempty"`
 	EgressFD   int              `json:"egress_fd,omitempty"`
 	ShmBytes   int64            `json:"shm_bytes"`
+	ShmFiles   int64            `json:"shm_files,omitempty"`
 	Syscalls   sandbox.Syscalls `json:"syscalls"`
 	// Degraded lists mechanisms the supervisor already knows are missing
 	// and which the spec allowed to go without.

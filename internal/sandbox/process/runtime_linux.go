@@ -236,6 +236,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		NetNone:              spec.Network.Mode != sandbox.NetworkHost,
 		EgressPort:           egressPort(spec.Network),
 		ShmBytes:             tmpSize(spec),
+		ShmFiles:             spec.Limits.Files,
 		Syscalls:             spec.Syscalls,
 		AllowDegraded:        spec.AllowDegraded,
 	}
@@ -262,7 +263,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
 	}
 	addMount(lower, spec.WorkspaceDir, "lower")
-	upper, err := newTmpfs(spec.Limits.DiskBytes, 0o755, rootUID, rootUID)
+	upper, err := newTmpfs(spec.Limits.DiskBytes, inodes(spec.Limits.Files, inodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
@@ -279,14 +280,14 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		Protected: spec.Protected,
 	}
 
-	// Scratch: /tmp and $HOME, each capped at the disk limit.
-	tmp, err := newTmpfs(tmpSize(spec), 0o1777, rootUID, rootUID)
+	// Scratch: /tmp and $HOME, each capped at the disk and file limits.
+	tmp, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o1777, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
 	b.tmp = tmp
 	addMount(tmp, "/tmp", "")
-	home, err := newTmpfs(tmpSize(spec), 0o700, userUID, userUID)
+	home, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o700, userUID, userUID)
 	if err != nil {
 		return nil, err
 	}

@@ -448,6 +448,9 @@ func mountDev(cfg *initConfig) error {
 		return err
 	}
 	opt := "mode=1777,size=" + strconv.FormatInt(cfg.ShmBytes, 10)
+	if cfg.ShmFiles > 0 {
+		opt += ",nr_inodes=" + strconv.FormatInt(inodes(cfg.ShmFiles, inodesTmpfs), 10)
+	}
 	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opt); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)
 	}

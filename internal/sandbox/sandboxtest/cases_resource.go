@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -142,6 +143,41 @@ while True:
 			},
 		},
 		{
+			// §2 of issue 11: empty files cost no disk quota, so only a
+			// bound on entries stops a sandbox from spending the host's
+			// inodes (and the commit's time).
+			name: "18_many_files_tmp",
+			want: map[string]string{"create": "ENOSPC", "within_limit": "yes"},
+			run: func(h *harness) {
+				const limit = 500
+				h.create(func(s *sandbox.Spec) { s.Limits.Files = limit })
+				r := h.python(manyFilesCode("/tmp/many", limit))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonFiles)
+			},
+		},
+		{
+			name: "18_many_files_workspace",
+			want: map[string]string{"create": "ENOSPC", "within_limit": "yes"},
+			run: func(h *harness) {
+				const limit = 500
+				h.create(func(s *sandbox.Spec) { s.Limits.Files = limit })
+				// What was created before ENOSPC may be committed, but
+				// never more entries than the limit.
+				n := 0
+				h.allow = func(c change) bool {
+					if c.Before != nil || c.Path != "many" && !strings.HasPrefix(c.Path, "many/") {
+						return false
+					}
+					n++
+					return n <= limit
+				}
+				r := h.python(manyFilesCode("many", limit))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonFiles)
+			},
+		},
+		{
 			name: "conf_output_100mb",
 			run: func(h *harness) {
 				const total, capN = 100_000_000, 1 << 20
@@ -197,6 +233,26 @@ except OSError as e:
     R("fill", E(e.errno))
 sys.exit(1)
 `, path, 4*limit>>20)
+}
+
+// manyFilesCode creates empty files in dir until creation fails, and stops
+// at four times the limit so that a runtime without a file limit cannot
+// spend the host's inodes.
+func manyFilesCode(dir string, limit int) string {
+	return fmt.Sprintf(`
+os.mkdir(%[1]q)
+n = 0
+try:
+    while n < %[2]d:
+        os.close(os.open("%%s/f%%d" %% (%[1]q, n), os.O_CREAT | os.O_WRONLY, 0o644))
+        n += 1
+    R("create", "no-limit:%%d" %% n)
+except OSError as e:
+    R("create", E(e.errno))
+R("n", n)
+R("within_limit", "yes" if n <= %[3]d else "no:%%d" %% n)
+sys.exit(1)
+`, dir, 4*limit, limit)
 }
 
 // expectVerdict asserts the Verdict reason of r.
