@@ -418,6 +418,9 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrPolicyInvalid, err))
 	}
+	// A task's workspace is nobody's: what the task writes stays in the
+	// sandbox and goes with it, never copied to a host directory.
+	spec.Throwaway = true
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return fail(fmt.Errorf("create %s sandbox: %w", rt.Name(), err))

@@ -284,6 +284,9 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 func (b *box) commit() ([]sandbox.Violation, error) {
 	b.committer.Lock()
 	defer b.committer.Unlock()
+	if b.spec.Throwaway {
+		return nil, nil // nothing ever reaches the host
+	}
 	v, err := workspace.Commit(b.ws.upper, b.spec.Workspace, b.spec.Protected)
 	if err != nil {
 		return v, fmt.Errorf("gvisor: commit: %w", err)

@@ -331,6 +331,9 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 func (b *box) commit() ([]sandbox.Violation, error) {
 	b.commitMu.Lock()
 	defer b.commitMu.Unlock()
+	if b.spec.Throwaway {
+		return nil, nil // nothing ever reaches the host
+	}
 	if b.committer == nil {
 		return nil, errors.New("process sandbox: no workspace to commit")
 	}

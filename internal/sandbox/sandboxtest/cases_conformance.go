@@ -105,6 +105,34 @@ cat README.md new.txt dir/x.txt`)
 			},
 		},
 		{
+			// §2 of issue 11: code execution's workspace is nobody's,
+			// and nothing written there may reach a host directory.
+			name: "conf_throwaway_workspace_never_copied_back",
+			run: func(h *harness) {
+				h.create(func(s *sandbox.Spec) { s.Throwaway = true })
+				// h.allow stays nil: any change on the host fails the case.
+				r := h.shell(`set -e
+printf 'changed\n' > README.md
+printf 'new\n' > new.txt
+mkdir dir && printf 'x\n' > dir/x.txt
+rm old.txt
+printf '{}' > .mcp.json
+ln -s /etc/passwd link
+cat README.md new.txt`)
+				h.expectExit(r, 0)
+				if r.stdout != "changed\nnew\n" {
+					h.t.Errorf("inside, the changes are not visible: stdout %q", r.stdout)
+				}
+				if v := h.commit(); len(v) != 0 {
+					h.t.Errorf("Commit of a throwaway workspace reported violations (it must apply nothing): %s", fmtViolations(v))
+				}
+				h.close()
+				if v := h.violations; len(v) != 0 {
+					h.t.Errorf("Close of a throwaway workspace reported violations (it must apply nothing): %s", fmtViolations(v))
+				}
+			},
+		},
+		{
 			name: "conf_signal",
 			run: func(h *harness) {
 				h.create()
