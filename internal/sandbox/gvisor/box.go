@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/seccomp"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
@@ -35,6 +36,9 @@ type box struct {
 	info sandbox.Info
 	cg   *cgroup.Group
 	ws   *workspaceOverlay
+	// record is the sandbox in this process's owner records (package
+	// owner) until destroy has removed all of it.
+	record *owner.Entry
 	// Network mode proxy only (egress.go): the host side of the control
 	// socket and the forwarder's `runsc exec`. Nothing is bound into the
 	// container for them.
@@ -62,7 +66,19 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	b := &box{rt: r, id: newID(), spec: spec}
 	b.dir = filepath.Join(r.opts.StateDir, b.id)
 	b.info = sandbox.Info{Runtime: Name, Mechanisms: []string{"gvisor:" + r.opts.Platform, "uid:1000", "no-caps", "no_new_privs"}}
+	cgName := "gvisor-" + b.id[len("agentbox-"):]
+	// Written down before any of it exists: if this process dies, the
+	// container outlives it (runsc run --detach), and the next agentbox
+	// to start removes the container, its cgroups, mounts and directory.
+	o, err := owner.Default().Self()
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if b.record, err = o.Record(owner.Record{Kind: KindSandbox, Name: cgName, Path: b.dir}); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+		b.record.Release()
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
 	defer func() {
@@ -75,7 +91,7 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	}()
 
 	// The pids limit is set once the container runs (see below).
-	b.cg, err = cgroup.New("gvisor-"+b.id[len("agentbox-"):], cgroup.Limits{
+	b.cg, err = cgroup.New(cgName, cgroup.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		CPUs:        spec.Limits.CPUs,
 	})
@@ -360,10 +376,11 @@ func (b *box) destroy() error {
 	}
 	// Unmount anything runsc may have left under the bundle before
 	// removing it, so RemoveAll never descends into a host mount.
-	if err := unmountUnder(b.dir); err != nil {
+	if err := owner.RemoveTree(b.dir); err != nil {
 		errs = append(errs, err)
-	} else if err := os.RemoveAll(b.dir); err != nil {
-		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		b.record.Release()
 	}
 	return errors.Join(errs...)
 }

@@ -45,6 +45,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
@@ -200,6 +201,11 @@ func (r *Runtime) runscCmd(ctx context.Context, root, network string, args ...st
 	cmd := exec.CommandContext(ctx, r.runsc.Path, append(global, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.WaitDelay = time.Second
+	// A runsc process does not outlive the daemon: what it drives (a
+	// command, the egress forwarder) is gone with the container, which
+	// the next agentbox to start removes (see Reap). The container itself
+	// is not a child of this one and keeps running until then.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 

@@ -20,21 +20,24 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
 
 // box is one process sandbox, seen from the supervisor.
 type box struct {
-	id   string
-	spec sandbox.Spec
-	info sandbox.Info
-	slot int
+	id      string
+	spec    sandbox.Spec
+	info    sandbox.Info
+	slot    int
+	uidSlot *owner.Slot // holds slot host-wide until destroy
 	// slotSeen is slot, kept after the slot is freed (tests look for
 	// processes of its uids).
 	slotSeen int
 
 	cg               cgroupGroup
-	upper, tmp, home *os.File // detached tmpfs mounts (see host_linux.go)
+	cgRecord         *owner.Entry // the cgroup, for whoever starts after we die
+	upper, tmp, home *os.File     // detached tmpfs mounts (see host_linux.go)
 	closers          []io.Closer
 	cmd              *exec.Cmd
 	initFD           int        // pidfd of the init; guarded by fdMu once started
@@ -409,10 +412,13 @@ func (b *box) destroy() error {
 	if b.cg != nil {
 		err = b.cg.Delete()
 	}
+	if err == nil {
+		b.cgRecord.Release() // gone (or never made)
+	}
 	b.fdMu.Unlock()
-	if b.slot >= 0 {
-		freeSlot(b.slot)
-		b.slot = -1
+	if b.uidSlot != nil {
+		b.uidSlot.Release()
+		b.uidSlot, b.slot = nil, -1
 	}
 	if err != nil {
 		return fmt.Errorf("process sandbox: %w", err)

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
 
@@ -79,31 +82,20 @@ func New(opts Options) *Runtime {
 // Name implements sandbox.Runtime.
 func (r *Runtime) Name() string { return "process" }
 
-// slots hands out uid slots; the table is process-wide because host uids
-// are.
-var slots = struct {
-	sync.Mutex
-	used [slotCount]bool
-}{}
-
+// slotCount is the number of uid slots: sandboxes live at once on the
+// host, per UIDBase.
 const slotCount = 1000
 
-func allocSlot() (int, error) {
-	slots.Lock()
-	defer slots.Unlock()
-	for i, u := range slots.used {
-		if !u {
-			slots.used[i] = true
-			return i, nil
-		}
+// allocSlot takes a uid slot. Slots are host-wide (package owner: a lock
+// file per slot under /run/agentbox, held for the sandbox's life), because
+// host uids are: two agentbox processes on one host never give two live
+// sandboxes the same uids, and a process that dies frees its slots.
+func (r *Runtime) allocSlot() (*owner.Slot, error) {
+	s, err := owner.Default().Slot("uid-"+strconv.Itoa(r.opts.UIDBase), slotCount)
+	if err != nil {
+		return nil, fmt.Errorf("process sandbox: uid slot: %w", err)
 	}
-	return 0, fmt.Errorf("all %d sandbox uid slots are in use", slotCount)
-}
-
-func freeSlot(i int) {
-	slots.Lock()
-	slots.used[i] = false
-	slots.Unlock()
+	return s, nil
 }
 
 // Probe implements sandbox.Runtime.
@@ -169,9 +161,10 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil
 	}
 
-	if b.slot, err = allocSlot(); err != nil {
+	if b.uidSlot, err = r.allocSlot(); err != nil {
 		return nil, err
 	}
+	b.slot = b.uidSlot.N
 	b.slotSeen = b.slot
 	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
 	rootUID := r.opts.UIDBase + b.slot
@@ -194,6 +187,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		}
 		done := make(chan result, 1)
 		name := "agentbox-" + b.id
+		// Written down before it exists: if this process dies, the
+		// next agentbox to start removes the group and what runs in it.
+		if b.cgRecord, err = recordArtefact(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
+			return nil, err
+		}
 		go func() {
 			cg, err := newCgroup(name, spec.Limits)
 			done <- result{cg, err}
@@ -345,6 +343,16 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	b.info.Mechanisms = append(b.info.Mechanisms, ready.Mechanisms...)
 	b.info.Degraded = append(b.info.Degraded, ready.Degraded...)
 	return b, nil
+}
+
+// recordArtefact writes down a host artefact of this process (package
+// owner) before it is made.
+func recordArtefact(r owner.Record) (*owner.Entry, error) {
+	o, err := owner.Default().Self()
+	if err != nil {
+		return nil, fmt.Errorf("process sandbox: %w", err)
+	}
+	return o.Record(r)
 }
 
 // idmappedClone clones path with its owner mapped to the sandbox user.
