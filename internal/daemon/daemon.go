@@ -112,6 +112,9 @@ type Config struct {
 	// Getenv reads the daemon's environment (secrets' value_env); nil
 	// means os.LookupEnv.
 	Getenv func(string) (string, bool)
+	// KeepAgentHomes keeps a sandboxed session's agent home when the
+	// session is purged (by default it goes with the session).
+	KeepAgentHomes bool
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -297,6 +300,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 			egress: eg, askTimeout: cfg.NetworkAskTimeout},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
+		KeepAgentState:  cfg.KeepAgentHomes,
 	})
 	ex, err := execution.New(execution.Options{
 		Runtimes: cfg.Runtimes,

@@ -71,7 +71,10 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	spec.ReadPaths = append(spec.ReadPaths, opts.Paths.Read...)
-	spec.WritePaths = append(spec.WritePaths, opts.Paths.Write...)
+	// The agent's own state (its home) is not a plain writable bind: it
+	// counts in the sandbox's disk and file limits and is written back
+	// with the checked commit.
+	spec.StateDirs = append(spec.StateDirs, opts.Paths.Write...)
 	var routes []egress.Route
 	var env map[string]string
 	if spec.Network.Mode == sandbox.NetworkProxy {

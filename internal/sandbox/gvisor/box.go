@@ -36,6 +36,8 @@ type box struct {
 	info sandbox.Info
 	cg   *cgroup.Group
 	ws   *workspaceOverlay
+	// states are the state directories' overlays (Spec.StateDirs).
+	states []*layered
 	// record is the sandbox in this process's owner records (package
 	// owner) until destroy has removed all of it.
 	record *owner.Entry
@@ -104,6 +106,15 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
 	}
+	for i, p := range spec.StateDirs {
+		so, err := mountState(filepath.Join(b.dir, fmt.Sprintf("state%d", i)), p, spec.Limits)
+		if so != nil {
+			b.states = append(b.states, so)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
+		}
+	}
 	b.info.Mechanisms = append(b.info.Mechanisms, "overlay")
 	if b.ws.idmapped {
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
@@ -134,6 +145,11 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	}
 	if err := bd.add(bind(b.ws.merged, spec.WorkspaceDir, true)); err != nil {
 		return nil, err
+	}
+	for i, so := range b.states {
+		if err := bd.add(bind(so.merged, spec.StateDirs[i], true)); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range spec.ReadPaths {
 		if err := bd.add(bind(p, p, false)); err != nil {
@@ -305,9 +321,19 @@ func (b *box) commit() ([]sandbox.Violation, error) {
 	}
 	v, err := workspace.Commit(b.ws.upper, b.spec.Workspace, b.spec.Protected)
 	if err != nil {
-		return v, fmt.Errorf("gvisor: commit: %w", err)
+		err = fmt.Errorf("gvisor: commit: %w", err)
 	}
-	return v, nil
+	// State directories are written back without protected patterns:
+	// each is the sandboxed program's own, and nothing on the host runs
+	// from it.
+	for i, so := range b.states {
+		sv, serr := workspace.Commit(so.upper, b.spec.StateDirs[i], nil)
+		v = append(v, sv...)
+		if serr != nil {
+			err = errors.Join(err, fmt.Errorf("gvisor: commit state directory %s: %w", b.spec.StateDirs[i], serr))
+		}
+	}
+	return v, err
 }
 
 // Close kills the container, commits the workspace, and removes the
@@ -367,6 +393,11 @@ func (b *box) destroy() error {
 		case <-time.After(controlTimeout):
 			_ = b.forwarder.Process.Kill()
 			<-b.forwarderDone
+		}
+	}
+	for _, so := range b.states {
+		if err := so.unmount(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if b.ws != nil {
@@ -486,7 +517,11 @@ func (b *box) running() bool {
 // filesFull says which limit a scratch tmpfs (workspace changes, /tmp,
 // home) ran out of: ReasonDisk, ReasonFiles, or "" for none.
 func (b *box) filesFull() string {
-	for _, dir := range []string{b.ws.scratch, b.ws.tmp, b.ws.home} {
+	dirs := []string{b.ws.scratch, b.ws.tmp, b.ws.home}
+	for _, so := range b.states {
+		dirs = append(dirs, so.scratch)
+	}
+	for _, dir := range dirs {
 		var st unix.Statfs_t
 		switch {
 		case unix.Statfs(dir, &st) != nil:

@@ -335,4 +335,3 @@ func TestRemoveTreeNeverFollowsAMount(t *testing.T) {
 		t.Errorf("a missing tree: %v", err)
 	}
 }
-

@@ -60,6 +60,9 @@ type box struct {
 	closeErr         error
 	commitMu         sync.Mutex
 	committer        *workspace.Committer
+	// The state directories' upper layers and commits (Spec.StateDirs).
+	stateUppers     []*os.File
+	stateCommitters []*workspace.Committer
 }
 
 var _ sandbox.EgressSandbox = (*box)(nil)
@@ -344,7 +347,14 @@ func (b *box) commit() ([]sandbox.Violation, error) {
 	if err != nil {
 		return v, fmt.Errorf("process sandbox: commit workspace: %w", err)
 	}
-	return v, nil
+	for _, c := range b.stateCommitters {
+		sv, serr := c.Commit()
+		v = append(v, sv...)
+		if serr != nil {
+			err = errors.Join(err, fmt.Errorf("process sandbox: commit state directory %s: %w", c.Workspace, serr))
+		}
+	}
+	return v, err
 }
 
 // Close implements sandbox.Sandbox.
@@ -462,6 +472,9 @@ func (b *box) scratch() []scratchFS {
 		if m.f != nil {
 			out = append(out, m)
 		}
+	}
+	for i, f := range b.stateUppers {
+		out = append(out, scratchFS{b.spec.StateDirs[i], f})
 	}
 	return out
 }

@@ -306,6 +306,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		}
 		addMount(f, p, "")
 	}
+	for i, p := range spec.StateDirs {
+		if err := b.addStateDir(r, i, p, rootUID, userUID, addMount, degrade, &cfg); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range spec.WritePaths {
 		f, err := r.idmappedClone(p, userUID, true)
 		if err != nil {
@@ -343,6 +348,66 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	b.info.Mechanisms = append(b.info.Mechanisms, ready.Mechanisms...)
 	b.info.Degraded = append(b.info.Degraded, ready.Degraded...)
 	return b, nil
+}
+
+// addStateDir sets up state directory p (Spec.StateDirs) as the workspace
+// is set up: an overlay of the host directory, idmapped, and a tmpfs upper
+// layer sized by the limits less what p already holds, so that the host
+// directory, which Commit writes back to, stays within them.
+func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
+	addMount func(f *os.File, target, role string), degrade func(string, error) error, cfg *initConfig,
+) error {
+	lower, err := r.idmappedClone(p, userUID, false)
+	if err != nil {
+		if err := degrade("idmap", err); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+		if lower, err = cloneTree(p, false, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+	}
+	addMount(lower, "", "state-lower")
+	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	size, files, err := stateRoom(p, b.spec.Limits)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", p, err)
+	}
+	upper, err := newTmpfs(size, inodes(files, inodesUpper), 0o755, rootUID, rootUID)
+	if err != nil {
+		return err
+	}
+	b.stateUppers = append(b.stateUppers, upper)
+	addMount(upper, "", "state-upper")
+	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	if err := prepareUpper(upper, p, rootUID, userUID); err != nil {
+		return err
+	}
+	cfg.StateOverlays = append(cfg.StateOverlays, overlayConfig{Target: p, Index: i})
+	cfg.WritableDirs = append(cfg.WritableDirs, p)
+	// Written back without protected patterns: the directory is the
+	// sandboxed program's own, and nothing on the host runs from it.
+	b.stateCommitters = append(b.stateCommitters, &workspace.Committer{
+		Upper:     fmt.Sprintf("/proc/self/fd/%d/u", upper.Fd()),
+		Workspace: p,
+	})
+	return nil
+}
+
+// stateRoom is the size and the entries a state directory's writable
+// layer may hold: the limits less what the host directory holds already
+// (at least a page and one entry, so the bound is never "none").
+func stateRoom(dir string, l sandbox.Limits) (size, files int64, err error) {
+	u, err := sandbox.UsageOf(dir, l.DiskBytes, l.Files)
+	if err != nil {
+		return 0, 0, err
+	}
+	if l.DiskBytes > 0 {
+		size = max(l.DiskBytes-u.Bytes, int64(os.Getpagesize()))
+	}
+	if l.Files > 0 {
+		files = max(l.Files-u.Files, 1)
+	}
+	return size, files, nil
 }
 
 // recordArtefact writes down a host artefact of this process (package
@@ -454,6 +519,19 @@ func normalize(spec *sandbox.Spec) error {
 			}
 		}
 	}
+	for i, p := range spec.StateDirs {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("process sandbox: state directory %q must be absolute", p)
+		}
+		spec.StateDirs[i] = filepath.Clean(p)
+		p = spec.StateDirs[i]
+		if p == "/" || reserved(p) || within(p, spec.Workspace) || within(spec.Workspace, p) || within(p, spec.WorkspaceDir) || within(spec.WorkspaceDir, p) {
+			return fmt.Errorf("process sandbox: state directory %q cannot be bound into a sandbox (reserved, or overlapping the workspace)", p)
+		}
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			return fmt.Errorf("process sandbox: state directory %q is not a directory", p)
+		}
+	}
 	if spec.Hostname == "" {
 		spec.Hostname = "sandbox"
 	}
@@ -469,6 +547,11 @@ func normalize(spec *sandbox.Spec) error {
 		return fmt.Errorf("process sandbox: proxy port %d", p)
 	}
 	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // reserved reports whether p is, or is inside, a directory the sandbox

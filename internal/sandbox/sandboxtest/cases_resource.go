@@ -178,6 +178,45 @@ while True:
 			},
 		},
 		{
+			// §2 of issue 11: an agent's home is a host directory; what
+			// the sandbox writes there counts in the disk limit, with
+			// what the directory already holds.
+			name: "18_fill_state_dir",
+			want: map[string]string{"fill": "ENOSPC"},
+			run: func(h *harness) {
+				const limit, held = 16 << 20, 4 << 20
+				state := h.stateDir(map[string]string{"held.bin": strings.Repeat("x", held)})
+				h.create(func(s *sandbox.Spec) { s.Limits.DiskBytes = limit; s.StateDirs = []string{state} })
+				r := h.python(fillCode(state+"/fill.bin", limit))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonDisk)
+				h.close()
+				if u, err := sandbox.UsageOf(state, 0, 0); err != nil || u.Bytes > limit {
+					h.t.Errorf("the host state directory holds %d bytes after Close (%v), more than the %d-byte limit", u.Bytes, err, limit)
+				}
+			},
+		},
+		{
+			name: "18_many_files_state_dir",
+			want: map[string]string{"create": "ENOSPC", "within_limit": "yes"},
+			run: func(h *harness) {
+				const limit, held = 500, 100
+				files := map[string]string{}
+				for i := range held - 1 {
+					files[fmt.Sprintf("old/f%d", i)] = ""
+				}
+				state := h.stateDir(files) // held entries: old and its files
+				h.create(func(s *sandbox.Spec) { s.Limits.Files = limit; s.StateDirs = []string{state} })
+				r := h.python(manyFilesCode(state+"/many", limit-held))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonFiles)
+				h.close()
+				if u, err := sandbox.UsageOf(state, 0, 0); err != nil || u.Files > limit {
+					h.t.Errorf("the host state directory holds %d entries after Close (%v), more than the limit of %d", u.Files, err, limit)
+				}
+			},
+		},
+		{
 			name: "conf_output_100mb",
 			run: func(h *harness) {
 				const total, capN = 100_000_000, 1 << 20
