@@ -159,6 +159,11 @@ func (h *Host) Self() (*Owner, error) {
 		o, err := newOwner(owners)
 		if err == nil {
 			h.self = o
+			// Dead owners that left nothing (every process that ever
+			// made a sandbox has one) go now rather than pile up until
+			// the next daemon start; those with records are kept for a
+			// reaper that knows their kinds.
+			go func() { _, _ = h.ReapDead() }() // best effort: tidying only
 			return o, nil
 		}
 		errs = append(errs, err)
@@ -250,13 +255,22 @@ const staleSetup = time.Minute
 // alive, kind by kind in the order of reapers, then forgets the owner. An
 // owner whose artefacts could not all be removed keeps the rest for a
 // later call. Owners that are alive (their lock is held), this process
-// among them, are never touched; two processes reaping at once never reap
-// the same owner (the reaper holds the dead owner's lock).
+// among them, are never touched. Reapers take turns (a host-wide lock), so
+// an owner lock found held is always a live process's, never another
+// reaper's.
 func (h *Host) ReapDead(reapers ...Reaper) (Report, error) {
 	var rep Report
 	owners, err := h.ensureDir("owners")
 	if err != nil {
 		return rep, err
+	}
+	turn, err := os.OpenFile(filepath.Join(owners, ".reap"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return rep, fmt.Errorf("owner: %w", err)
+	}
+	defer turn.Close() // ends our turn
+	if err := flockRetry(turn, unix.LOCK_EX); err != nil {
+		return rep, fmt.Errorf("owner: wait for the reaping turn: %w", err)
 	}
 	entries, err := os.ReadDir(owners)
 	if err != nil {
@@ -305,7 +319,7 @@ func reapOwner(owners, id string, reapers []Reaper, rep *Report) (bool, error) {
 	defer f.Close() // unlocks
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return false, nil // alive, or being reaped by another process
+			return false, nil // alive
 		}
 		return false, fmt.Errorf("owner: lock %s: %w", lockPath, err)
 	}
@@ -394,6 +408,16 @@ func readRecords(dir string) ([]*record, error) {
 func seqOf(p string) int {
 	n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(p), ".json"))
 	return n
+}
+
+// flockRetry is flock(2) retried on EINTR.
+func flockRetry(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // removeStaleSetup removes a lock whose process died while setting it up.

@@ -26,6 +26,7 @@ const (
 	childArgEnv  = "AGENTBOX_OWNER_TEST_ARG"
 	childSlotsOf = "slots"
 	childRecord  = "record"
+	childOwner   = "owner"
 )
 
 func TestMain(m *testing.M) {
@@ -45,6 +46,12 @@ func runChild(h *Host, do, arg string) {
 		os.Exit(1)
 	}
 	switch do {
+	case childOwner:
+		o, err := h.Self()
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("owner", o.ID())
 	case childRecord:
 		o, err := h.Self()
 		if err != nil {
@@ -212,8 +219,11 @@ func TestReapDeadKeepsWhatItCannotRemove(t *testing.T) {
 	if err != nil || len(rep.Removed) != 1 || exists(d) {
 		t.Fatalf("later run: %+v, %v", rep, err)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(hostDir, "owners")); len(entries) != 0 {
-		t.Errorf("owners left: %v", entries)
+	entries, _ := os.ReadDir(filepath.Join(hostDir, "owners"))
+	for _, e := range entries {
+		if e.Name() != ".reap" {
+			t.Errorf("owner left: %s", e.Name())
+		}
 	}
 }
 
@@ -333,5 +343,30 @@ func TestRemoveTreeNeverFollowsAMount(t *testing.T) {
 	}
 	if err := RemoveTree(filepath.Join(tree, "gone")); err != nil {
 		t.Errorf("a missing tree: %v", err)
+	}
+}
+
+// TestDeadOwnersWithNothingGo: every process that makes a sandbox is an
+// owner; those that died with nothing left are forgotten by the next
+// process to become one, without waiting for a daemon to start.
+func TestDeadOwnersWithNothingGo(t *testing.T) {
+	hostDir := filepath.Join(t.TempDir(), "run")
+	empty := startChild(t, hostDir, childOwner, "")
+	withRecord := startChild(t, hostDir, childRecord, filepath.Join(t.TempDir(), "kept"))
+	empty.kill()
+	withRecord.kill()
+	if _, err := NewHost(hostDir).Self(); err != nil {
+		t.Fatal(err)
+	}
+	lock := func(c *child) string { return filepath.Join(hostDir, "owners", c.values("owner")[0]+".lock") }
+	deadline := time.Now().Add(10 * time.Second)
+	for exists(lock(empty)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if exists(lock(empty)) {
+		t.Error("a dead owner with no artefacts is still there")
+	}
+	if !exists(lock(withRecord)) {
+		t.Error("a dead owner with an artefact was forgotten by a process with no reaper for it")
 	}
 }

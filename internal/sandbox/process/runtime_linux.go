@@ -57,7 +57,9 @@ type Options struct {
 	HideDirs []string
 	// UIDBase is the first host uid used for sandboxes (default 100000).
 	// Sandbox slot N maps root inside to UIDBase+N and the sandbox user to
-	// UIDBase+1000+N, so two live sandboxes never share a host uid.
+	// UIDBase+1000+N, and a slot is held host-wide (package owner), so two
+	// live sandboxes on the host never share a host uid, whichever
+	// agentbox process made them.
 	UIDBase int
 }
 
