@@ -67,7 +67,11 @@ func TestKilledDaemonLeavesNothing(t *testing.T) {
 		})
 	}
 	before := snapshot(dirA, a.cmd.Process.Pid, marker)
+	// The other daemon's lasting artefacts: in two snapshots a moment
+	// apart (a short-lived helper process is not a sandbox).
 	other := snapshot(dirB, b.cmd.Process.Pid, marker)
+	time.Sleep(500 * time.Millisecond)
+	other = other.and(snapshot(dirB, b.cmd.Process.Pid, marker))
 	t.Logf("the killed daemon's artefacts: %s", before)
 	t.Logf("the other daemon's artefacts: %s", other)
 	if len(before.procs) == 0 || len(before.cgroups) < 4 || len(before.mounts) == 0 || len(before.netns) < 2 {
@@ -306,6 +310,29 @@ func (s hostState) remaining() hostState {
 }
 
 func (s hostState) empty() bool { return len(s.keys()) == 0 }
+
+// and is what s and o both hold.
+func (s hostState) and(o hostState) hostState {
+	r := hostState{procs: map[string]bool{}, cgroups: map[string]bool{}, mounts: map[string]bool{}, netns: map[string]bool{}, markerProcs: min(s.markerProcs, o.markerProcs)}
+	for _, m := range []struct{ a, b, out map[string]bool }{{s.procs, o.procs, r.procs}, {s.cgroups, o.cgroups, r.cgroups}, {s.mounts, o.mounts, r.mounts}, {s.netns, o.netns, r.netns}} {
+		for k := range m.a {
+			if m.b[k] {
+				m.out[k] = true
+			}
+		}
+	}
+	for _, d := range s.gvisorDirs {
+		if slices.Contains(o.gvisorDirs, d) {
+			r.gvisorDirs = append(r.gvisorDirs, d)
+		}
+	}
+	for _, d := range s.taskDirs {
+		if slices.Contains(o.taskDirs, d) {
+			r.taskDirs = append(r.taskDirs, d)
+		}
+	}
+	return r
+}
 
 // describe lists the processes of s with their command lines.
 func (s hostState) describe() string {
