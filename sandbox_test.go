@@ -26,6 +26,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/fakellm"
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
@@ -538,4 +539,96 @@ func randomHex(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// TestAgentHomeInSandboxLimits: a sandboxed agent's home is its own host
+// directory (DATA_DIR/agents/...), but what the agent writes there counts
+// in the sandbox's disk limit like the workspace: writing more than the
+// limit fails inside and the host directory stays within it. The home
+// survives the session's end (a resume finds it) and goes when the
+// session is purged.
+func TestAgentHomeInSandboxLimits(t *testing.T) {
+	requireSandbox(t)
+	const limit = 32 << 20
+	fill := `head -c 64M /dev/zero > "$HOME/big.bin" 2> err.txt; echo "rc=$?" > fill.txt; cat err.txt >> fill.txt; echo "home=$HOME" >> fill.txt`
+	llm, err := fakellm.Start(t.Context(), fakellm.Options{
+		Scenarios: map[string]*fakellm.Scenario{"fill": {Turns: []fakellm.Turn{
+			{Calls: []fakellm.Call{{Kind: fakellm.KindShell, Command: fill}}}, {Text: "done"},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = llm.Close() })
+	base := llm.ScenarioURL("fill")
+	t.Setenv("ANTHROPIC_BASE_URL", base)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-test")
+	t.Setenv("OPENAI_BASE_URL", base+"/v1")
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	dataDir := t.TempDir()
+	srv := start(t, agentbox.Options{DataDir: dataDir})
+	c := srv.Client()
+	for _, name := range []string{"claude", "pi"} {
+		t.Run(name, func(t *testing.T) {
+			agenttest.RequireInstalled(t, name)
+			cwd := t.TempDir()
+			s, err := c.CreateSession(t.Context(), client.CreateSession{
+				Agent: name, Cwd: cwd, PermissionMode: client.PermissionBypass,
+				Policy: json.RawMessage(fmt.Sprintf(`{"version":1,"filesystem":{"read_outside_workspace":true},"resources":{"memory":"2Gi","pids":512,"disk":%d}}`, limit)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, evs := turn(t, c, s.ID, "fill your home")
+			if done.StopReason != event.StopEndTurn {
+				t.Fatalf("turn: %+v\n%s", done, agenttest.Dump(evs))
+			}
+			out, err := os.ReadFile(filepath.Join(cwd, "fill.txt"))
+			if err != nil {
+				t.Fatalf("the command's report: %v\n%s", err, agenttest.Dump(evs))
+			}
+			t.Logf("inside the sandbox:\n%s", out)
+			if strings.Contains(string(out), "rc=0") || !strings.Contains(string(out), "No space left") {
+				t.Errorf("writing 64 MiB into the agent's home under a %d-byte disk limit: %s", limit, out)
+			}
+			home := sessionHome(t, dataDir, s.ID)
+			// The adapter's own files, written after the sandbox was
+			// made (pi's run directory), are not the sandbox's; they are
+			// a few KiB.
+			const adapterFiles = 64 << 10
+			if u, err := sandbox.UsageOf(home, 0, 0); err != nil || u.Bytes > limit+adapterFiles {
+				t.Errorf("the agent's home %s holds %d bytes on the host (%v), more than the %d-byte limit", home, u.Bytes, err, limit)
+			}
+			if err := c.DeleteSession(t.Context(), s.ID, false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(home); err != nil {
+				t.Errorf("the home of an ended session (it can be resumed) is gone: %v", err)
+			}
+			if err := c.DeleteSession(t.Context(), s.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(home); !os.IsNotExist(err) {
+				t.Errorf("the home %s is still there after the session was purged (%v)", home, err)
+			}
+		})
+	}
+}
+
+// sessionHome finds the host directory of a sandboxed session's home: the
+// one directory named after the session under DATA_DIR/agents.
+func sessionHome(t *testing.T, dataDir, id string) string {
+	t.Helper()
+	var found []string
+	_ = filepath.WalkDir(filepath.Join(dataDir, "agents"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == id {
+			found = append(found, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		t.Fatalf("session %s has %d homes under %s/agents: %v", id, len(found), dataDir, found)
+	}
+	return found[0]
 }

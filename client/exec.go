@@ -28,6 +28,7 @@ const (
 	ExecMemory        = "memory_limit_exceeded"
 	ExecPids          = "pids_limit_exceeded"
 	ExecDisk          = "disk_limit_exceeded"
+	ExecFiles         = "files_limit_exceeded"
 	ExecOutput        = "output_limit_exceeded"
 	ExecPolicyDenied  = "policy_denied"
 	ExecSandboxFailed = "sandbox_failed"
@@ -56,7 +57,7 @@ type ExecRequest struct {
 
 // ExecError is why an execution ended abnormally.
 type ExecError struct {
-	Code    string `json:"code" enum:"timeout,memory_limit_exceeded,pids_limit_exceeded,disk_limit_exceeded,output_limit_exceeded,policy_denied,sandbox_failed"`
+	Code    string `json:"code" enum:"timeout,memory_limit_exceeded,pids_limit_exceeded,disk_limit_exceeded,files_limit_exceeded,output_limit_exceeded,policy_denied,sandbox_failed"`
 	Message string `json:"message"`
 }
 

@@ -85,6 +85,7 @@ Listening on a non-loopback address requires --token.`,
 	f.StringVar(&cfg.SecretsFile, "secrets-file", env("AGENTBOX_SECRETS_FILE", ""), "YAML file of secrets the egress proxy adds to requests for their host; values come from the environment or files and stay in memory (see docs/sandbox.md) [AGENTBOX_SECRETS_FILE]")
 	f.DurationVar(&cfg.NetworkAskTimeout, "network-ask-timeout", envDuration("AGENTBOX_NETWORK_ASK_TIMEOUT", daemon.DefaultNetworkAskTimeout), "deny a sandboxed connection whose approval (network.default ask) is not answered within this [AGENTBOX_NETWORK_ASK_TIMEOUT]")
 	f.StringVar(&cfg.EgressCAFile, "egress-ca-file", env("AGENTBOX_EGRESS_CA_FILE", ""), "PEM roots the egress proxy also trusts for model-API upstreams over TLS [AGENTBOX_EGRESS_CA_FILE]")
+	f.BoolVar(&cfg.KeepAgentHomes, "keep-agent-homes", os.Getenv("AGENTBOX_KEEP_AGENT_HOMES") == "1", "keep a sandboxed session's agent home (DATA_DIR/agents/...) when the session is purged [AGENTBOX_KEEP_AGENT_HOMES=1]")
 	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")
 	return cmd
 }

@@ -175,9 +175,18 @@ type Exiter interface {
 
 // SandboxNeeder is implemented by adapters whose agent needs host paths
 // inside the session's sandbox: its installed binaries (read) and its
-// private state, such as a config home (write).
+// private state, such as a config home (write). The write paths are the
+// session's own: each counts in the sandbox's disk and file limits, and
+// an adapter that keeps them implements StateRemover.
 type SandboxNeeder interface {
 	SandboxPaths(cfg Config) (read, write []string)
+}
+
+// StateRemover is implemented by adapters that keep host state per
+// session (a sandboxed session's own home): RemoveState deletes it, when
+// the session is purged. A session without such state is not an error.
+type StateRemover interface {
+	RemoveState(sessionID string) error
 }
 
 // Adapter starts sessions of one agent.

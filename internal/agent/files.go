@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,16 @@ func HomeDir(dir, prefix string) (string, error) {
 		return dir, os.MkdirAll(dir, 0o700)
 	}
 	return os.MkdirTemp("", prefix)
+}
+
+// RemoveSessionDir removes parent/sessionID, a session's own directory (a
+// sandboxed session's home: see StateRemover). sessionID must be one path
+// element; a missing directory is not an error.
+func RemoveSessionDir(parent, sessionID string) error {
+	if sessionID == "" || sessionID != filepath.Base(sessionID) || sessionID == "." || sessionID == ".." {
+		return fmt.Errorf("agent: %q is not a session id", sessionID)
+	}
+	return os.RemoveAll(filepath.Join(parent, sessionID))
 }
 
 // ReadFileIn reads the file at path when it is inside dir (symbolic links

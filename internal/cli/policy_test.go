@@ -43,7 +43,7 @@ func TestPolicyCheck(t *testing.T) {
 
 	r = h.run(t.Context(), nil, "policy", "check", good, bad)
 	r.check(t, 1, []string{good + ": ok\n"}, []string{
-		bad + ":3:3: resources.memroy: unknown field (known: memory, cpus, pids, timeout, disk, output)\n",
+		bad + ":3:3: resources.memroy: unknown field (known: memory, cpus, pids, timeout, disk, output, files)\n",
 		bad + ":4:12: isolation: value must be one of 'process', 'gvisor', 'microvm'\n",
 		"agentbox: policy check: 1 of 2 files invalid\n",
 	})

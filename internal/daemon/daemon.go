@@ -38,6 +38,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
 	"github.com/agentbox/agentbox/internal/sandbox/microvm"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/probe"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/session"
@@ -111,6 +112,9 @@ type Config struct {
 	// Getenv reads the daemon's environment (secrets' value_env); nil
 	// means os.LookupEnv.
 	Getenv func(string) (string, bool)
+	// KeepAgentHomes keeps a sandboxed session's agent home when the
+	// session is purged (by default it goes with the session).
+	KeepAgentHomes bool
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -269,18 +273,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.Runtimes == nil {
 		cfg.Runtimes = Runtimes(cfg.DataDir)
 	}
-	// Cgroups and gVisor containers a killed daemon left behind hold no
-	// live work: remove them.
-	if stale, err := cgroup.RemoveStale(time.Minute); err == nil && len(stale) > 0 {
-		cfg.Log.Info("removed stale sandbox cgroups", "count", len(stale))
-	}
-	if rt, err := cfg.Runtimes.Get("gvisor"); err == nil {
-		if g, ok := rt.(*gvisor.Runtime); ok {
-			if err := g.RemoveStale(); err != nil {
-				cfg.Log.Warn("removing stale gVisor sandboxes", "err", err)
-			}
-		}
-	}
+	reapDead(cfg.Log)
 	aud, err := audit.Open(filepath.Join(cfg.DataDir, "audit.jsonl"), cfg.Log.With("component", "audit"))
 	if err != nil {
 		_ = st.Close() // best effort: the audit error is the one to report
@@ -312,6 +305,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 			secrets: secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: caDir},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
+		KeepAgentState:  cfg.KeepAgentHomes,
 	})
 	ex, err := execution.New(execution.Options{
 		Runtimes: cfg.Runtimes,
@@ -370,6 +364,33 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		BaseContext:       func(net.Listener) context.Context { return d.handlerCtx },
 	}
 	return d, nil
+}
+
+// reapDead removes what the sandboxes of agentbox processes that died
+// without cleaning up (a daemon killed with SIGKILL, a crashed test) left
+// on the host: gVisor containers (they outlive their daemon) with their
+// cgroups, mounts and state directories, process-runtime cgroups with
+// whatever still runs in them, and task workspaces. Package owner knows
+// which process each belongs to and that it is dead; another live
+// agentbox process's artefacts are never touched. Containers go first:
+// a task workspace may be the lower layer of one's overlay.
+func reapDead(log *slog.Logger) {
+	rep, err := owner.Default().ReapDead(
+		owner.Reaper{Kind: gvisor.KindSandbox, Reap: gvisor.Reap},
+		owner.Reaper{Kind: cgroup.KindCgroup, Reap: func(r owner.Record) error { return cgroup.Remove(r.Name) }},
+		owner.Reaper{Kind: owner.KindDir, Reap: owner.ReapDir},
+	)
+	if rep.Owners > 0 {
+		log.Info("removed what dead agentbox processes left on the host", "processes", rep.Owners, "removed", len(rep.Removed), "kept", len(rep.Kept))
+	}
+	if err != nil {
+		log.Warn("removing what dead agentbox processes left on the host", "err", err)
+	}
+	// Empty groups of agentbox versions that kept no records (an empty
+	// group holds no work, whoever made it).
+	if stale, err := cgroup.RemoveStale(time.Minute); err == nil && len(stale) > 0 {
+		log.Info("removed stale sandbox cgroups", "count", len(stale))
+	}
 }
 
 func listen(ctx context.Context, addr string) (net.Listener, string, error) {

@@ -77,7 +77,10 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	spec.ReadPaths = append(spec.ReadPaths, opts.Paths.Read...)
-	spec.WritePaths = append(spec.WritePaths, opts.Paths.Write...)
+	// The agent's own state (its home) is not a plain writable bind: it
+	// counts in the sandbox's disk and file limits and is written back
+	// with the checked commit.
+	spec.StateDirs = append(spec.StateDirs, opts.Paths.Write...)
 	// No credential of the agent's enters the sandbox, whatever its
 	// network: its variables hold placeholders, which the proxy's routes
 	// (mode proxy) replace on the way to the model.

@@ -309,6 +309,7 @@ func withLimitViolation(viol []sandbox.Violation, reason, msg string) []sandbox.
 		sandbox.ReasonMemory:  "limits.memory",
 		sandbox.ReasonPids:    "limits.pids",
 		sandbox.ReasonDisk:    "limits.disk",
+		sandbox.ReasonFiles:   "limits.files",
 		sandbox.ReasonOutput:  "limits.output",
 	}[reason]
 	if rule == "" || slices.ContainsFunc(viol, func(v sandbox.Violation) bool { return v.Kind == sandbox.ViolationResource }) {

@@ -599,3 +599,33 @@ func value(t *testing.T, c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+// TestTaskWorkspacesAreThrowaway: every sandbox the service creates, for
+// an exec, a process or the warm pool, is marked Throwaway, so no runtime
+// ever copies a task's writes to a host directory.
+func TestTaskWorkspacesAreThrowaway(t *testing.T) {
+	env := newTestService(t, func(o *Options) { o.PoolSize = 1 })
+	if _, err := env.svc.Exec(t.Context(), Request{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.svc.Exec(t.Context(), Request{Argv: []string{"true"}, Files: map[string][]byte{"f": []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := env.svc.Start(t.Context(), StartRequest{Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.svc.Wait(t.Context(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool to fill", func() bool { return readyIn(env.svc.pool, "default") == 1 })
+	specs := env.rt.Specs()
+	if len(specs) < 4 {
+		t.Fatalf("%d sandboxes created, want at least 4 (two execs, a process, a pooled one)", len(specs))
+	}
+	for i, s := range specs {
+		if !s.Throwaway {
+			t.Errorf("sandbox %d (workspace %s) is not Throwaway: its writes would be copied back", i, s.Workspace)
+		}
+	}
+}

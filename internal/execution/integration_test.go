@@ -195,3 +195,22 @@ func TestRealProcess(t *testing.T) {
 		t.Fatalf("after SIGKILL: %+v, %v", done, err)
 	}
 }
+
+// TestRealExecWorkspaceIsThrowaway: what an exec writes, protected paths
+// included, is never committed anywhere, so the result reports no
+// workspace violation (before, each protected write came back as a
+// dropped change of a commit nobody needed).
+func TestRealExecWorkspaceIsThrowaway(t *testing.T) {
+	svc := realService(t, 0)
+	res, err := svc.Exec(t.Context(), Request{Argv: []string{"sh", "-c",
+		`printf '{}' > .mcp.json && mkdir -p .git/hooks && printf '#!/bin/sh\n' > .git/hooks/pre-commit && echo x > out.txt && ln -s /etc/shadow s && cat out.txt`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || string(res.Stdout) != "x\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if len(res.Violations) != 0 {
+		t.Fatalf("an exec's throwaway workspace reported violations: %+v", res.Violations)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
 // Errors of the service. The HTTP layer maps each once; runtime errors
@@ -306,7 +307,8 @@ func (s *Service) janitor(ctx context.Context) {
 type box struct {
 	sb        sandbox.Sandbox
 	spec      sandbox.Spec
-	workspace string // host dir, removed at release; "" when not ours
+	workspace string       // host dir, removed at release; "" when not ours
+	record    *owner.Entry // workspace's owner record
 	warm      bool
 	own       bool // closed at release
 
@@ -366,6 +368,8 @@ func (b *box) release(log *slog.Logger) []sandbox.Violation {
 	if b.workspace != "" {
 		if err := os.RemoveAll(b.workspace); err != nil {
 			log.Warn("removing task workspace", "dir", b.workspace, "err", err)
+		} else {
+			b.record.Release()
 		}
 	}
 	return viol
@@ -407,8 +411,17 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	if err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}
+	// Written down (package owner) so that if this process dies, the next
+	// agentbox to start removes it. Nothing is in it yet.
+	record, err := recordDir(ws)
+	if err != nil {
+		_ = os.Remove(ws) // empty; err is the one to report
+		return nil, err
+	}
 	fail := func(err error) (*box, error) {
-		_ = os.RemoveAll(ws) // best effort: err is the one to report
+		if os.RemoveAll(ws) == nil { // best effort: err is the one to report
+			record.Release()
+		}
 		return nil, err
 	}
 	if err := writeFiles(ws, files); err != nil {
@@ -418,11 +431,23 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrPolicyInvalid, err))
 	}
+	// A task's workspace is nobody's: what the task writes stays in the
+	// sandbox and goes with it, never copied to a host directory.
+	spec.Throwaway = true
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return fail(fmt.Errorf("create %s sandbox: %w", rt.Name(), err))
 	}
-	return &box{sb: sb, spec: spec, workspace: ws, own: true}, nil
+	return &box{sb: sb, spec: spec, workspace: ws, record: record, own: true}, nil
+}
+
+// recordDir writes a task workspace down as this process's (package owner).
+func recordDir(dir string) (*owner.Entry, error) {
+	o, err := owner.Default().Self()
+	if err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	return o.Record(owner.Record{Kind: owner.KindDir, Path: dir})
 }
 
 // maxFiles bounds the files of one request.

@@ -247,7 +247,7 @@ func (s *server) registerExec(api huma.API) {
 		OperationID: "exec", Method: http.MethodPost, Path: "/v1/exec", Tags: []string{"exec"},
 		Summary: "Run code in a sandbox",
 		Description: "Runs code (python, node or bash) or a command in a fresh sandbox under a policy and answers when it has ended. " +
-			"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, output_limit_exceeded); " +
+			"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, files_limit_exceeded, output_limit_exceeded); " +
 			"a policy that is invalid, refused by the operator's global policy or not enforceable here is a 422 policy problem. " +
 			"Beyond the concurrency limit the answer is 429 with Retry-After. The process is killed if the client goes away.",
 		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,

@@ -50,6 +50,15 @@ type Spec struct {
 	// inside, read-only and read-write.
 	ReadPaths  []string
 	WritePaths []string
+	// StateDirs are host directories of the sandboxed program's own state
+	// (an agent's home), each read-write at the same path inside through
+	// an overlay like the workspace's: writes land in a writable layer
+	// bounded by Limits.DiskBytes and Limits.Files less what the host
+	// directory already holds, so the directory never grows past the
+	// limits, and Commit and Close write them back with the checked
+	// commit, without protected patterns (nothing on the host runs from
+	// them). Unlike WritePaths, they count in the sandbox's limits.
+	StateDirs []string
 	// ReadOutsideWorkspace binds the host's root read-only (minus /proc,
 	// /sys, /dev, home directories and the daemon's data dir) instead of
 	// the minimal root of /usr and an /etc subset.
@@ -351,6 +360,7 @@ const (
 	ReasonMemory        = "memory_limit_exceeded"
 	ReasonPids          = "pids_limit_exceeded"
 	ReasonDisk          = "disk_limit_exceeded"
+	ReasonFiles         = "files_limit_exceeded"
 	ReasonOutput        = "output_limit_exceeded"
 	ReasonPolicyDenied  = "policy_denied"
 	ReasonSandboxFailed = "sandbox_failed"

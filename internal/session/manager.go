@@ -62,6 +62,10 @@ type Config struct {
 	// OnNetworkUpdate, when set, gets every change of a session's network
 	// allow rules (the audit log).
 	OnNetworkUpdate func(sessionID string, previous, allow []string)
+	// KeepAgentState keeps what an agent keeps on the host for a session
+	// (a sandboxed session's home) when the session is purged; by default
+	// it goes with the session (agent.StateRemover).
+	KeepAgentState bool
 }
 
 // CreateParams are the inputs of Create.
@@ -491,7 +495,8 @@ func (m *Manager) List(ctx context.Context, opts store.ListOptions) ([]store.Ses
 // Delete terminates a live session (its log is kept); with purge it also
 // deletes the session and its log.
 func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
-	if _, err := m.Get(ctx, id); err != nil {
+	s, err := m.Get(ctx, id)
+	if err != nil {
 		return err
 	}
 	if l := m.lookup(id); l != nil {
@@ -500,9 +505,30 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 		cancel()
 	}
 	if purge {
-		return notFound(m.st.DeleteSession(ctx, id), "session", id)
+		if err := m.st.DeleteSession(ctx, id); err != nil {
+			return notFound(err, "session", id)
+		}
+		m.removeAgentState(s)
 	}
 	return nil
+}
+
+// removeAgentState deletes what the agent of purged session s keeps on
+// the host for it (a sandboxed session's home), unless the operator keeps
+// it. A failure is logged: the session is gone either way.
+func (m *Manager) removeAgentState(s store.Session) {
+	if m.cfg.KeepAgentState {
+		return
+	}
+	a, err := m.cfg.Agents.Get(s.Agent)
+	if err != nil {
+		return
+	}
+	if r, ok := a.(agent.StateRemover); ok {
+		if err := r.RemoveState(s.ID); err != nil {
+			m.log.Warn("removing the agent's state of a purged session", "session", s.ID, "agent", s.Agent, "err", err)
+		}
+	}
 }
 
 func (m *Manager) lookup(id string) *live {

@@ -77,7 +77,10 @@ type PolicyDoc struct {
 
 // SandboxPaths are host paths an agent needs inside its sandbox.
 type SandboxPaths struct {
-	Read  []string
+	Read []string
+	// Write are the agent's own state directories (its home): they
+	// count in the sandbox's limits (sandbox.Spec.StateDirs) and are
+	// removed when the session is purged (agent.StateRemover).
 	Write []string
 }
 

@@ -99,7 +99,15 @@ func New(spec Agent, opts Options) agent.Adapter {
 	}
 	if spec.Home == nil {
 		name := spec.Name
-		spec.Home = func(string) (string, error) { return os.MkdirTemp("", "agentbox-"+name+"-home-") }
+		spec.Home = func(session string) (string, error) {
+			if session == "" {
+				return os.MkdirTemp("", "agentbox-"+name+"-home-")
+			}
+			// The same directory on every call for one session: the
+			// sandbox binds it before the agent starts in it.
+			dir := filepath.Join(os.TempDir(), "agentbox-"+name+"-sessions", session)
+			return dir, os.MkdirAll(dir, 0o700)
+		}
 	}
 	return &adapter{spec: spec, opts: opts, homeDir: sync.OnceValues(func() (string, error) { return spec.Home("") })}
 }
@@ -175,6 +183,19 @@ func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 		return nil
 	}
 	return a.spec.Providers(cfg)
+}
+
+// RemoveState implements agent.StateRemover: the home of a sandboxed
+// session, found where Home puts it.
+func (a *adapter) RemoveState(sessionID string) error {
+	if sessionID == "" || sessionID != filepath.Base(sessionID) || sessionID == "." || sessionID == ".." {
+		return fmt.Errorf("acp: %q is not a session id", sessionID)
+	}
+	dir, err := a.spec.Home(sessionID)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
 }
 
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {

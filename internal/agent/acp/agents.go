@@ -159,7 +159,7 @@ func Gemini(c Config) agent.Adapter {
 			if c.GeminiMaxAttempts > 0 {
 				settings["general"] = map[string]any{"maxAttempts": c.GeminiMaxAttempts}
 			}
-			return writeJSON(filepath.Join(dir, ".gemini", "settings.json"), settings)
+			return writeJSON(dir, ".gemini/settings.json", settings)
 		}),
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "autoEdit", "bypass": "yolo", "plan": "plan"},
 		Providers: func(cfg agent.Config) []agent.Provider {
@@ -248,7 +248,7 @@ func Codex(c Config) agent.Adapter {
 		// CODEX_HOME must not be under /tmp: Codex refuses to create its
 		// sandbox helper there and every shell call then fails.
 		Home: c.home(NameCodex, "/var/tmp", func(dir string) error {
-			return os.WriteFile(filepath.Join(dir, "config.toml"), []byte(codexConfig(c)), 0o600)
+			return writeIn(dir, "config.toml", []byte(codexConfig(c)))
 		}),
 		Providers: func(cfg agent.Config) []agent.Provider {
 			return []agent.Provider{agent.OpenAI(cfg.Env, c.OpenAIBaseURL, c.OpenAIAPIKey).With(
@@ -329,7 +329,7 @@ func OpenCode(c Config) agent.Adapter {
 		ExitsOnEOF: true,
 		Home: c.home(NameOpenCode, "", func(dir string) error {
 			for _, d := range []string{"home", "config", "data", "cache", "state"} {
-				if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+				if err := mkdirIn(dir, d); err != nil {
 					return err
 				}
 			}
@@ -349,7 +349,7 @@ func OpenCode(c Config) agent.Adapter {
 				// other agents.
 				"experimental": map[string]any{"continue_loop_on_deny": true},
 			}
-			return writeJSON(filepath.Join(dir, "opencode.json"), cfg)
+			return writeJSON(dir, "opencode.json", cfg)
 		}),
 		PermissionModes: map[string]string{"plan": "plan"},
 		Providers: func(cfg agent.Config) []agent.Provider {
@@ -398,15 +398,40 @@ func registryFor(baseURL string) string {
 	return "http://127.0.0.1:9/"
 }
 
-func writeJSON(path string, v any) error {
+// writeJSON writes v to home/rel (see writeIn).
+func writeJSON(home, rel string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	return writeIn(home, rel, b)
+}
+
+// writeIn writes data to home/rel, making its directory. A home may be a
+// sandboxed session's, whose contents the sandbox wrote: nothing in it,
+// no symbolic link above all, may lead the write out of the home.
+func writeIn(home, rel string, data []byte) error {
+	root, err := os.OpenRoot(home)
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	defer root.Close()
+	if d := filepath.Dir(rel); d != "." {
+		if err := root.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	return root.WriteFile(rel, data, 0o600)
+}
+
+// mkdirIn makes home/rel, confined to home as writeIn is.
+func mkdirIn(home, rel string) error {
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.MkdirAll(rel, 0o700)
 }
 
 // Custom is an ACP agent added by configuration: any binary that speaks

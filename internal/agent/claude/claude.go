@@ -236,6 +236,16 @@ func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) 
 	return dir, os.MkdirAll(dir, 0o700)
 }
 
+// RemoveState implements agent.StateRemover: the home of a sandboxed
+// session.
+func (a *adapter) RemoveState(sessionID string) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	return agent.RemoveSessionDir(filepath.Join(home, "sessions"), sessionID)
+}
+
 // Providers implements agent.ProviderUser: the Anthropic API, as the
 // session's Env or the adapter's defaults configure it.
 func (a *adapter) Providers(cfg agent.Config) []agent.Provider {

@@ -142,6 +142,16 @@ func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) 
 	return dir, os.MkdirAll(dir, 0o700)
 }
 
+// RemoveState implements agent.StateRemover: the home of a sandboxed
+// session.
+func (a *adapter) RemoveState(sessionID string) error {
+	home, err := a.homeDir()
+	if err != nil {
+		return err
+	}
+	return agent.RemoveSessionDir(filepath.Join(home, "sandboxed"), sessionID)
+}
+
 // SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
 // and the session's home (write).
 // Providers implements agent.ProviderUser: the OpenAI-compatible API pi

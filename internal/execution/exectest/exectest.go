@@ -64,6 +64,17 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	return sb, nil
 }
 
+// Specs returns the spec of every sandbox created, in order.
+func (r *Runtime) Specs() []sandbox.Spec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]sandbox.Spec, len(r.boxes))
+	for i, b := range r.boxes {
+		out[i] = b.spec
+	}
+	return out
+}
+
 // Open is the number of sandboxes created and not closed.
 func (r *Runtime) Open() int64 { return r.created.Load() - r.closed.Load() }
 

@@ -452,6 +452,71 @@ func rmdir(dir string) error {
 	return fmt.Errorf("remove %s: %w", dir, err)
 }
 
+// KindCgroup is the kind of the owner record (package owner) of a group:
+// its Name is the group's name under Parent, and Remove is its reaper.
+const KindCgroup = "cgroup"
+
+// Remove kills every process in the group Parent/name and removes the
+// group from every cgroup hierarchy mounted, those this package does not
+// manage included (runsc adds its containers' groups there). A group that
+// does not exist is not an error. It is how the group of a sandbox whose
+// daemon died is removed: the processes in it are that sandbox's.
+func Remove(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("cgroup: invalid group name %q", name)
+	}
+	h, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	g := &Group{name: name, v2: h.v2, dirs: map[string]string{}}
+	for c, root := range h.roots {
+		if dir := filepath.Join(root, Parent, name); exists(dir) {
+			g.dirs[c] = dir
+		}
+	}
+	if len(g.dirs) > 0 {
+		if err := g.Kill(); err != nil {
+			return err
+		}
+		if err := g.Delete(); err != nil {
+			return err
+		}
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	var errs []error
+	for _, mp := range allCgroupMounts(b) {
+		if err := rmdir(filepath.Join(mp, Parent, name)); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// allCgroupMounts lists the mount point of every cgroup and cgroup2 file
+// system in mountinfo b.
+func allCgroupMounts(b []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 1 || (g[0] != "cgroup" && g[0] != "cgroup2") {
+			continue
+		}
+		if mp := unescapeMount(f[4]); !slices.Contains(out, mp) {
+			out = append(out, mp)
+		}
+	}
+	return out
+}
+
 // RemoveStale deletes groups under Parent that are empty and were created
 // more than olderThan ago: leftovers of a daemon that crashed. Groups with
 // processes are left alone (their owner may still be running). It returns

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -379,4 +381,44 @@ func FuzzParseMountinfo(f *testing.F) {
 		tab := mountTable{v1: map[string]string{}}
 		parseMountinfo(b, &tab)
 	})
+}
+
+// TestRemove: the reaper of a dead daemon's group kills what runs in it
+// and removes it everywhere, also from a hierarchy the package does not
+// manage (where runsc puts its containers).
+func TestRemove(t *testing.T) {
+	needCgroups(t)
+	g := newGroup(t, Limits{Pids: 16})
+	p := startGated(t, g, exec.Command("/bin/sh", "-c", "read x; exec sleep 600"))
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var foreign string
+	for _, mp := range allCgroupMounts(b) {
+		if !slices.Contains(g.uniqueDirs(), filepath.Join(mp, Parent, g.Name())) {
+			foreign = filepath.Join(mp, Parent, g.Name())
+			if err := os.MkdirAll(foreign, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if err := Remove(g.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err == nil {
+		t.Error("the process in the group was not killed")
+	}
+	for _, d := range append(g.uniqueDirs(), foreign) {
+		if d != "" && exists(d) {
+			t.Errorf("%s is still there", d)
+		}
+	}
+	if err := Remove(g.Name()); err != nil {
+		t.Errorf("Remove of a removed group: %v", err)
+	}
+	if err := Remove("../escape"); err == nil {
+		t.Error("Remove accepted an invalid name")
+	}
 }

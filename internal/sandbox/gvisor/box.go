@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/seccomp"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
@@ -35,6 +36,11 @@ type box struct {
 	info sandbox.Info
 	cg   *cgroup.Group
 	ws   *workspaceOverlay
+	// states are the state directories' overlays (Spec.StateDirs).
+	states []*layered
+	// record is the sandbox in this process's owner records (package
+	// owner) until destroy has removed all of it.
+	record *owner.Entry
 	// Network mode proxy only (egress.go): the host side of the control
 	// socket and the forwarder's `runsc exec`. Nothing is bound into the
 	// container for them.
@@ -62,7 +68,19 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	b := &box{rt: r, id: newID(), spec: spec}
 	b.dir = filepath.Join(r.opts.StateDir, b.id)
 	b.info = sandbox.Info{Runtime: Name, Mechanisms: []string{"gvisor:" + r.opts.Platform, "uid:1000", "no-caps", "no_new_privs"}}
+	cgName := "gvisor-" + b.id[len("agentbox-"):]
+	// Written down before any of it exists: if this process dies, the
+	// container outlives it (runsc run --detach), and the next agentbox
+	// to start removes the container, its cgroups, mounts and directory.
+	o, err := owner.Default().Self()
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if b.record, err = o.Record(owner.Record{Kind: KindSandbox, Name: cgName, Path: b.dir}); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+		b.record.Release()
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
 	defer func() {
@@ -75,7 +93,7 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	}()
 
 	// The pids limit is set once the container runs (see below).
-	b.cg, err = cgroup.New("gvisor-"+b.id[len("agentbox-"):], cgroup.Limits{
+	b.cg, err = cgroup.New(cgName, cgroup.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		CPUs:        spec.Limits.CPUs,
 	})
@@ -84,9 +102,18 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	}
 	b.info.Mechanisms = append(b.info.Mechanisms, "cgroup:"+b.cg.Version())
 
-	b.ws, err = mountOverlay(b.dir, spec.Workspace, spec.Limits.DiskBytes)
+	b.ws, err = mountOverlay(b.dir, spec.Workspace, spec.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
+	}
+	for i, p := range spec.StateDirs {
+		so, err := mountState(filepath.Join(b.dir, fmt.Sprintf("state%d", i)), p, spec.Limits)
+		if so != nil {
+			b.states = append(b.states, so)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
+		}
 	}
 	b.info.Mechanisms = append(b.info.Mechanisms, "overlay")
 	if b.ws.idmapped {
@@ -113,8 +140,16 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	if err := bd.add(bind(b.ws.tmp, "/tmp", true)); err != nil {
 		return nil, err
 	}
+	if err := bd.add(bind(b.ws.home, sandboxHome, true)); err != nil {
+		return nil, err
+	}
 	if err := bd.add(bind(b.ws.merged, spec.WorkspaceDir, true)); err != nil {
 		return nil, err
+	}
+	for i, so := range b.states {
+		if err := bd.add(bind(so.merged, spec.StateDirs[i], true)); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range spec.ReadPaths {
 		if err := bd.add(bind(p, p, false)); err != nil {
@@ -281,11 +316,24 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 func (b *box) commit() ([]sandbox.Violation, error) {
 	b.committer.Lock()
 	defer b.committer.Unlock()
+	if b.spec.Throwaway {
+		return nil, nil // nothing ever reaches the host
+	}
 	v, err := workspace.Commit(b.ws.upper, b.spec.Workspace, b.spec.Protected)
 	if err != nil {
-		return v, fmt.Errorf("gvisor: commit: %w", err)
+		err = fmt.Errorf("gvisor: commit: %w", err)
 	}
-	return v, nil
+	// State directories are written back without protected patterns:
+	// each is the sandboxed program's own, and nothing on the host runs
+	// from it.
+	for i, so := range b.states {
+		sv, serr := workspace.Commit(so.upper, b.spec.StateDirs[i], nil)
+		v = append(v, sv...)
+		if serr != nil {
+			err = errors.Join(err, fmt.Errorf("gvisor: commit state directory %s: %w", b.spec.StateDirs[i], serr))
+		}
+	}
+	return v, err
 }
 
 // Close kills the container, commits the workspace, and removes the
@@ -347,6 +395,11 @@ func (b *box) destroy() error {
 			<-b.forwarderDone
 		}
 	}
+	for _, so := range b.states {
+		if err := so.unmount(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if b.ws != nil {
 		if err := b.ws.unmount(); err != nil {
 			errs = append(errs, err)
@@ -354,10 +407,11 @@ func (b *box) destroy() error {
 	}
 	// Unmount anything runsc may have left under the bundle before
 	// removing it, so RemoveAll never descends into a host mount.
-	if err := unmountUnder(b.dir); err != nil {
+	if err := owner.RemoveTree(b.dir); err != nil {
 		errs = append(errs, err)
-	} else if err := os.RemoveAll(b.dir); err != nil {
-		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		b.record.Release()
 	}
 	return errors.Join(errs...)
 }
@@ -439,8 +493,13 @@ func (p *proc) wait(procFile string) {
 		p.box.dead.Store(!p.box.running())
 	case failed && after.PidsMaxHits > p.before.PidsMaxHits:
 		e.Reason, e.Message = sandbox.ReasonPids, fmt.Sprintf("process limit of %d exceeded", p.box.spec.Limits.Pids)
-	case failed && p.box.diskFull():
-		e.Reason, e.Message = sandbox.ReasonDisk, fmt.Sprintf("disk limit of %d bytes reached (/tmp or workspace writes)", p.box.spec.Limits.DiskBytes)
+	case failed && p.box.filesFull() != "":
+		e.Reason = p.box.filesFull()
+		if e.Reason == sandbox.ReasonDisk {
+			e.Message = fmt.Sprintf("disk limit of %d bytes reached (/tmp, home or workspace writes)", p.box.spec.Limits.DiskBytes)
+		} else {
+			e.Message = fmt.Sprintf("file-count limit of %d entries reached (/tmp, home or workspace)", p.box.spec.Limits.Files)
+		}
 	case p.stdout != nil && p.stdout.Truncated() || p.stderr != nil && p.stderr.Truncated():
 		e.Reason, e.Message = sandbox.ReasonOutput, fmt.Sprintf("output truncated at %d bytes", p.box.spec.Limits.OutputBytes)
 	}
@@ -455,16 +514,22 @@ func (b *box) running() bool {
 	return err == nil && containsAny(string(out), `"status": "running"`)
 }
 
-// diskFull reports whether the workspace's scratch tmpfs is full.
-func (b *box) diskFull() bool {
-	if b.spec.Limits.DiskBytes <= 0 {
-		return false
+// filesFull says which limit a scratch tmpfs (workspace changes, /tmp,
+// home) ran out of: ReasonDisk, ReasonFiles, or "" for none.
+func (b *box) filesFull() string {
+	dirs := []string{b.ws.scratch, b.ws.tmp, b.ws.home}
+	for _, so := range b.states {
+		dirs = append(dirs, so.scratch)
 	}
-	for _, dir := range []string{b.ws.scratch, b.ws.tmp} {
+	for _, dir := range dirs {
 		var st unix.Statfs_t
-		if unix.Statfs(dir, &st) == nil && st.Bavail == 0 {
-			return true
+		switch {
+		case unix.Statfs(dir, &st) != nil:
+		case b.spec.Limits.DiskBytes > 0 && st.Bavail == 0:
+			return sandbox.ReasonDisk
+		case b.spec.Limits.Files > 0 && st.Ffree == 0:
+			return sandbox.ReasonFiles
 		}
 	}
-	return false
+	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -187,12 +186,9 @@ func (b *bundle) buildRoot(spec sandbox.Spec) error {
 			}
 		}
 	}
-	tmp := []string{"mode=1777"}
-	if spec.Limits.DiskBytes > 0 {
-		tmp = append(tmp, "size="+strconv.FormatInt(spec.Limits.DiskBytes, 10))
-	}
-	// /tmp is a host tmpfs bound in by create (see workspaceOverlay.tmp).
-	return b.add(specs.Mount{Destination: sandboxHome, Type: "tmpfs", Source: "tmpfs", Options: append([]string{"nosuid", "nodev"}, tmp...)})
+	// /tmp and the home are host tmpfs bound in by create (see
+	// workspaceOverlay.tmp).
+	return nil
 }
 
 // config returns the container's config.json.

@@ -1,18 +1,17 @@
 package gvisor
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
 func containsAny(s string, subs ...string) bool {
@@ -22,35 +21,6 @@ func containsAny(s string, subs ...string) bool {
 		}
 	}
 	return false
-}
-
-// unmountUnder detaches every mount at or below dir, deepest first.
-func unmountUnder(dir string) error {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := fields[4]
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mounts = append(mounts, mp)
-		}
-	}
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
-	var errs []error
-	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // removeRunscGroups removes the group called name under cgroup.Parent from
@@ -84,31 +54,22 @@ func removeRunscGroups(name string) error {
 	return errors.Join(errs...)
 }
 
-// RemoveStale removes what a crashed daemon left in the state directory:
-// sandbox directories (their mounts detached first). Their cgroups are
-// removed by cgroup.RemoveStale. Call it at daemon start, before creating
-// any sandbox.
-func (r *Runtime) RemoveStale() error {
-	entries, err := os.ReadDir(r.opts.StateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// KindSandbox is the kind of a gVisor sandbox's owner record (package
+// owner): Name is its cgroup's name, Path its state directory. Reap is its
+// reaper.
+const KindSandbox = "gvisor"
+
+// Reap removes what a sandbox of a process that died left on the host: the
+// container (every process in its cgroup: the Sentry, the gofer and their
+// children, which runsc run --detach made outlive the process), its cgroups
+// in every hierarchy, the mounts under its state directory and the
+// directory itself. It is idempotent.
+func Reap(r owner.Record) error {
+	if r.Kind != KindSandbox || !strings.HasPrefix(r.Name, "gvisor-") || !filepath.IsAbs(r.Path) || !strings.HasPrefix(filepath.Base(r.Path), "agentbox-") {
+		return fmt.Errorf("gvisor: not a sandbox record: %s", r)
 	}
-	if err != nil {
+	if err := cgroup.Remove(r.Name); err != nil {
 		return err
 	}
-	var errs []error
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "agentbox-") {
-			continue
-		}
-		dir := filepath.Join(r.opts.StateDir, e.Name())
-		if err := unmountUnder(dir); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return owner.RemoveTree(r.Path)
 }

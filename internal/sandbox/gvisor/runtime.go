@@ -45,6 +45,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
@@ -200,6 +201,11 @@ func (r *Runtime) runscCmd(ctx context.Context, root, network string, args ...st
 	cmd := exec.CommandContext(ctx, r.runsc.Path, append(global, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.WaitDelay = time.Second
+	// A runsc process does not outlive the daemon: what it drives (a
+	// command, the egress forwarder) is gone with the container, which
+	// the next agentbox to start removes (see Reap). The container itself
+	// is not a child of this one and keeps running until then.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 
@@ -265,7 +271,23 @@ func checkSpec(spec *sandbox.Spec) error {
 			return fmt.Errorf("gvisor: path %q must be absolute", p)
 		}
 	}
+	for i, p := range spec.StateDirs {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("gvisor: state directory %q must be absolute", p)
+		}
+		p = filepath.Clean(p)
+		spec.StateDirs[i] = p
+		if p == "/" || within(p, spec.Workspace) || within(spec.Workspace, p) || within(p, spec.WorkspaceDir) || within(spec.WorkspaceDir, p) {
+			return fmt.Errorf("gvisor: state directory %q overlaps the workspace", p)
+		}
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			return fmt.Errorf("gvisor: state directory %q is not a directory", p)
+		}
+	}
 	return nil
 }
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 var errDead = errors.New("gvisor: the sandbox's container is no longer running")

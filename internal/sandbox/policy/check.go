@@ -73,7 +73,7 @@ func (p *Policy) problems() []problem {
 	for _, l := range []struct {
 		name string
 		v    int64
-	}{{"memory", int64(r.Memory)}, {"pids", r.Pids}, {"timeout", int64(r.Timeout)}, {"disk", int64(r.Disk)}, {"output", int64(r.Output)}} {
+	}{{"memory", int64(r.Memory)}, {"pids", r.Pids}, {"timeout", int64(r.Timeout)}, {"disk", int64(r.Disk)}, {"output", int64(r.Output)}, {"files", r.Files}} {
 		if l.v < 0 {
 			add("must not be negative", "resources", l.name)
 		}
@@ -82,6 +82,9 @@ func (p *Policy) problems() []problem {
 		add("must be a number of cores between 0 and 1024", "resources", "cpus")
 	} else if r.CPUs > 0 && r.CPUs < 0.01 {
 		add("must be at least 0.01 cores (or 0 for no limit)", "resources", "cpus")
+	}
+	if r.Files > MaxFiles {
+		add(fmt.Sprintf("must be at most %d", MaxFiles), "resources", "files")
 	}
 	if r.Memory > 0 && r.Memory < 4<<20 {
 		add("is below 4Mi, too little to start a process (0 means no limit)", "resources", "memory")

@@ -132,6 +132,7 @@ func (p *Policy) Compile(workspace string, hostEnv func(string) (string, bool)) 
 			Timeout:     time.Duration(e.Resources.Timeout),
 			DiskBytes:   int64(e.Resources.Disk),
 			OutputBytes: int64(e.Resources.Output),
+			Files:       e.Resources.Files,
 		},
 		Syscalls:      sandbox.Syscalls{Profile: e.Syscalls.Profile, Deny: slices.Clone(e.Syscalls.Deny)},
 		Network:       network,

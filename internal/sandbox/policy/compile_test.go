@@ -21,7 +21,7 @@ func TestCompile(t *testing.T) {
 	p := mustParse(t, `version: 1
 isolation: gvisor
 allow_degraded: true
-resources: {memory: 256Mi, cpus: 0.5, pids: 64, timeout: 10s, disk: 64Mi, output: 1Mi}
+resources: {memory: 256Mi, cpus: 0.5, pids: 64, timeout: 10s, disk: 64Mi, output: 1Mi, files: 5000}
 filesystem:
   read: [/opt/tools/, /opt/tools]
   write: [/var/cache//build]
@@ -58,7 +58,7 @@ syscalls: {profile: strict, deny: [ptrace]}
 		},
 		Limits: sandbox.Limits{
 			MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 64, Timeout: 10 * time.Second,
-			DiskBytes: 64 << 20, OutputBytes: 1 << 20,
+			DiskBytes: 64 << 20, OutputBytes: 1 << 20, Files: 5000,
 		},
 		Syscalls:      sandbox.Syscalls{Profile: "strict", Deny: []string{"ptrace"}},
 		Network:       sandbox.Network{Mode: "none"},
@@ -92,7 +92,9 @@ func TestCompileDefaults(t *testing.T) {
 		MaxConnections: sandbox.DefaultMaxConnections, MaxConnectionRate: sandbox.DefaultMaxConnectionRate}, spec.Network, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("default network (-want +got):\n%s", diff)
 	}
-	if spec.Syscalls.Profile != "default" || spec.Limits != (sandbox.Limits{}) || spec.ReadOutsideWorkspace {
+	// Every limit but the file count is off by default; that one is
+	// never unlimited.
+	if spec.Syscalls.Profile != "default" || spec.Limits != (sandbox.Limits{Files: DefaultFiles}) || spec.ReadOutsideWorkspace {
 		t.Errorf("defaults: %+v", spec)
 	}
 	if !slices.Equal(spec.Protected, BuiltinProtected()) {
@@ -245,6 +247,24 @@ env:
 	for _, bad := range []string{"version: 1\nenv: {secrets: {'1X': t}}\n", "version: 1\nenv: {secrets: {X: 'a b'}}\n"} {
 		if _, err := Parse("p.yaml", []byte(bad)); err == nil {
 			t.Errorf("Parse(%q) accepted a bad secret entry", bad)
+		}
+	}
+}
+
+func TestValidateFiles(t *testing.T) {
+	for _, tt := range []struct {
+		files   int64
+		wantErr string
+	}{
+		{0, ""},
+		{1, ""},
+		{MaxFiles, ""},
+		{-1, "resources.files: must not be negative"},
+		{MaxFiles + 1, "resources.files: must be at most"},
+	} {
+		err := (&Policy{Version: 1, Resources: Resources{Files: tt.files}}).Validate()
+		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("Validate(files: %d) = %v, want %q", tt.files, err, tt.wantErr)
 		}
 	}
 }

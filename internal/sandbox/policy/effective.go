@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,7 +17,8 @@ import (
 // fills in the defaults. The result is never looser than global:
 //
 //   - limits: the smaller of the two, where zero is "no limit" (so a limit
-//     either side sets applies); the proxy's connection bounds
+//     either side sets applies); resources.files is DefaultFiles when
+//     neither side sets it; the proxy's connection bounds
 //     (network.max_connections, max_connection_rate) are never unlimited:
 //     the smaller of the two after defaults;
 //   - isolation and syscall profile: the stronger; workspace: ro if either
@@ -70,6 +72,9 @@ func Effective(global, req *Policy) (*Policy, error) {
 		Timeout: minLimit(g.Resources.Timeout, r.Resources.Timeout),
 		Disk:    minLimit(g.Resources.Disk, r.Resources.Disk),
 		Output:  minLimit(g.Resources.Output, r.Resources.Output),
+		// As said, not as defaulted: DefaultFiles applies only when
+		// neither side sets a number.
+		Files: cmp.Or(minLimit(global.Resources.Files, req.Resources.Files), DefaultFiles),
 	}
 
 	if g.Filesystem.Workspace == WorkspaceRO {

@@ -46,9 +46,49 @@ env:
 			global: "version: 1\nresources: {memory: 1Gi, cpus: 2, timeout: 10m}\n",
 			req:    "version: 1\nresources: {memory: 4Gi, cpus: 0.5, pids: 50}\n",
 			check: func(t *testing.T, e *Policy) {
-				want := Resources{Memory: 1 << 30, CPUs: 0.5, Pids: 50, Timeout: Duration(10 * time.Minute)}
+				want := Resources{Memory: 1 << 30, CPUs: 0.5, Pids: 50, Timeout: Duration(10 * time.Minute), Files: DefaultFiles}
 				if diff := cmp.Diff(want, e.Resources); diff != "" {
 					t.Errorf("resources (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:   "files: the smaller of two numbers",
+			global: "version: 1\nresources: {files: 2000}\n",
+			req:    "version: 1\nresources: {files: 500000}\n",
+			check: func(t *testing.T, e *Policy) {
+				if e.Resources.Files != 2000 {
+					t.Errorf("files = %d, want the global's 2000", e.Resources.Files)
+				}
+			},
+		},
+		{
+			name:   "files: one side's number applies, even above the default",
+			global: "version: 1\nresources: {files: 1000000}\n",
+			req:    "version: 1\n",
+			check: func(t *testing.T, e *Policy) {
+				if e.Resources.Files != 1000000 {
+					t.Errorf("files = %d, want the global's 1000000", e.Resources.Files)
+				}
+			},
+		},
+		{
+			name:   "files: a request's number applies under a global without one",
+			global: "version: 1\n",
+			req:    "version: 1\nresources: {files: 300000}\n",
+			check: func(t *testing.T, e *Policy) {
+				if e.Resources.Files != 300000 {
+					t.Errorf("files = %d, want the request's 300000", e.Resources.Files)
+				}
+			},
+		},
+		{
+			name:   "files: never unlimited when neither side says",
+			global: "version: 1\n",
+			req:    "version: 1\nresources: {files: 0}\n",
+			check: func(t *testing.T, e *Policy) {
+				if e.Resources.Files != DefaultFiles {
+					t.Errorf("files = %d, want DefaultFiles %d", e.Resources.Files, DefaultFiles)
 				}
 			},
 		},

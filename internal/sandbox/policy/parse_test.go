@@ -22,7 +22,7 @@ var fullPolicy = &Policy{
 	AllowDegraded:  true,
 	Resources: Resources{
 		Memory: 512 << 20, CPUs: 1.5, Pids: 128, Timeout: Duration(90 * time.Second),
-		Disk: 1e9, Output: 1 << 20,
+		Disk: 1e9, Output: 1 << 20, Files: 20000,
 	},
 	Filesystem: Filesystem{
 		Workspace:            WorkspaceRW,
@@ -70,7 +70,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level field", "version: 1\nisolaton: gvisor\n", []string{
 			"p.yaml:2:1: isolaton: unknown field (known: version, isolation, allow_degraded, resources, filesystem, network, env, syscalls)"}},
 		{"unknown nested field", "version: 1\nresources:\n  memory: 1Gi\n  bogus: 3\n", []string{
-			"p.yaml:4:3: resources.bogus: unknown field (known: memory, cpus, pids, timeout, disk, output)"}},
+			"p.yaml:4:3: resources.bogus: unknown field (known: memory, cpus, pids, timeout, disk, output, files)"}},
 		{"several at once", "version: 1\nisolation: docker\nresources:\n  memory: 12Qi\n  cpus: -1\nfilesystem:\n  write: [relative]\n", []string{
 			"p.yaml:2:12: isolation: value must be one of 'process', 'gvisor', 'microvm'",
 			`p.yaml:4:11: resources.memory: "12Qi" is not a size: use bytes or a number with Ki, Mi, Gi, Ti, K, M or G (e.g. 512Mi)`,
@@ -81,6 +81,12 @@ func TestParseErrors(t *testing.T) {
 			`p.yaml:3:11: resources.memory: size "99999999999Ti" is out of range`}},
 		{"bad duration", "version: 1\nresources:\n  timeout: 5 minutes\n", []string{
 			`p.yaml:3:12: resources.timeout: "5 minutes" is not a duration: use e.g. 500ms, 30s, 10m, 1h30m`}},
+		{"files: not an integer", "version: 1\nresources:\n  files: 1.5\n", []string{
+			"p.yaml:3:10: resources.files: got number, want integer"}},
+		{"files: negative", "version: 1\nresources:\n  files: -1\n", []string{
+			"p.yaml:3:10: resources.files: minimum: got -1, want 0"}},
+		{"files: too many", "version: 1\nresources:\n  files: 100000001\n", []string{
+			"p.yaml:3:10: resources.files: maximum: got 1.00000001×10⁰⁸, want 1×10⁰⁸"}},
 		{"null section", "version: 1\nresources:\n", []string{"p.yaml:2:12: resources: got null, want object"}},
 		{"duplicate key", "version: 1\nversion: 1\n", []string{`p.yaml:2:1: mapping key "version" already defined at [1:1]`}},
 		{"anchor", "version: 1\nresources: &r {pids: 3}\n", []string{

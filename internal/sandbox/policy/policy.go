@@ -81,7 +81,21 @@ type Resources struct {
 	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	Disk    ByteSize `yaml:"disk,omitempty" json:"disk,omitempty"`
 	Output  ByteSize `yaml:"output,omitempty" json:"output,omitempty"`
+	// Files bounds the entries (files, directories, links) of each
+	// writable layer; unlike the other limits it is never unlimited:
+	// zero means DefaultFiles.
+	Files int64 `yaml:"files,omitempty" json:"files,omitempty"`
 }
+
+// DefaultFiles is resources.files when neither the policy nor the global
+// policy sets it: the entries of each writable layer of a sandbox (the
+// workspace's changes, /tmp, an agent's home) and of what one commit
+// writes to the host. Without a bound, empty files cost no disk quota but
+// one host inode each.
+const DefaultFiles = 100_000
+
+// MaxFiles is the largest resources.files a policy may set.
+const MaxFiles = 100_000_000
 
 // Filesystem is the file view of a sandbox.
 type Filesystem struct {
@@ -179,6 +193,9 @@ func (p *Policy) withDefaults() *Policy {
 	}
 	if c.Syscalls.Profile == "" {
 		c.Syscalls.Profile = ProfileDefault
+	}
+	if c.Resources.Files == 0 {
+		c.Resources.Files = DefaultFiles
 	}
 	return c
 }

@@ -20,21 +20,24 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
 
 // box is one process sandbox, seen from the supervisor.
 type box struct {
-	id   string
-	spec sandbox.Spec
-	info sandbox.Info
-	slot int
+	id      string
+	spec    sandbox.Spec
+	info    sandbox.Info
+	slot    int
+	uidSlot *owner.Slot // holds slot host-wide until destroy
 	// slotSeen is slot, kept after the slot is freed (tests look for
 	// processes of its uids).
 	slotSeen int
 
 	cg               cgroupGroup
-	upper, tmp, home *os.File // detached tmpfs mounts (see host_linux.go)
+	cgRecord         *owner.Entry // the cgroup, for whoever starts after we die
+	upper, tmp, home *os.File     // detached tmpfs mounts (see host_linux.go)
 	closers          []io.Closer
 	cmd              *exec.Cmd
 	initFD           int        // pidfd of the init; guarded by fdMu once started
@@ -57,6 +60,9 @@ type box struct {
 	closeErr         error
 	commitMu         sync.Mutex
 	committer        *workspace.Committer
+	// The state directories' upper layers and commits (Spec.StateDirs).
+	stateUppers     []*os.File
+	stateCommitters []*workspace.Committer
 }
 
 var _ sandbox.EgressSandbox = (*box)(nil)
@@ -331,6 +337,9 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 func (b *box) commit() ([]sandbox.Violation, error) {
 	b.commitMu.Lock()
 	defer b.commitMu.Unlock()
+	if b.spec.Throwaway {
+		return nil, nil // nothing ever reaches the host
+	}
 	if b.committer == nil {
 		return nil, errors.New("process sandbox: no workspace to commit")
 	}
@@ -338,7 +347,14 @@ func (b *box) commit() ([]sandbox.Violation, error) {
 	if err != nil {
 		return v, fmt.Errorf("process sandbox: commit workspace: %w", err)
 	}
-	return v, nil
+	for _, c := range b.stateCommitters {
+		sv, serr := c.Commit()
+		v = append(v, sv...)
+		if serr != nil {
+			err = errors.Join(err, fmt.Errorf("process sandbox: commit state directory %s: %w", c.Workspace, serr))
+		}
+	}
+	return v, err
 }
 
 // Close implements sandbox.Sandbox.
@@ -406,10 +422,13 @@ func (b *box) destroy() error {
 	if b.cg != nil {
 		err = b.cg.Delete()
 	}
+	if err == nil {
+		b.cgRecord.Release() // gone (or never made)
+	}
 	b.fdMu.Unlock()
-	if b.slot >= 0 {
-		freeSlot(b.slot)
-		b.slot = -1
+	if b.uidSlot != nil {
+		b.uidSlot.Release()
+		b.uidSlot, b.slot = nil, -1
 	}
 	if err != nil {
 		return fmt.Errorf("process sandbox: %w", err)
@@ -423,20 +442,41 @@ func (b *box) countersMatter() bool {
 	return b.spec.Limits.MemoryBytes > 0 || b.spec.Limits.Pids > 0
 }
 
-// diskFull reports whether a sandbox filesystem with a size ran out.
-func (b *box) diskFull() (string, bool) {
-	for _, m := range []struct {
-		name string
-		f    *os.File
-	}{{"workspace", b.upper}, {"/tmp", b.tmp}, {"home", b.home}} {
-		if m.f == nil {
-			continue
-		}
-		if free, err := freeBytes(m.f); err == nil && free < 8192 {
-			return m.name, true
+// filesFull is the verdict of a failed command when a sandbox filesystem
+// ran out of space (ReasonDisk) or of entries (ReasonFiles), with the
+// message naming it; "" when none did.
+func (b *box) filesFull() (reason, msg string) {
+	for _, m := range b.scratch() {
+		bytes, inodes, err := freeSpace(m.f)
+		switch {
+		case err != nil:
+		case bytes < 8192:
+			return sandbox.ReasonDisk, fmt.Sprintf("the %s disk limit was reached", m.name)
+		case inodes == 0 && b.spec.Limits.Files > 0:
+			return sandbox.ReasonFiles, fmt.Sprintf("the %s file-count limit of %d entries was reached", m.name, b.spec.Limits.Files)
 		}
 	}
-	return "", false
+	return "", ""
+}
+
+// scratchFS is one writable filesystem of the sandbox.
+type scratchFS struct {
+	name string
+	f    *os.File
+}
+
+// scratch lists the sandbox's writable filesystems.
+func (b *box) scratch() []scratchFS {
+	var out []scratchFS
+	for _, m := range []scratchFS{{"workspace", b.upper}, {"/tmp", b.tmp}, {"home", b.home}} {
+		if m.f != nil {
+			out = append(out, m)
+		}
+	}
+	for i, f := range b.stateUppers {
+		out = append(out, scratchFS{b.spec.StateDirs[i], f})
+	}
+	return out
 }
 
 // tailBuffer keeps the last few KiB of the init's stderr for error

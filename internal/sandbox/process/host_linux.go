@@ -41,9 +41,18 @@ import (
 // uid/gid to the sandbox user's host ids, so the workspace looks owned by
 // the sandbox user inside, and nothing else changes ownership.
 
+// Inodes a tmpfs holds besides the workload's entries: its root, and in
+// an overlay's upper layer also the upper and work directories and the
+// work directory overlayfs makes inside the latter.
+const (
+	inodesTmpfs = 1
+	inodesUpper = 4
+)
+
 // newTmpfs creates a detached tmpfs whose root has mode and owner. size 0
-// leaves the kernel default (half of RAM).
-func newTmpfs(size int64, mode uint32, uid, gid int) (*os.File, error) {
+// leaves the kernel default (half of RAM); inodes bounds its entries
+// (nr_inodes: one more is ENOSPC), 0 leaves the kernel default.
+func newTmpfs(size, inodes int64, mode uint32, uid, gid int) (*os.File, error) {
 	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("fsopen tmpfs: %w", err)
@@ -56,6 +65,9 @@ func newTmpfs(size int64, mode uint32, uid, gid int) (*os.File, error) {
 	}
 	if size > 0 {
 		opts = append(opts, [2]string{"size", strconv.FormatInt(size, 10)})
+	}
+	if inodes > 0 {
+		opts = append(opts, [2]string{"nr_inodes", strconv.FormatInt(inodes, 10)})
 	}
 	for _, o := range opts {
 		if err := unix.FsconfigSetString(fs, o[0], o[1]); err != nil {
@@ -161,6 +173,15 @@ func runUsernsHelper() {
 	os.Exit(0)
 }
 
+// inodes is the nr_inodes of a tmpfs that may hold files entries of the
+// workload besides its own extra; 0 (no limit) stays 0.
+func inodes(files, extra int64) int64 {
+	if files <= 0 {
+		return 0
+	}
+	return files + extra
+}
+
 // ownerOf returns the uid and gid owning path.
 func ownerOf(path string) (uid, gid int, err error) {
 	var st unix.Stat_t
@@ -170,11 +191,12 @@ func ownerOf(path string) (uid, gid int, err error) {
 	return int(st.Uid), int(st.Gid), nil
 }
 
-// freeBytes is the space left on the filesystem of a mount fd.
-func freeBytes(f *os.File) (int64, error) {
+// freeSpace is the space and the inodes left on the filesystem of a mount
+// fd.
+func freeSpace(f *os.File) (bytes int64, inodes uint64, err error) {
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return int64(st.Bavail) * st.Bsize, nil
+	return int64(st.Bavail) * st.Bsize, st.Ffree, nil
 }

@@ -138,10 +138,7 @@ func (p *proc) wait() {
 		e.Reason = sandbox.ReasonPids
 		e.Message = fmt.Sprintf("the process limit of %d was reached", p.b.spec.Limits.Pids)
 	case failed && !died:
-		if fs, full := p.b.diskFull(); full {
-			e.Reason = sandbox.ReasonDisk
-			e.Message = fmt.Sprintf("the %s disk limit was reached", fs)
-		}
+		e.Reason, e.Message = p.b.filesFull()
 	case died && !p.b.killed.Load():
 		e.Reason = sandbox.ReasonSandboxFailed
 		e.Message = "the sandbox init exited unexpectedly"

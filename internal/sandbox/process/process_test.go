@@ -279,6 +279,7 @@ func TestDiskLimit(t *testing.T) {
 
 func TestTimeoutKillsTree(t *testing.T) {
 	sb, _ := newBox(t, func(s *sandbox.Spec) { s.Limits.Timeout = 300 * time.Millisecond })
+	ns := pidNS(t, sb.(*box))
 	start := time.Now()
 	// A double-forked daemon, and a foreground sleep.
 	e, _, _ := run(t, sb, sh("(setsid sh -c 'trap \"\" TERM; sleep 1000' &) ; sleep 1000"))
@@ -289,7 +290,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 		t.Fatalf("timeout took %s", d)
 	}
 	b := sb.(*box)
-	waitNoProcs(t, b)
+	waitNoProcs(t, b, ns)
 	if _, err := sb.Start(t.Context(), sh("true")); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Start after the sandbox was killed: %v, want ErrClosed", err)
 	}
@@ -483,6 +484,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := sb.(*box)
+	ns := pidNS(t, b)
 	p, err := sb.Start(t.Context(), sh("(setsid sleep 1000 &); sleep 1000"))
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +495,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	if e, _ := p.Wait(); e.Code != -1 {
 		t.Errorf("running command after Close: %+v", e)
 	}
-	waitNoProcs(t, b)
+	waitNoProcs(t, b, ns)
 	if _, err := os.Stat("/sys/fs/cgroup/pids/agentbox/agentbox-" + b.id); err == nil {
 		t.Error("cgroup left behind")
 	}
@@ -523,8 +525,21 @@ func hostMounts(t testing.TB) string {
 	return strings.Join(points, "\n")
 }
 
-// waitNoProcs waits until no host process runs as one of b's uids.
-func waitNoProcs(t testing.TB, b *box) {
+// pidNS names the pid namespace of b's init (while it runs).
+func pidNS(t testing.TB, b *box) string {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// waitNoProcs waits until no host process runs as one of b's uids, in b's
+// pid namespace ns or in the host's. Sandboxes of other agentbox
+// processes on the host (older ones did not take uid slots host-wide) are
+// in pid namespaces of their own.
+func waitNoProcs(t testing.TB, b *box, ns string) {
 	t.Helper()
 	uids := map[string]bool{}
 	for _, u := range []int{100000 + b.slotSeen, 101000 + b.slotSeen} {
@@ -532,7 +547,7 @@ func waitNoProcs(t testing.TB, b *box) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := procsWithUID(uids)
+		left := procsWithUID(uids, ns)
 		if len(left) == 0 {
 			return
 		}
@@ -543,11 +558,15 @@ func waitNoProcs(t testing.TB, b *box) {
 	}
 }
 
-func procsWithUID(uids map[string]bool) []string {
+func procsWithUID(uids map[string]bool, ns string) []string {
+	hostNS, _ := os.Readlink("/proc/self/ns/pid")
 	ents, _ := os.ReadDir("/proc")
 	var out []string
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if got, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err != nil || got != ns && got != hostNS {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/status")

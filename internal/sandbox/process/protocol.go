@@ -35,17 +35,21 @@ type initConfig struct {
 	HideDirs             []string `json:"hide_dirs,omitempty"`
 	// Mounts are the detached host mounts passed as fds fdMounts+i, each
 	// moved to Target inside.
-	Mounts   []detachedMount `json:"mounts"`
-	Overlay  *overlayConfig  `json:"overlay,omitempty"`
-	Home     string          `json:"home"`
-	Hostname string          `json:"hostname"`
-	NetNone  bool            `json:"net_none"`
+	Mounts  []detachedMount `json:"mounts"`
+	Overlay *overlayConfig  `json:"overlay,omitempty"`
+	// StateOverlays are the state directories' overlays, from the
+	// "state-lower" and "state-upper" mounts of the same Index.
+	StateOverlays []overlayConfig `json:"state_overlays,omitempty"`
+	Home          string          `json:"home"`
+	Hostname      string          `json:"hostname"`
+	NetNone       bool            `json:"net_none"`
 	// EgressPort, when not 0, makes the init listen on 127.0.0.1:port
 	// and pass each connection to the supervisor over descriptor
 	// EgressFD (see egress_linux.go).
 	EgressPort int              `json:"egress_port,omitempty"`
 	EgressFD   int              `json:"egress_fd,omitempty"`
 	ShmBytes   int64            `json:"shm_bytes"`
+	ShmFiles   int64            `json:"shm_files,omitempty"`
 	Syscalls   sandbox.Syscalls `json:"syscalls"`
 	// Degraded lists mechanisms the supervisor already knows are missing
 	// and which the spec allowed to go without.
@@ -59,14 +63,18 @@ type detachedMount struct {
 	// Target is the path inside the sandbox; empty for overlay layers,
 	// which the init attaches to a staging directory.
 	Target string `json:"target"`
-	// Role is "lower", "upper", or "" for a plain mount.
+	// Role is "lower", "upper", "state-lower", "state-upper", "root", or
+	// "" for a plain mount.
 	Role string `json:"role,omitempty"`
+	// Index is the state overlay a state layer belongs to.
+	Index int `json:"index,omitempty"`
 }
 
 // overlayConfig says how to assemble the workspace overlay from the
 // "lower" and "upper" detached mounts.
 type overlayConfig struct {
 	Target string `json:"target"`
+	Index  int    `json:"index,omitempty"`
 }
 
 // message is one control packet, in either direction.

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
 
@@ -54,7 +57,9 @@ type Options struct {
 	HideDirs []string
 	// UIDBase is the first host uid used for sandboxes (default 100000).
 	// Sandbox slot N maps root inside to UIDBase+N and the sandbox user to
-	// UIDBase+1000+N, so two live sandboxes never share a host uid.
+	// UIDBase+1000+N, and a slot is held host-wide (package owner), so two
+	// live sandboxes on the host never share a host uid, whichever
+	// agentbox process made them.
 	UIDBase int
 }
 
@@ -79,31 +84,20 @@ func New(opts Options) *Runtime {
 // Name implements sandbox.Runtime.
 func (r *Runtime) Name() string { return "process" }
 
-// slots hands out uid slots; the table is process-wide because host uids
-// are.
-var slots = struct {
-	sync.Mutex
-	used [slotCount]bool
-}{}
-
+// slotCount is the number of uid slots: sandboxes live at once on the
+// host, per UIDBase.
 const slotCount = 1000
 
-func allocSlot() (int, error) {
-	slots.Lock()
-	defer slots.Unlock()
-	for i, u := range slots.used {
-		if !u {
-			slots.used[i] = true
-			return i, nil
-		}
+// allocSlot takes a uid slot. Slots are host-wide (package owner: a lock
+// file per slot under /run/agentbox, held for the sandbox's life), because
+// host uids are: two agentbox processes on one host never give two live
+// sandboxes the same uids, and a process that dies frees its slots.
+func (r *Runtime) allocSlot() (*owner.Slot, error) {
+	s, err := owner.Default().Slot("uid-"+strconv.Itoa(r.opts.UIDBase), slotCount)
+	if err != nil {
+		return nil, fmt.Errorf("process sandbox: uid slot: %w", err)
 	}
-	return 0, fmt.Errorf("all %d sandbox uid slots are in use", slotCount)
-}
-
-func freeSlot(i int) {
-	slots.Lock()
-	slots.used[i] = false
-	slots.Unlock()
+	return s, nil
 }
 
 // Probe implements sandbox.Runtime.
@@ -169,9 +163,10 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil
 	}
 
-	if b.slot, err = allocSlot(); err != nil {
+	if b.uidSlot, err = r.allocSlot(); err != nil {
 		return nil, err
 	}
+	b.slot = b.uidSlot.N
 	b.slotSeen = b.slot
 	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
 	rootUID := r.opts.UIDBase + b.slot
@@ -194,6 +189,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		}
 		done := make(chan result, 1)
 		name := "agentbox-" + b.id
+		// Written down before it exists: if this process dies, the
+		// next agentbox to start removes the group and what runs in it.
+		if b.cgRecord, err = recordArtefact(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
+			return nil, err
+		}
 		go func() {
 			cg, err := newCgroup(name, spec.Limits)
 			done <- result{cg, err}
@@ -236,6 +236,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		NetNone:              spec.Network.Mode != sandbox.NetworkHost,
 		EgressPort:           egressPort(spec.Network),
 		ShmBytes:             tmpSize(spec),
+		ShmFiles:             spec.Limits.Files,
 		Syscalls:             spec.Syscalls,
 		AllowDegraded:        spec.AllowDegraded,
 	}
@@ -262,7 +263,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
 	}
 	addMount(lower, spec.WorkspaceDir, "lower")
-	upper, err := newTmpfs(spec.Limits.DiskBytes, 0o755, rootUID, rootUID)
+	upper, err := newTmpfs(spec.Limits.DiskBytes, inodes(spec.Limits.Files, inodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
@@ -279,14 +280,14 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		Protected: spec.Protected,
 	}
 
-	// Scratch: /tmp and $HOME, each capped at the disk limit.
-	tmp, err := newTmpfs(tmpSize(spec), 0o1777, rootUID, rootUID)
+	// Scratch: /tmp and $HOME, each capped at the disk and file limits.
+	tmp, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o1777, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
 	b.tmp = tmp
 	addMount(tmp, "/tmp", "")
-	home, err := newTmpfs(tmpSize(spec), 0o700, userUID, userUID)
+	home, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o700, userUID, userUID)
 	if err != nil {
 		return nil, err
 	}
@@ -306,6 +307,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 			return nil, fmt.Errorf("read path: %w", err)
 		}
 		addMount(f, p, "")
+	}
+	for i, p := range spec.StateDirs {
+		if err := b.addStateDir(r, i, p, rootUID, userUID, addMount, degrade, &cfg); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range spec.WritePaths {
 		f, err := r.idmappedClone(p, userUID, true)
@@ -344,6 +350,76 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	b.info.Mechanisms = append(b.info.Mechanisms, ready.Mechanisms...)
 	b.info.Degraded = append(b.info.Degraded, ready.Degraded...)
 	return b, nil
+}
+
+// addStateDir sets up state directory p (Spec.StateDirs) as the workspace
+// is set up: an overlay of the host directory, idmapped, and a tmpfs upper
+// layer sized by the limits less what p already holds, so that the host
+// directory, which Commit writes back to, stays within them.
+func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
+	addMount func(f *os.File, target, role string), degrade func(string, error) error, cfg *initConfig,
+) error {
+	lower, err := r.idmappedClone(p, userUID, false)
+	if err != nil {
+		if err := degrade("idmap", err); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+		if lower, err = cloneTree(p, false, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1); err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+	}
+	addMount(lower, "", "state-lower")
+	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	size, files, err := stateRoom(p, b.spec.Limits)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", p, err)
+	}
+	upper, err := newTmpfs(size, inodes(files, inodesUpper), 0o755, rootUID, rootUID)
+	if err != nil {
+		return err
+	}
+	b.stateUppers = append(b.stateUppers, upper)
+	addMount(upper, "", "state-upper")
+	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	if err := prepareUpper(upper, p, rootUID, userUID); err != nil {
+		return err
+	}
+	cfg.StateOverlays = append(cfg.StateOverlays, overlayConfig{Target: p, Index: i})
+	cfg.WritableDirs = append(cfg.WritableDirs, p)
+	// Written back without protected patterns: the directory is the
+	// sandboxed program's own, and nothing on the host runs from it.
+	b.stateCommitters = append(b.stateCommitters, &workspace.Committer{
+		Upper:     fmt.Sprintf("/proc/self/fd/%d/u", upper.Fd()),
+		Workspace: p,
+	})
+	return nil
+}
+
+// stateRoom is the size and the entries a state directory's writable
+// layer may hold: the limits less what the host directory holds already
+// (at least a page and one entry, so the bound is never "none").
+func stateRoom(dir string, l sandbox.Limits) (size, files int64, err error) {
+	u, err := sandbox.UsageOf(dir, l.DiskBytes, l.Files)
+	if err != nil {
+		return 0, 0, err
+	}
+	if l.DiskBytes > 0 {
+		size = max(l.DiskBytes-u.Bytes, int64(os.Getpagesize()))
+	}
+	if l.Files > 0 {
+		files = max(l.Files-u.Files, 1)
+	}
+	return size, files, nil
+}
+
+// recordArtefact writes down a host artefact of this process (package
+// owner) before it is made.
+func recordArtefact(r owner.Record) (*owner.Entry, error) {
+	o, err := owner.Default().Self()
+	if err != nil {
+		return nil, fmt.Errorf("process sandbox: %w", err)
+	}
+	return o.Record(r)
 }
 
 // idmappedClone clones path with its owner mapped to the sandbox user.
@@ -445,6 +521,19 @@ func normalize(spec *sandbox.Spec) error {
 			}
 		}
 	}
+	for i, p := range spec.StateDirs {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("process sandbox: state directory %q must be absolute", p)
+		}
+		spec.StateDirs[i] = filepath.Clean(p)
+		p = spec.StateDirs[i]
+		if p == "/" || reserved(p) || within(p, spec.Workspace) || within(spec.Workspace, p) || within(p, spec.WorkspaceDir) || within(spec.WorkspaceDir, p) {
+			return fmt.Errorf("process sandbox: state directory %q cannot be bound into a sandbox (reserved, or overlapping the workspace)", p)
+		}
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			return fmt.Errorf("process sandbox: state directory %q is not a directory", p)
+		}
+	}
 	if spec.Hostname == "" {
 		spec.Hostname = "sandbox"
 	}
@@ -460,6 +549,11 @@ func normalize(spec *sandbox.Spec) error {
 		return fmt.Errorf("process sandbox: proxy port %d", p)
 	}
 	return nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // reserved reports whether p is, or is inside, a directory the sandbox

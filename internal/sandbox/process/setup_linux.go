@@ -127,6 +127,14 @@ func buildRootErr(cfg *initConfig, overlay *bool) error {
 			if err := moveMount(fd, stage+"/upper"); err != nil {
 				return fmt.Errorf("attach workspace upper layer: %w", err)
 			}
+		case "state-lower", "state-upper":
+			dir := fmt.Sprintf("%s/%s%d", stage, m.Role, m.Index)
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return err
+			}
+			if err := moveMount(fd, dir); err != nil {
+				return fmt.Errorf("attach state directory layer: %w", err)
+			}
 		default:
 			ops = append(ops, mountOp{target: m.Target, do: func(dst string) error { return moveMount(fd, dst) }})
 		}
@@ -155,6 +163,23 @@ func buildRootErr(cfg *initConfig, overlay *bool) error {
 			// Degraded: the workspace itself, writable, and protected
 			// paths are not enforced.
 			return unix.Mount(stage+"/lower", dst, "", unix.MS_BIND, "")
+		}})
+	}
+	for _, so := range cfg.StateOverlays {
+		lower := fmt.Sprintf("%s/state-lower%d", stage, so.Index)
+		upper := fmt.Sprintf("%s/state-upper%d", stage, so.Index)
+		ops = append(ops, mountOp{target: so.Target, do: func(dst string) error {
+			opts := "lowerdir=" + lower + ",upperdir=" + upper + "/u,workdir=" + upper + "/w,userxattr"
+			err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
+			if err == nil {
+				return nil
+			}
+			if !cfg.AllowDegraded {
+				return &initFail{"overlay", fmt.Errorf("mount state directory overlay: %w", err)}
+			}
+			// Degraded: the directory itself, writable, outside the
+			// limits (as the workspace is then).
+			return unix.Mount(lower, dst, "", unix.MS_BIND, "")
 		}})
 	}
 	if !hostRoot {
@@ -448,6 +473,9 @@ func mountDev(cfg *initConfig) error {
 		return err
 	}
 	opt := "mode=1777,size=" + strconv.FormatInt(cfg.ShmBytes, 10)
+	if cfg.ShmFiles > 0 {
+		opt += ",nr_inodes=" + strconv.FormatInt(inodes(cfg.ShmFiles, inodesTmpfs), 10)
+	}
 	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opt); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)
 	}

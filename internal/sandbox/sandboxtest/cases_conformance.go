@@ -105,6 +105,71 @@ cat README.md new.txt dir/x.txt`)
 			},
 		},
 		{
+			// §2 of issue 11: code execution's workspace is nobody's,
+			// and nothing written there may reach a host directory.
+			name: "conf_throwaway_workspace_never_copied_back",
+			run: func(h *harness) {
+				h.create(func(s *sandbox.Spec) { s.Throwaway = true })
+				// h.allow stays nil: any change on the host fails the case.
+				r := h.shell(`set -e
+printf 'changed\n' > README.md
+printf 'new\n' > new.txt
+mkdir dir && printf 'x\n' > dir/x.txt
+rm old.txt
+printf '{}' > .mcp.json
+ln -s /etc/passwd link
+cat README.md new.txt`)
+				h.expectExit(r, 0)
+				if r.stdout != "changed\nnew\n" {
+					h.t.Errorf("inside, the changes are not visible: stdout %q", r.stdout)
+				}
+				if v := h.commit(); len(v) != 0 {
+					h.t.Errorf("Commit of a throwaway workspace reported violations (it must apply nothing): %s", fmtViolations(v))
+				}
+				h.close()
+				if v := h.violations; len(v) != 0 {
+					h.t.Errorf("Close of a throwaway workspace reported violations (it must apply nothing): %s", fmtViolations(v))
+				}
+			},
+		},
+		{
+			// An agent's home (Spec.StateDirs): writable inside,
+			// written back by Commit without protected patterns, and
+			// what the host adds to it after Create shows inside.
+			name: "conf_state_dir_commit",
+			run: func(h *harness) {
+				state := h.stateDir(map[string]string{"existing.txt": "old\n", "gone.txt": "x\n", ".config/app.json": "{}\n"})
+				h.create(func(s *sandbox.Spec) { s.StateDirs = []string{state} })
+				// The daemon writes into the home after the sandbox
+				// exists (an adapter's per-run config).
+				if err := os.WriteFile(filepath.Join(state, "from-host.txt"), []byte("host\n"), 0o600); err != nil {
+					h.t.Fatal(err)
+				}
+				r := h.shell(`set -e
+cd "$STATE"
+cat from-host.txt existing.txt
+printf 'new\n' > existing.txt
+printf 'made\n' > new.txt
+mkdir -p .claude/projects && printf '{"a":1}\n' > .claude/projects/t.jsonl
+rm gone.txt`, runOpts{env: map[string]string{"STATE": state}})
+				h.expectExit(r, 0)
+				if r.stdout != "host\nold\n" {
+					h.t.Errorf("inside, the state directory shows %q, want the host's files (also one added after Create)", r.stdout)
+				}
+				if v := h.commit(); len(v) != 0 {
+					h.t.Errorf("Commit of a state directory reported violations: %s", fmtViolations(v))
+				}
+				for rel, want := range map[string]string{"existing.txt": "new\n", "new.txt": "made\n", ".claude/projects/t.jsonl": "{\"a\":1}\n", "from-host.txt": "host\n"} {
+					if b, err := os.ReadFile(filepath.Join(state, rel)); err != nil || string(b) != want {
+						h.t.Errorf("after Commit, host state %s = %q (%v), want %q", rel, b, err, want)
+					}
+				}
+				if fileExists(filepath.Join(state, "gone.txt")) {
+					h.t.Error("after Commit, host state gone.txt still exists")
+				}
+			},
+		},
+		{
 			name: "conf_signal",
 			run: func(h *harness) {
 				h.create()

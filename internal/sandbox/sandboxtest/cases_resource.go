@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -142,6 +143,80 @@ while True:
 			},
 		},
 		{
+			// §2 of issue 11: empty files cost no disk quota, so only a
+			// bound on entries stops a sandbox from spending the host's
+			// inodes (and the commit's time).
+			name: "18_many_files_tmp",
+			want: map[string]string{"create": "ENOSPC", "within_limit": "yes"},
+			run: func(h *harness) {
+				const limit = 500
+				h.create(func(s *sandbox.Spec) { s.Limits.Files = limit })
+				r := h.python(manyFilesCode("/tmp/many", limit))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonFiles)
+			},
+		},
+		{
+			name: "18_many_files_workspace",
+			want: map[string]string{"create": "ENOSPC", "within_limit": "yes"},
+			run: func(h *harness) {
+				const limit = 500
+				h.create(func(s *sandbox.Spec) { s.Limits.Files = limit })
+				// What was created before ENOSPC may be committed, but
+				// never more entries than the limit.
+				n := 0
+				h.allow = func(c change) bool {
+					if c.Before != nil || c.Path != "many" && !strings.HasPrefix(c.Path, "many/") {
+						return false
+					}
+					n++
+					return n <= limit
+				}
+				r := h.python(manyFilesCode("many", limit))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonFiles)
+			},
+		},
+		{
+			// §2 of issue 11: an agent's home is a host directory; what
+			// the sandbox writes there counts in the disk limit, with
+			// what the directory already holds.
+			name: "18_fill_state_dir",
+			want: map[string]string{"fill": "ENOSPC"},
+			run: func(h *harness) {
+				const limit, held = 16 << 20, 4 << 20
+				state := h.stateDir(map[string]string{"held.bin": strings.Repeat("x", held)})
+				h.create(func(s *sandbox.Spec) { s.Limits.DiskBytes = limit; s.StateDirs = []string{state} })
+				r := h.python(fillCode(state+"/fill.bin", limit))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonDisk)
+				h.close()
+				if u, err := sandbox.UsageOf(state, 0, 0); err != nil || u.Bytes > limit {
+					h.t.Errorf("the host state directory holds %d bytes after Close (%v), more than the %d-byte limit", u.Bytes, err, limit)
+				}
+			},
+		},
+		{
+			name: "18_many_files_state_dir",
+			want: map[string]string{"create": "ENOSPC", "within_limit": "yes"},
+			run: func(h *harness) {
+				const limit, held = 500, 100
+				files := map[string]string{}
+				for i := range held - 1 {
+					files[fmt.Sprintf("old/f%d", i)] = ""
+				}
+				state := h.stateDir(files) // held entries: old and its files
+				h.create(func(s *sandbox.Spec) { s.Limits.Files = limit; s.StateDirs = []string{state} })
+				r := h.python(manyFilesCode(state+"/many", limit-held))
+				h.expect(r)
+				expectVerdict(h, r, sandbox.ReasonFiles)
+				h.close()
+				if u, err := sandbox.UsageOf(state, 0, 0); err != nil || u.Files > limit {
+					h.t.Errorf("the host state directory holds %d entries after Close (%v), more than the limit of %d", u.Files, err, limit)
+				}
+			},
+		},
+		{
 			name: "conf_output_100mb",
 			run: func(h *harness) {
 				const total, capN = 100_000_000, 1 << 20
@@ -197,6 +272,26 @@ except OSError as e:
     R("fill", E(e.errno))
 sys.exit(1)
 `, path, 4*limit>>20)
+}
+
+// manyFilesCode creates empty files in dir until creation fails, and stops
+// at four times the limit so that a runtime without a file limit cannot
+// spend the host's inodes.
+func manyFilesCode(dir string, limit int) string {
+	return fmt.Sprintf(`
+os.mkdir(%[1]q)
+n = 0
+try:
+    while n < %[2]d:
+        os.close(os.open("%%s/f%%d" %% (%[1]q, n), os.O_CREAT | os.O_WRONLY, 0o644))
+        n += 1
+    R("create", "no-limit:%%d" %% n)
+except OSError as e:
+    R("create", E(e.errno))
+R("n", n)
+R("within_limit", "yes" if n <= %[3]d else "no:%%d" %% n)
+sys.exit(1)
+`, dir, 4*limit, limit)
 }
 
 // expectVerdict asserts the Verdict reason of r.

@@ -174,6 +174,26 @@ func (h *harness) defaultSpec() sandbox.Spec {
 	}
 }
 
+// stateDir makes a host state directory (an agent's home, Spec.StateDirs)
+// holding files, private to the daemon's user as agent homes are.
+func (h *harness) stateDir(files map[string]string) string {
+	h.t.Helper()
+	dir, err := os.MkdirTemp(h.root, "state-")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for rel, data := range files {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // remove deletes workspace paths before the sandbox is created.
 func (h *harness) remove(rels ...string) {
 	for _, rel := range rels {
