@@ -30,9 +30,9 @@ import (
 func TestSessionInSandbox(t *testing.T) {
 	requireSandbox(t)
 	t.Setenv("AGENTBOX_TEST_SECRET", "hunter2") // must not reach the sandbox
-	srv := start(t, agentbox.Options{})
-	c := srv.Client()
 	cwd := t.TempDir()
+	srv := start(t, agentbox.Options{GlobalPolicy: globalPolicy(t, cwd)})
+	c := srv.Client()
 	if err := os.WriteFile(filepath.Join(cwd, "CLAUDE.md"), []byte("be nice\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +214,18 @@ open("hello.txt", "w").write("hi")
 	t.Setenv("GOOGLE_GEMINI_BASE_URL", base)
 	t.Setenv("GEMINI_API_KEY", realKey)
 	dataDir := t.TempDir()
-	// The built-in global policy: the egress proxy is the only way out.
-	srv := start(t, agentbox.Options{DataDir: dataDir, EgressCAFile: caFile})
+	// The built-in global policy: the egress proxy is the only way out;
+	// the sessions' directories are in a workspace root.
+	roots := t.TempDir()
+	srv := start(t, agentbox.Options{DataDir: dataDir, EgressCAFile: caFile, GlobalPolicy: globalPolicy(t, roots)})
 	c := srv.Client()
 	for _, tc := range []struct{ name, provider string }{{"claude", "anthropic"}, {"pi", "openai"}, {"gemini", "gemini"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			agenttest.RequireInstalled(t, tc.name)
-			cwd := t.TempDir()
+			cwd, err := os.MkdirTemp(roots, tc.name+"-")
+			if err != nil {
+				t.Fatal(err)
+			}
 			// The control: a file that does hold the key, which the scan
 			// must find (and nothing else).
 			if err := os.WriteFile(filepath.Join(cwd, "control.txt"), []byte(realKey), 0o600); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/audit"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
@@ -119,12 +120,33 @@ func rootCAs(path string) (*x509.CertPool, error) {
 type gatedSandbox struct {
 	sandbox.Sandbox
 	gate *egress.Gate
+	// closed, when set, runs once the gate is closed (the audit log's
+	// summaries of the sandbox's refusals).
+	closed func()
 }
 
 func (g *gatedSandbox) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	vs, err := g.Sandbox.Close(ctx)
 	_ = g.gate.Close() // it has nothing to report beyond what its hooks saw
+	if g.closed != nil {
+		g.closed()
+	}
 	return vs, err
+}
+
+// settledTasks is egress.Tasks telling the audit log when a task's proxy
+// is closed, so the summaries of its refusals are written then.
+type settledTasks struct {
+	egress.Tasks
+	aud *audit.Log
+}
+
+func (t settledTasks) Attach(sb sandbox.Sandbox, spec sandbox.Spec, scope, id string, onViolation func(sandbox.Violation)) (func(), error) {
+	detach, err := t.Tasks.Attach(sb, spec, scope, id, onViolation)
+	if err != nil {
+		return nil, err
+	}
+	return func() { detach(); t.aud.Settle(scope, id) }, nil
 }
 
 // attachEgress starts the egress proxy of sb, which a policy with network
