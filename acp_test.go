@@ -18,7 +18,9 @@ import (
 func TestACPEndpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	srv, err := agentbox.Start(ctx, agentbox.Options{DataDir: t.TempDir(), Token: "s3cret"})
+	// The editor's folder is in a workspace root of the global policy.
+	root := t.TempDir()
+	srv, err := agentbox.Start(ctx, agentbox.Options{DataDir: t.TempDir(), Token: "s3cret", GlobalPolicy: globalPolicy(t, root)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func TestACPEndpoint(t *testing.T) {
 	if _, err := c.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
-	ns, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	ns, err := c.NewSession(ctx, acp.NewSessionRequest{Cwd: root, McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatalf("session/new: %v", err)
 	}

@@ -38,9 +38,9 @@ import (
 func TestSessionInSandbox(t *testing.T) {
 	requireSandbox(t)
 	t.Setenv("AGENTBOX_TEST_SECRET", "hunter2") // must not reach the sandbox
-	srv := start(t, agentbox.Options{})
-	c := srv.Client()
 	cwd := t.TempDir()
+	srv := start(t, agentbox.Options{GlobalPolicy: globalPolicy(t, cwd)})
+	c := srv.Client()
 	if err := os.WriteFile(filepath.Join(cwd, "CLAUDE.md"), []byte("be nice\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,9 @@ open("hello.txt", "w").write("hi")
 	t.Cleanup(func() { _ = os.RemoveAll(dataDir) }) // after the daemon's Close
 	// The built-in global policy: the egress proxy is the only way out.
 	// The daemon's environment holds no credential: the sessions' env does.
-	srv := start(t, agentbox.Options{DataDir: dataDir, EgressCAFile: caFile, AgentsFile: agentsFile})
+	// The sessions' directories are in a workspace root.
+	roots := t.TempDir()
+	srv := start(t, agentbox.Options{DataDir: dataDir, EgressCAFile: caFile, AgentsFile: agentsFile, GlobalPolicy: globalPolicy(t, roots)})
 	c := srv.Client()
 	if _, err := c.PutSecret(t.Context(), ghName, client.PutSecret{Value: values[github], Host: "api.github.com", Header: "Authorization", Format: "Bearer {value}"}); err != nil {
 		t.Fatal(err)
@@ -405,7 +407,10 @@ open("hello.txt", "w").write("hi")
 	for i, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			agenttest.RequireInstalled(t, tc.install)
-			cwd := t.TempDir()
+			cwd, err := os.MkdirTemp(roots, strings.ReplaceAll(tc.name, "/", "-")+"-")
+			if err != nil {
+				t.Fatal(err)
+			}
 			cwds = append(cwds, cwd)
 			// The control: a file that does hold a value, which the scan
 			// must find (and nothing else).
@@ -512,8 +517,7 @@ open("hello.txt", "w").write("hi")
 	}
 	// No value in any file the daemon keeps (store, audit log, agent
 	// homes) or in any workspace but the control files.
-	roots := append([]string{dataDir}, cwds...)
-	for _, root := range roots {
+	for _, root := range append([]string{dataDir}, cwds...) {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.Type().IsRegular() || d.Name() == control {
 				return nil

@@ -78,6 +78,11 @@ type Violation struct {
 	Process *SandboxProcess `json:"process,omitempty"`
 	Rule    string          `json:"rule,omitempty" doc:"The policy rule that decided." example:"protected:.mcp.json"`
 	Action  string          `json:"action" enum:"blocked,asked,dropped"`
+	// Count, FirstAt and LastAt describe a summary of repeated
+	// violations (see docs/sandbox.md, Violations).
+	Count   int        `json:"count,omitempty" doc:"How many violations this entry stands for when repeats were coalesced (absent: one)."`
+	FirstAt *time.Time `json:"first_at,omitempty" doc:"When the first of the violations a summary counts happened."`
+	LastAt  *time.Time `json:"last_at,omitempty" doc:"When the last of the violations a summary counts happened."`
 }
 
 // SandboxProcess is a process inside a sandbox.

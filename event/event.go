@@ -430,6 +430,13 @@ type PermissionRequested struct {
 	Input  json.RawMessage `json:"input,omitempty"`
 	Host   string          `json:"host,omitempty"`
 	Port   int             `json:"port,omitempty"`
+	// Path is the file a file_write request is about, relative to the
+	// session's working directory, slash-separated.
+	Path string `json:"path,omitempty"`
+	// Diff is the change a file_write request asks to apply: a unified
+	// diff of a text file (bounded), or a one-line summary of anything
+	// else.
+	Diff string `json:"diff,omitempty"`
 	// Process is the sandboxed process that asked (a network request's
 	// connection), when known, as the sandbox reports it: a claim of the
 	// sandboxed code, never a trusted fact (see Process).
@@ -531,6 +538,16 @@ type SandboxViolation struct {
 	Process *Process `json:"process,omitempty"`
 	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
 	Rule string `json:"rule,omitempty"`
+	// Count is how many violations this event stands for when the daemon
+	// coalesced them (absent: one). The first violation of a kind (kind,
+	// rule, path or destination) comes on its own at once; its repeats
+	// within a window (10 s), and new kinds past the sandbox's reporting
+	// rate, come as one summary with their count and the times of the
+	// first and last of them. Counts always add up.
+	Count int `json:"count,omitempty"`
+	// FirstAt and LastAt bound the violations a summary counts.
+	FirstAt *time.Time `json:"first_at,omitempty"`
+	LastAt  *time.Time `json:"last_at,omitempty"`
 }
 
 // Process is a process inside a session's sandbox, as the sandbox reports

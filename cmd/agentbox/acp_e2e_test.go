@@ -35,7 +35,7 @@ func TestCustomACPAgent(t *testing.T) {
 	if !found {
 		t.Fatalf("the configured agent is not listed as available: %+v", agents)
 	}
-	s, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "nested", Cwd: dir})
+	s, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "nested"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ Listening on a non-loopback address requires --token.`,
 	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback listener without a token")
 	f.StringVar(&cors, "cors-origins", env("AGENTBOX_CORS_ORIGINS", ""), "comma-separated origins allowed by CORS, or * [AGENTBOX_CORS_ORIGINS]")
 	f.DurationVar(&cfg.PermissionTimeout, "permission-timeout", envDuration("AGENTBOX_PERMISSION_TIMEOUT", 5*time.Minute), "deny unanswered permission requests after this [AGENTBOX_PERMISSION_TIMEOUT]")
+	f.IntVar(&cfg.MaxPendingRequests, "max-pending-requests", envInt("AGENTBOX_MAX_PENDING_REQUESTS", daemon.DefaultMaxPendingRequests), "permission requests and questions one session may have waiting at once; further ones are denied by the daemon and reported [AGENTBOX_MAX_PENDING_REQUESTS]")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("AGENTBOX_SHUTDOWN_TIMEOUT", daemon.DefaultShutdownTimeout), "graceful shutdown deadline; agents are killed after it [AGENTBOX_SHUTDOWN_TIMEOUT]")
 	f.DurationVar(&cfg.Heartbeat, "sse-heartbeat", envDuration("AGENTBOX_SSE_HEARTBEAT", 15*time.Second), "SSE keep-alive interval [AGENTBOX_SSE_HEARTBEAT]")
 	f.BoolVar(&cfg.SyncNormal, "sync-normal", os.Getenv("AGENTBOX_SYNC_NORMAL") == "1", "SQLite synchronous=NORMAL: faster; a power loss may drop the last commits (a crash never does) [AGENTBOX_SYNC_NORMAL=1]")

@@ -3,8 +3,10 @@
 // session or task), per egress decision (every connection the proxy let
 // through or refused), per secret the proxy added to a request, and per
 // change of a running sandbox's network rules, appended to a file; and the
-// agentbox_policy_violations_total counter. Records name rules, paths,
-// hosts and secrets, never secret values.
+// agentbox_policy_violations_total counter. Repeated refusals are
+// coalesced (sandbox.Coalescer): the first of a kind gets its line at
+// once, its repeats one summary line with their count. Records name
+// rules, paths, hosts and secrets, never secret values.
 package audit
 
 import (
@@ -67,6 +69,12 @@ type Record struct {
 	// network_update: the allow rules before and after.
 	Previous []string `json:"previous,omitzero"`
 	Allow    []string `json:"allow,omitzero"`
+
+	// Count is how many refusals a summary line stands for (absent:
+	// one), FirstAt and LastAt when the first and last of them were.
+	Count   int        `json:"count,omitempty"`
+	FirstAt *time.Time `json:"first_at,omitempty"`
+	LastAt  *time.Time `json:"last_at,omitempty"`
 }
 
 // Log appends records to a file. It is safe for concurrent use; a failing
@@ -77,7 +85,17 @@ type Log struct {
 	log *slog.Logger
 	// Violations counts violations by kind.
 	Violations *prometheus.CounterVec
+
+	// denials coalesces the egress proxy's deny records, per sandbox
+	// (scope and id).
+	denyMu  sync.Mutex
+	denials map[string]*sandbox.Coalescer[Record]
+	closed  bool
 }
+
+// sweepAbove is how many sandboxes' coalescers the log keeps before it
+// drops those with nothing left to report.
+const sweepAbove = 64
 
 // Open opens (creating, 0600) the audit log at path for appending.
 func Open(path string, log *slog.Logger) (*Log, error) {
@@ -93,7 +111,7 @@ func New(w io.WriteCloser, log *slog.Logger) *Log {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Log{w: w, log: log, Violations: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return &Log{w: w, log: log, denials: map[string]*sandbox.Coalescer[Record]{}, Violations: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentbox_policy_violations_total",
 		Help: "Things a sandbox refused, by violation kind (filesystem, syscall, resource, network).",
 	}, []string{"kind"})}
@@ -103,7 +121,7 @@ func New(w io.WriteCloser, log *slog.Logger) *Log {
 // network violation is only counted: the egress proxy's deny record
 // (Egress) is its audit line.
 func (l *Log) Violation(scope, id string, v sandbox.Violation) {
-	l.Violations.WithLabelValues(v.Kind).Inc()
+	l.Violations.WithLabelValues(v.Kind).Add(float64(v.N()))
 	if v.Kind == sandbox.ViolationNetwork {
 		return
 	}
@@ -116,20 +134,93 @@ func (l *Log) Record(scope, id string, v sandbox.Violation) {
 	if v.Kind == sandbox.ViolationNetwork {
 		return
 	}
-	l.write(Record{Time: time.Now().UTC(), Type: TypeViolation, Scope: scope, ID: id,
+	rec := Record{Time: time.Now().UTC(), Type: TypeViolation, Scope: scope, ID: id,
 		Kind: v.Kind, Detail: v.Detail, Target: v.Target, Action: v.Action, Rule: v.Rule,
-		Host: v.Host, Port: v.Port, Process: v.Process})
+		Host: v.Host, Port: v.Port, Process: v.Process}
+	if v.Count > 1 {
+		first, last := v.First, v.Last
+		rec.Count, rec.FirstAt, rec.LastAt = v.Count, &first, &last
+	}
+	l.write(rec)
 }
 
-// Egress records one decision or secret use of the egress proxy.
+// Egress records one decision or secret use of the egress proxy. Denials
+// are coalesced per sandbox: a flood of refused connections costs a
+// bounded number of lines, whose counts add up.
 func (l *Log) Egress(r egress.Record) {
 	t := r.Time
 	if t.IsZero() {
 		t = time.Now().UTC()
 	}
-	l.write(Record{Time: t, Type: r.Type, Scope: r.Scope, ID: r.ID,
+	rec := Record{Time: t, Type: r.Type, Scope: r.Scope, ID: r.ID,
 		Decision: r.Decision, By: r.By, Via: r.Via, Host: r.Host, Port: r.Port, Addr: r.Addr,
-		Rule: r.Rule, Reason: r.Reason, Route: r.Route, Secret: r.Secret, Process: r.Process})
+		Rule: r.Rule, Reason: r.Reason, Route: r.Route, Secret: r.Secret, Process: r.Process}
+	if r.Type == TypeEgress && r.Decision == "deny" {
+		if c := l.denialsOf(r.Scope, r.ID); c != nil {
+			c.Add(rec)
+			return
+		}
+	}
+	l.write(rec)
+}
+
+// denialsOf returns the coalescer of one sandbox's deny records (nil once
+// the log is closed).
+func (l *Log) denialsOf(scope, id string) *sandbox.Coalescer[Record] {
+	l.denyMu.Lock()
+	defer l.denyMu.Unlock()
+	if l.closed {
+		return nil
+	}
+	key := scope + "\x00" + id
+	if c := l.denials[key]; c != nil {
+		return c
+	}
+	if len(l.denials) >= sweepAbove {
+		for k, c := range l.denials {
+			if c.Idle() {
+				c.Close()
+				delete(l.denials, k)
+			}
+		}
+	}
+	c := sandbox.NewCoalescer(sandbox.CoalesceConfig[Record]{
+		Key: func(r Record) (string, string) {
+			return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%d\x00%s\x00%s", r.By, r.Via, r.Rule, r.Host, r.Port, r.Route, r.Addr), r.Type
+		},
+		Summary: summarize,
+		Emit: func(rs ...Record) {
+			for _, r := range rs {
+				l.write(r)
+			}
+		},
+	})
+	l.denials[key] = c
+	return c
+}
+
+// Settle writes the summaries held for the sandbox of scope/id and forgets
+// it; call it once the sandbox's proxy is closed.
+func (l *Log) Settle(scope, id string) {
+	l.denyMu.Lock()
+	key := scope + "\x00" + id
+	c := l.denials[key]
+	delete(l.denials, key)
+	l.denyMu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// summarize is the summary line of n deny records like sample.
+func summarize(sample Record, n int, first, last time.Time, overRate bool) Record {
+	r := sample
+	first, last = first.UTC(), last.UTC()
+	r.Time, r.Count, r.FirstAt, r.LastAt = last, n, &first, &last
+	if overRate {
+		r.Reason = fmt.Sprintf("%d connections refused over the sandbox's reporting rate; the first: %s", n, sample.Reason)
+	}
+	return r
 }
 
 // NetworkUpdate records a change of a running sandbox's allow rules.
@@ -157,8 +248,15 @@ func (l *Log) write(r Record) {
 	}
 }
 
-// Close closes the file.
+// Close writes the summaries still held and closes the file.
 func (l *Log) Close() error {
+	l.denyMu.Lock()
+	l.closed = true
+	for k, c := range l.denials {
+		c.Close()
+		delete(l.denials, k)
+	}
+	l.denyMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Close()

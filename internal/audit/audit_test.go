@@ -96,3 +96,61 @@ func TestEgressRecords(t *testing.T) {
 		t.Errorf("update record %s", lines[2])
 	}
 }
+
+// TestDenialsCoalesced floods the log with one sandbox's refused
+// connections: a bounded number of lines whose counts add up, the first
+// written at once; allowed connections and other sandboxes' denials are
+// never folded in.
+func TestDenialsCoalesced(t *testing.T) {
+	const n, bound = 5000, 150
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := func(id string, port int) {
+		l.Egress(egress.Record{Type: "egress", Scope: "exec", ID: id, Decision: "deny", By: "policy", Via: "connect",
+			Host: "denied.example", Port: port, Rule: "default:deny", Reason: "not allowed"})
+	}
+	deny("exec:a", 443)
+	if b, _ := os.ReadFile(path); strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("the first denial was not written at once:\n%s", b)
+	}
+	for i := range n - 1 {
+		port := 443
+		if i%3 == 0 {
+			port = 10000 + i
+		}
+		deny("exec:a", port)
+	}
+	deny("exec:b", 443)
+	l.Egress(egress.Record{Type: "egress", Scope: "exec", ID: "exec:a", Decision: "allow", By: "policy", Via: "connect", Host: "ok.example", Port: 443})
+	l.Settle("exec", "exec:a")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	lines := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		key := r.ID + "/" + r.Decision
+		lines[key]++
+		counts[key] += max(r.Count, 1)
+		if r.Count > 1 && (r.FirstAt == nil || r.LastAt == nil) {
+			t.Errorf("summary without its times: %s", line)
+		}
+	}
+	if lines["exec:a/deny"] > bound || counts["exec:a/deny"] != n {
+		t.Errorf("%d deny lines counting %d, want at most %d counting %d", lines["exec:a/deny"], counts["exec:a/deny"], bound, n)
+	}
+	if counts["exec:b/deny"] != 1 || counts["exec:a/allow"] != 1 {
+		t.Errorf("other records: %v", counts)
+	}
+}

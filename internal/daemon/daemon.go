@@ -51,6 +51,8 @@ import (
 const (
 	DefaultListen          = "127.0.0.1:7777"
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxPendingRequests bounds the requests waiting per session.
+	DefaultMaxPendingRequests = session.DefaultMaxPendingRequests
 )
 
 // Config is the daemon's configuration; the zero value of each field means
@@ -71,6 +73,10 @@ type Config struct {
 	CORSOrigins []string
 	// PermissionTimeout denies unanswered permission requests.
 	PermissionTimeout time.Duration
+	// MaxPendingRequests bounds the permission requests and questions of
+	// one session waiting at once; further ones are denied by the daemon
+	// (default session.DefaultMaxPendingRequests).
+	MaxPendingRequests int
 	// ShutdownTimeout bounds graceful shutdown; agents still running then
 	// are killed.
 	ShutdownTimeout time.Duration
@@ -87,7 +93,9 @@ type Config struct {
 	AgentsFile string
 	// GlobalPolicy is the operator's sandbox policy file: every session's
 	// and execution's policy is intersected with it and can never be
-	// looser. Empty: the presets' own limits apply.
+	// looser, and every session's working directory lies inside its
+	// filesystem.workspace_roots (default DataDir/workspaces). Empty: the
+	// built-in default-global-policy.yaml.
 	GlobalPolicy string
 	// SessionPolicy is the policy preset of sessions created without one;
 	// empty runs those sessions' agents on the host.
@@ -270,6 +278,16 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		_ = st.Close() // best effort: the policy error is the one to report
 		return nil, err
 	}
+	ws, err := newWorkspaceRules(cfg.DataDir)
+	if err == nil && cfg.GlobalPolicy != "" {
+		// The built-in policy names no roots (so the default applies,
+		// which newWorkspaceRules made): only an operator's is checked.
+		err = ws.checkRoots(ws.roots(global()))
+	}
+	if err != nil {
+		_ = st.Close() // best effort: the policy error is the one to report
+		return nil, err
+	}
 	if cfg.Runtimes == nil {
 		cfg.Runtimes = Runtimes(cfg.DataDir)
 	}
@@ -300,8 +318,9 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	mgr := session.New(session.Config{
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
+		MaxPendingRequests: cfg.MaxPendingRequests,
 		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
-			egress: eg, askTimeout: cfg.NetworkAskTimeout,
+			egress: eg, askTimeout: cfg.NetworkAskTimeout, workspaces: ws, settle: aud.Settle,
 			secrets: secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: caDir},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
@@ -315,7 +334,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
 		Registerer: m.Registry, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
-		Network:     egress.Tasks{Server: eg},
+		Network:     settledTasks{Tasks: egress.Tasks{Server: eg}, aud: aud},
 		Log:         cfg.Log.With("component", "exec"),
 	})
 	if err != nil {

@@ -34,6 +34,44 @@ type sessionSandboxes struct {
 	secrets   egress.SecretSource
 	hostRoots []byte
 	caDir     string
+	// workspaces checks session working directories.
+	workspaces *workspaceRules
+	// settle, when set, is told when a session's egress proxy is closed
+	// (the audit log writes what it still holds of it).
+	settle func(scope, id string)
+}
+
+// Workspace implements session.Sandboxes.
+func (s *sessionSandboxes) Workspace(cwd string) (string, error) {
+	return s.workspaces.check(s.global(), cwd)
+}
+
+// Reconcile implements session.Sandboxes: the stored effective policy
+// goes through Effective again, with the global policy as it is now.
+func (s *sessionSandboxes) Reconcile(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
+	p, err := policy.Parse("session policy", raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	if p, err = policy.Effective(s.global(), p); err != nil {
+		return nil, fmt.Errorf("%w: the session's policy cannot be honoured under the operator's current global policy: %w", session.ErrPolicy, err)
+	}
+	if err := s.available(ctx, p); err != nil {
+		return nil, err
+	}
+	return json.Marshal(p)
+}
+
+// available refuses a policy whose runtime cannot run on this host.
+func (s *sessionSandboxes) available(ctx context.Context, p *policy.Policy) error {
+	rt, err := s.runtimes.Get(p.Isolation())
+	if err != nil {
+		return fmt.Errorf("%w: %w", session.ErrPolicy, err)
+	}
+	if pr := rt.Probe(ctx); !pr.Available {
+		return fmt.Errorf("%w: isolation %q: %w: %s", session.ErrPolicy, p.Isolation(), sandbox.ErrUnavailable, pr.Reason)
+	}
+	return nil
 }
 
 // Resolve implements session.Sandboxes.
@@ -54,12 +92,8 @@ func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc
 		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
 	}
 	// Refuse now, not at the first turn, what this host cannot run.
-	rt, err := s.runtimes.Get(p.Isolation())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
-	}
-	if pr := rt.Probe(ctx); !pr.Available {
-		return nil, fmt.Errorf("%w: isolation %q: %w: %s", session.ErrPolicy, p.Isolation(), sandbox.ErrUnavailable, pr.Reason)
+	if err := s.available(ctx, p); err != nil {
+		return nil, err
 	}
 	return json.Marshal(p)
 }
@@ -85,6 +119,7 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	// network: its variables hold placeholders, which the proxy's routes
 	// (mode proxy) replace on the way to the model.
 	env := credentialEnv(opts.Providers)
+	spec.Review = opts.Review
 	var routes []egress.Route
 	if spec.Network.Mode == sandbox.NetworkProxy {
 		if routes, env, err = providerRoutes(spec.Network.Port(), opts.Providers); err != nil {
@@ -129,6 +164,9 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	g.release = release
+	if s.settle != nil {
+		g.closed = func() { s.settle("session", opts.SessionID) }
+	}
 	return &session.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
 }
 

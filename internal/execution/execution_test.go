@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -510,6 +511,38 @@ func TestViolationsReported(t *testing.T) {
 	}
 	if got := value(t, env.svc.metrics.violations.WithLabelValues("filesystem")); got != 1 {
 		t.Fatalf("policy_violations_total{filesystem} = %v", got)
+	}
+}
+
+// TestViolationsCoalesced checks that thousands of violations of one
+// sandbox give a result and audit calls of bounded size whose counts add
+// up, and the metric counts them all.
+func TestViolationsCoalesced(t *testing.T) {
+	const n, bound = 3000, 150
+	var calls, audited int
+	env := newTestService(t, func(o *Options) {
+		o.OnViolation = func(_ string, v sandbox.Violation) { calls++; audited += v.N() }
+	})
+	for i := range n {
+		target := ".mcp.json"
+		if i%2 == 0 {
+			target = fmt.Sprintf("f%d/.mcp.json", i)
+		}
+		env.rt.CloseViolations = append(env.rt.CloseViolations, sandbox.Violation{Kind: sandbox.ViolationFilesystem, Target: target, Rule: "protected", Action: "dropped"})
+	}
+	res, err := env.svc.Exec(t.Context(), Request{Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, v := range res.Violations {
+		total += v.N()
+	}
+	if len(res.Violations) > bound || total != n || calls > bound || audited != n {
+		t.Fatalf("%d result entries counting %d, %d audit calls counting %d; want at most %d counting %d", len(res.Violations), total, calls, audited, bound, n)
+	}
+	if got := value(t, env.svc.metrics.violations.WithLabelValues("filesystem")); got != n {
+		t.Fatalf("policy_violations_total{filesystem} = %v, want %d", got, n)
 	}
 }
 

@@ -12,8 +12,13 @@ const inlineName = "request.policy"
 // PolicyResolver returns the Resolver the daemon uses: presets by name,
 // inline objects and documents parsed by policy.Parse (errors name the
 // file, line and field), each intersected with the operator's global
-// policy (nil: none) by policy.Effective.
+// policy (nil: none) by policy.Effective. The policies' Hash keys the
+// warm pool by the global policy too.
 func PolicyResolver(global *policy.Policy) Resolver {
+	globalHash := "none"
+	if global != nil {
+		globalHash = global.Hash()
+	}
 	return func(ref PolicyRef) (Policy, error) {
 		var (
 			p   *policy.Policy
@@ -41,6 +46,17 @@ func PolicyResolver(global *policy.Policy) Resolver {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, err)
 		}
-		return eff, nil
+		return underGlobal{eff, globalHash}, nil
 	}
 }
+
+// underGlobal is an effective policy keyed for the warm pool by the global
+// policy it was made under too: a sandbox warmed under one global policy
+// is never handed out under another, even when the request's effective
+// policy comes out the same.
+type underGlobal struct {
+	*policy.Policy
+	global string
+}
+
+func (u underGlobal) Hash() string { return u.global + "/" + u.Policy.Hash() }

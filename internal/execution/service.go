@@ -312,11 +312,67 @@ type box struct {
 	warm      bool
 	own       bool // closed at release
 
-	// detach stops the sandbox's egress proxy (attached per task);
-	// netViol are the connections it refused.
-	detach  func()
-	netMu   sync.Mutex
-	netViol []sandbox.Violation
+	// detach stops the sandbox's egress proxy (attached per task).
+	detach func()
+	// reports coalesces what the sandbox refused into viol (see keep).
+	reports *sandbox.Coalescer[sandbox.Violation]
+	violMu  sync.Mutex
+	viol    []sandbox.Violation
+	beyond  map[string]*sandbox.Violation // by kind, past maxViolations
+}
+
+// maxViolations bounds the violations one task's result lists; those
+// beyond are counted into one entry per kind at the end.
+const maxViolations = 1000
+
+// newBox returns a box for sb, with its violations coalesced.
+func newBox(sb sandbox.Sandbox, spec sandbox.Spec, workspace string) *box {
+	b := &box{sb: sb, spec: spec, workspace: workspace, own: true}
+	b.reports = sandbox.NewViolationCoalescer(b.keep)
+	return b
+}
+
+// keep adds what the coalescer passes on to the task's violations.
+func (b *box) keep(vs ...sandbox.Violation) {
+	b.violMu.Lock()
+	defer b.violMu.Unlock()
+	for _, v := range vs {
+		if len(b.viol) < maxViolations {
+			b.viol = append(b.viol, v)
+			continue
+		}
+		if b.beyond == nil {
+			b.beyond = map[string]*sandbox.Violation{}
+		}
+		first, last := v.First, v.Last
+		if first.IsZero() {
+			first = time.Now().UTC()
+			last = first
+		}
+		t := b.beyond[v.Kind]
+		if t == nil {
+			t = &sandbox.Violation{Kind: v.Kind, Action: v.Action, Rule: v.Rule, First: first}
+			b.beyond[v.Kind] = t
+		}
+		t.Count += v.N()
+		t.Last = last
+		t.Detail = fmt.Sprintf("%d more %s violations beyond the %d this result lists", t.Count, v.Kind, maxViolations)
+	}
+}
+
+// violations ends the coalescing and returns everything kept.
+func (b *box) violations() []sandbox.Violation {
+	b.reports.Close()
+	b.violMu.Lock()
+	defer b.violMu.Unlock()
+	out := b.viol
+	for _, k := range []string{sandbox.ViolationFilesystem, sandbox.ViolationSyscall, sandbox.ViolationResource, sandbox.ViolationNetwork} {
+		if t := b.beyond[k]; t != nil {
+			out = append(out, *t)
+		}
+	}
+	b.viol, b.beyond = nil, nil
+	return out
 }
 
 // attachNetwork starts the egress proxy of a proxy-mode box for one task.
@@ -327,11 +383,7 @@ func (s *Service) attachNetwork(b *box, scope, id string) error {
 	if s.opts.Network == nil {
 		return fmt.Errorf("%w: network mode proxy: this service has no egress proxy", sandbox.ErrUnenforceable)
 	}
-	detach, err := s.opts.Network.Attach(b.sb, b.spec, scope, id, func(v sandbox.Violation) {
-		b.netMu.Lock()
-		b.netViol = append(b.netViol, v)
-		b.netMu.Unlock()
-	})
+	detach, err := s.opts.Network.Attach(b.sb, b.spec, scope, id, b.reports.Add)
 	if err != nil {
 		return err
 	}
@@ -354,17 +406,17 @@ func (b *box) release(log *slog.Logger) []sandbox.Violation {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	viol, err := b.sb.Close(ctx)
+	closeViol, err := b.sb.Close(ctx)
 	if err != nil {
 		log.Warn("closing sandbox", "sandbox", b.sb.ID(), "err", err)
 	}
 	if b.detach != nil {
 		b.detach()
 	}
-	b.netMu.Lock()
-	viol = append(b.netViol, viol...)
-	b.netViol = nil
-	b.netMu.Unlock()
+	for _, v := range closeViol {
+		b.reports.Add(v)
+	}
+	viol := b.violations()
 	if b.workspace != "" {
 		if err := os.RemoveAll(b.workspace); err != nil {
 			log.Warn("removing task workspace", "dir", b.workspace, "err", err)
@@ -438,7 +490,9 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	if err != nil {
 		return fail(fmt.Errorf("create %s sandbox: %w", rt.Name(), err))
 	}
-	return &box{sb: sb, spec: spec, workspace: ws, record: record, own: true}, nil
+	b := newBox(sb, spec, ws)
+	b.record = record
+	return b, nil
 }
 
 // recordDir writes a task workspace down as this process's (package owner).
@@ -510,7 +564,7 @@ func newID(prefix string) string {
 // report records violations in the metrics and hands them to OnViolation.
 func (s *Service) report(task string, viol []sandbox.Violation) {
 	for _, v := range viol {
-		s.metrics.violations.WithLabelValues(v.Kind).Inc()
+		s.metrics.violations.WithLabelValues(v.Kind).Add(float64(v.N()))
 		if s.opts.OnViolation != nil {
 			s.opts.OnViolation(task, v)
 		}

@@ -202,6 +202,10 @@ func toViolations(vs []sandbox.Violation) []client.Violation {
 	out := make([]client.Violation, len(vs))
 	for i, v := range vs {
 		out[i] = client.Violation{Kind: v.Kind, Detail: v.Detail, Target: v.Target, Host: v.Host, Port: v.Port, Rule: v.Rule, Action: v.Action}
+		if v.Count > 1 {
+			first, last := v.First, v.Last
+			out[i].Count, out[i].FirstAt, out[i].LastAt = v.Count, &first, &last
+		}
 		if p := v.Process; p != nil {
 			out[i].Process = &client.SandboxProcess{Pid: p.Pid, Name: p.Name, CommandLine: p.CommandLine}
 		}

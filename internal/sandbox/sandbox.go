@@ -396,7 +396,16 @@ type Violation struct {
 	// Rule is the policy rule that decided, e.g. "protected:.mcp.json".
 	Rule   string `json:"rule,omitempty"`
 	Action string `json:"action"` // blocked | asked | dropped
+	// Count, First and Last are set on a summary of coalesced violations
+	// (see Coalescer): how many it stands for (0 means one) and when the
+	// first and last of them happened.
+	Count int       `json:"count,omitempty"`
+	First time.Time `json:"first_at,omitzero"`
+	Last  time.Time `json:"last_at,omitzero"`
 }
+
+// N is how many violations v stands for: Count, or 1.
+func (v Violation) N() int { return max(v.Count, 1) }
 
 // Info describes a created sandbox: what was applied.
 type Info struct {

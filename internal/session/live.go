@@ -31,6 +31,12 @@ type live struct {
 	// ctx ends when the session is torn down.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// closing ends (with errClosing) as soon as the teardown starts.
+	closing     context.Context
+	stopClosing context.CancelCauseFunc
+	// reports coalesces the violations of the session's sandbox (and the
+	// requests over the pending cap) into events and audit records.
+	reports *sandbox.Coalescer[sandbox.Violation]
 
 	mu         sync.Mutex
 	native     string
@@ -53,6 +59,9 @@ type live struct {
 }
 
 var _ agent.Host = (*live)(nil)
+
+// errClosing is the cause of a live session's closing context.
+var errClosing = errors.New("the session is closing")
 
 func (l *live) nativeID() string {
 	l.mu.Lock()
@@ -359,16 +368,17 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	}
 	if l.sb != nil {
 		// The turn's workspace changes reach the host before anyone sees
-		// turn.completed; changes to protected paths are dropped here.
+		// turn.completed; changes to protected paths are dropped here,
+		// and changes held for review wait for their answers (not for an
+		// interrupt: the client may still answer them).
 		vs, cerr := l.sb.Commit(context.WithoutCancel(ctx))
-		evs := l.m.violationEvents(l.id, vs)
+		l.addReports(vs)
 		if cerr != nil {
-			evs = append(evs, event.New(event.SourceDaemon, &event.Error{Code: "sandbox_commit_failed", Message: cerr.Error()}))
-		}
-		if len(evs) > 0 {
-			_, _ = l.append(context.WithoutCancel(ctx), evs...)
+			_, _ = l.append(context.WithoutCancel(ctx), event.New(event.SourceDaemon, &event.Error{Code: "sandbox_commit_failed", Message: cerr.Error()}))
 		}
 	}
+	// The turn's log says what its sandbox refused, repeats included.
+	l.reports.Flush()
 	d := time.Since(start)
 	l.m.cfg.Metrics.TurnDuration.WithLabelValues(l.agent, string(res.StopReason)).Observe(d.Seconds())
 
@@ -427,6 +437,10 @@ func (l *live) requestPermission(ctx context.Context, req agent.PermissionReques
 
 	ch := make(chan agent.PermissionAnswer, 1)
 	l.mu.Lock()
+	if n := len(l.pending) + len(l.questions); n >= l.m.cfg.MaxPendingRequests {
+		l.mu.Unlock()
+		return l.overCap(string(req.Kind), req.Title, n), nil
+	}
 	l.pending[req.ID] = ch
 	l.mu.Unlock()
 	defer func() {
@@ -458,11 +472,38 @@ func (l *live) requestPermission(ctx context.Context, req agent.PermissionReques
 	case <-timer.C:
 		ans = l.settlePermission(req.ID, ch, event.ByTimeout, fmt.Sprintf("no answer within %s", timeout))
 	case <-ctx.Done():
-		ans = l.settlePermission(req.ID, ch, event.ByDaemon, "the turn ended before an answer came")
+		msg := "the turn ended before an answer came"
+		if errors.Is(context.Cause(ctx), errClosing) {
+			msg = errClosing.Error()
+		}
+		ans = l.settlePermission(req.ID, ch, event.ByDaemon, msg)
 	}
 	l.m.cfg.Metrics.PermissionWait.WithLabelValues(string(req.Kind)).Observe(time.Since(start).Seconds())
 	l.m.cfg.Metrics.PermissionRequests.WithLabelValues(string(req.Kind), string(ans.Decision), string(ans.By)).Inc()
 	return ans, nil
+}
+
+// overCap denies a request of kind (permission kind, or "question") that
+// would exceed the session's pending cap, n being the requests pending, and
+// reports it as a resource violation (coalesced like every other).
+func (l *live) overCap(kind, title string, n int) agent.PermissionAnswer {
+	msg := fmt.Sprintf("%d requests of this session are waiting for an answer, the most allowed (%d)", n, l.m.cfg.MaxPendingRequests)
+	l.reports.Add(sandbox.Violation{
+		Kind: sandbox.ViolationResource, Rule: "session.max_pending_requests", Target: kind, Action: "blocked",
+		Detail: fmt.Sprintf("a %s request (%q) was denied without asking: %s", kind, clip(title, 200), msg),
+	})
+	if kind != "question" {
+		l.m.cfg.Metrics.PermissionRequests.WithLabelValues(kind, string(event.DecisionDeny), string(event.ByDaemon)).Inc()
+	}
+	return agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByDaemon, Message: msg}
+}
+
+// clip cuts s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // settlePermission denies a pending request on the daemon's behalf, unless a
@@ -501,6 +542,11 @@ func (l *live) AskQuestion(ctx context.Context, q agent.Question) (agent.Answer,
 	q.ExpiresAt = &exp
 	ch := make(chan agent.Answer, 1)
 	l.mu.Lock()
+	if n := len(l.pending) + len(l.questions); n >= l.m.cfg.MaxPendingRequests {
+		l.mu.Unlock()
+		l.overCap("question", q.Prompt, n)
+		return agent.Answer{Cancelled: true}, nil
+	}
 	l.questions[q.ID] = ch
 	l.mu.Unlock()
 	defer func() {

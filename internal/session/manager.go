@@ -34,6 +34,12 @@ const (
 	DefaultCloseTimeout      = 10 * time.Second
 )
 
+// DefaultMaxPendingRequests is how many permission requests and questions
+// one session may have waiting for an answer at once; the agent's (or its
+// sandbox's) further asks are denied by the daemon without asking anyone,
+// and reported.
+const DefaultMaxPendingRequests = 64
+
 // Permission modes (see client.Permission*).
 var permissionModes = map[string]bool{"": true, "default": true, "accept_edits": true, "bypass": true, "plan": true}
 
@@ -52,7 +58,11 @@ type Config struct {
 	// QuestionTimeout cancels an unanswered question. Zero means
 	// DefaultQuestionTimeout.
 	QuestionTimeout time.Duration
-	StartTimeout    time.Duration
+	// MaxPendingRequests bounds the permission requests and questions
+	// of one session waiting at once. Zero means
+	// DefaultMaxPendingRequests.
+	MaxPendingRequests int
+	StartTimeout       time.Duration
 	// Sandboxes, when set, runs sessions inside sandboxes under their
 	// policy; nil runs agents on the host and refuses any policy.
 	Sandboxes Sandboxes
@@ -116,6 +126,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.MaxPendingRequests <= 0 {
+		cfg.MaxPendingRequests = DefaultMaxPendingRequests
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -217,6 +230,13 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 		if err != nil || !fi.IsDir() {
 			return store.Session{}, fmt.Errorf("%w: cwd %q is not an existing directory", ErrInvalid, p.Cwd)
 		}
+		if m.cfg.Sandboxes != nil {
+			// The operator's global policy says where workspaces may be,
+			// sandboxed or not; the session keeps the resolved path.
+			if p.Cwd, err = m.cfg.Sandboxes.Workspace(p.Cwd); err != nil {
+				return store.Session{}, err
+			}
+		}
 	}
 	m.mu.Lock()
 	if m.closing {
@@ -270,6 +290,10 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	sctx, cancel := context.WithCancel(m.base)
 	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
 		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
+	// closing ends when the session starts to end (not when it has ended,
+	// as ctx does): requests raised while it ends are denied at once.
+	l.closing, l.stopClosing = context.WithCancelCause(context.Background())
+	l.reports = sandbox.NewViolationCoalescer(l.report)
 	go l.pump()
 
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
@@ -287,6 +311,8 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		if err != nil {
 			cancelStart()
 			l.cancel()
+			l.stopClosing(errClosing)
+			l.reports.Close()
 			l.stopPump()
 			msg := fmt.Sprintf("sandbox refused: %v", err)
 			_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
@@ -312,9 +338,12 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	sess, err := a.Start(startCtx, cfg, l)
 	cancelStart()
 	if err != nil {
+		l.stopClosing(errClosing)
 		if l.sb != nil {
-			_, _ = l.sb.Close(context.WithoutCancel(ctx))
+			vs, _ := l.sb.Close(context.WithoutCancel(ctx))
+			l.addReports(vs)
 		}
+		l.reports.Close()
 		l.cancel()
 		l.stopPump()
 		msg := fmt.Sprintf("agent failed to start: %v", err)
@@ -413,6 +442,9 @@ func timeLeft(ctx context.Context) time.Duration {
 // endStarted is end for a session no longer (or never) in the live set.
 func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Status, budget time.Duration) {
 	deadline := time.Now().Add(budget)
+	// From now on nobody is asked anything: pending and new requests are
+	// denied by the daemon.
+	l.stopClosing(errClosing)
 	l.mu.Lock()
 	turnDone := l.turnDone
 	if l.turnCancel != nil {
@@ -449,11 +481,13 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 		cctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), time.Second))
 		vs, err := l.sb.Close(cctx)
 		cancel()
-		closeEvs = m.violationEvents(l.id, vs)
+		l.addReports(vs)
 		if err != nil {
 			closeEvs = append(closeEvs, event.New(event.SourceDaemon, &event.Error{Code: "sandbox_close_failed", Message: err.Error()}))
 		}
 	}
+	// Every count still held is reported before session.ended.
+	l.reports.Close()
 	l.cancel()
 	ctx := context.Background()
 	_ = l.flush() // the agent's last events go before the session's end
@@ -700,17 +734,54 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 		m.mu.Unlock()
 		m.wg.Done()
 	}()
+	policy, err := m.rebind(ctx, s)
+	if err != nil {
+		return store.Session{}, err
+	}
 	s, err = m.st.UpdateSession(ctx, id, func(s *store.Session) error {
 		if s.Status.Live() {
 			return fmt.Errorf("%w: session %s is %s", ErrLive, id, s.Status)
 		}
 		s.Status, s.UpdatedAt = store.StatusStarting, time.Now().UTC()
+		if policy != nil {
+			s.Policy = policy
+		}
 		return nil
 	})
 	if err != nil {
 		return store.Session{}, notFound(err, "session", id)
 	}
 	return m.launch(ctx, s, a, env, true)
+}
+
+// rebind checks a stored session against the operator's global policy as
+// it is now (it may have changed since the session was created): its
+// working directory must still be an allowed workspace, and its policy is
+// intersected with the current global policy, which may tighten it or,
+// when the session asked for something no longer granted, refuse the
+// resume (ErrPolicy naming the field). It returns the policy to store, nil
+// when the session runs without a sandbox.
+func (m *Manager) rebind(ctx context.Context, s store.Session) (json.RawMessage, error) {
+	if m.cfg.Sandboxes == nil {
+		return nil, nil
+	}
+	if s.Cwd != filepath.Join(m.cfg.WorkspaceDir, s.ID) {
+		cwd, err := m.cfg.Sandboxes.Workspace(s.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("resume session %s: %w", s.ID, err)
+		}
+		if cwd != s.Cwd {
+			return nil, fmt.Errorf("%w: resume session %s: its cwd %s now resolves to %s", ErrPolicy, s.ID, s.Cwd, cwd)
+		}
+	}
+	if len(s.Policy) == 0 {
+		return nil, nil
+	}
+	p, err := m.cfg.Sandboxes.Reconcile(ctx, s.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("resume session %s: %w", s.ID, err)
+	}
+	return p, nil
 }
 
 // Network is a session's sandbox network as its stored policy says.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,22 @@ func (s *testSession) Prompt(ctx context.Context, in agent.Input) (agent.Result,
 			return agent.Result{}, err
 		}
 		return agent.Result{}, s.say(ctx, fmt.Sprintf("%s by %s", ans.Decision, ans.By))
+	case "flood":
+		// Asks for floodAsks permissions at once and reports how many the
+		// daemon denied without asking anyone.
+		var wg sync.WaitGroup
+		var byDaemon atomic.Int32
+		for range floodAsks {
+			wg.Go(func() {
+				ans, err := s.h.RequestPermission(ctx, agent.PermissionRequest{Kind: event.PermCommand, Title: "run ls"})
+				if err == nil && ans.By == event.ByDaemon && ctx.Err() == nil {
+					byDaemon.Add(1)
+					_ = s.say(ctx, "denied by the daemon")
+				}
+			})
+		}
+		wg.Wait()
+		return agent.Result{}, s.say(context.WithoutCancel(ctx), fmt.Sprintf("daemon denied %d", byDaemon.Load()))
 	case "question":
 		ans, err := s.h.AskQuestion(ctx, agent.Question{Prompt: "colour?", Options: []event.QuestionOption{{ID: "r", Label: "red"}}})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
@@ -38,6 +39,19 @@ type Sandboxes interface {
 	// replaced, after checking them against the global policy (errors
 	// wrap ErrPolicy).
 	ReplaceAllow(policy json.RawMessage, allow []string) (json.RawMessage, error)
+	// Workspace checks a session's working directory, given by a client,
+	// against the operator's global policy (its workspace roots, and the
+	// paths that are never a workspace) and returns it with symlinks
+	// resolved. It applies to every session, sandboxed or not; the
+	// directory the engine makes for a session without one is not
+	// passed. Errors wrap ErrPolicy.
+	Workspace(cwd string) (string, error)
+	// Reconcile intersects a stored session's effective policy with the
+	// operator's global policy as it is now, for a resume: the result is
+	// never looser than either, and a policy asking for what the global
+	// policy no longer grants is refused (errors wrap ErrPolicy and name
+	// the field).
+	Reconcile(ctx context.Context, policy json.RawMessage) (json.RawMessage, error)
 }
 
 // SandboxOptions are what a session's sandbox needs besides its policy.
@@ -56,6 +70,9 @@ type SandboxOptions struct {
 	// OnViolation gets each connection the proxy refuses, when it
 	// happens. It must not block.
 	OnViolation func(sandbox.Violation)
+	// Review decides the workspace changes the sandbox's commit holds
+	// back (sandbox.Spec.Review).
+	Review sandbox.ReviewFunc
 }
 
 // Sandbox is a session's sandbox with what the session needs of its
@@ -84,24 +101,32 @@ type SandboxPaths struct {
 	Write []string
 }
 
-// violationEvents turns what a session's sandbox refused into
-// sandbox.violation events, handing each to Config.OnViolation (the audit
-// log) too.
-func (m *Manager) violationEvents(sessionID string, vs []sandbox.Violation) []event.Event {
-	evs := make([]event.Event, 0, len(vs))
-	for _, v := range vs {
-		if m.cfg.OnViolation != nil {
-			m.cfg.OnViolation(sessionID, v)
+// report records violations of the session's sandbox, as its coalescer
+// passes them on: each becomes a sandbox.violation event (queued, not
+// awaited: the proxy must not wait for the disk) and goes to
+// Config.OnViolation (the audit log).
+func (l *live) report(vs ...sandbox.Violation) {
+	evs := make([]event.Event, len(vs))
+	for i, v := range vs {
+		if l.m.cfg.OnViolation != nil {
+			l.m.cfg.OnViolation(l.id, v)
 		}
-		evs = append(evs, violationEvent(v))
+		evs[i] = violationEvent(v)
 	}
-	return evs
+	_ = l.enqueue(evs, false) // fails only once the session has ended
+}
+
+// addReports hands violations to the session's coalescer.
+func (l *live) addReports(vs []sandbox.Violation) {
+	for _, v := range vs {
+		l.reports.Add(v)
+	}
 }
 
 // newSandbox creates the sandbox of session s for live session l, with
 // the paths and model APIs its agent says it needs.
 func (m *Manager) newSandbox(ctx context.Context, s store.Session, a agent.Adapter, cfg agent.Config, l *live) (*Sandbox, error) {
-	opts := SandboxOptions{SessionID: s.ID, Ask: l.askNetwork, OnViolation: l.networkViolation}
+	opts := SandboxOptions{SessionID: s.ID, Ask: l.askNetwork, OnViolation: l.networkViolation, Review: l.review}
 	if n, ok := a.(agent.SandboxNeeder); ok {
 		opts.Paths.Read, opts.Paths.Write = n.SandboxPaths(cfg)
 	}
@@ -127,18 +152,69 @@ func violationEvent(v sandbox.Violation) event.Event {
 	if v.Process != nil {
 		ev.Process = &event.Process{Pid: v.Process.Pid, Name: v.Process.Name, CommandLine: v.Process.CommandLine}
 	}
+	if v.Count > 1 {
+		first, last := v.First, v.Last
+		ev.Count, ev.FirstAt, ev.LastAt = v.Count, &first, &last
+	}
 	return event.New(event.SourceDaemon, ev)
 }
 
 // networkViolation records a connection the session's egress proxy
-// refused: a sandbox.violation event now (not at the end of the turn), and
-// the daemon's hook (metrics).
-func (l *live) networkViolation(v sandbox.Violation) {
-	if l.m.cfg.OnViolation != nil {
-		l.m.cfg.OnViolation(l.id, v)
+// refused, through the coalescer: the first of a kind becomes a
+// sandbox.violation event now (not at the end of the turn), its repeats a
+// summary.
+func (l *live) networkViolation(v sandbox.Violation) { l.reports.Add(v) }
+
+// review is the session's sandbox.ReviewFunc: each workspace change the
+// commit holds back becomes a permission request of kind file_write with
+// the path and the diff, all asked at once; each is applied only when a
+// client allows it. Unanswered ones are denied by timeout, and once the
+// session is ending every one is denied by the daemon without waiting.
+func (l *live) review(ctx context.Context, changes []sandbox.Change) []bool {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.closing, func() { cancel(errClosing) })
+	defer stop()
+	out := make([]bool, len(changes))
+	var wg sync.WaitGroup
+	for i, c := range changes {
+		wg.Go(func() {
+			ans, err := l.requestPermission(ctx, reviewRequest(c), event.SourceDaemon, l.m.cfg.PermissionTimeout)
+			out[i] = err == nil && ans.Decision == event.DecisionAllow
+		})
 	}
-	// Queued, not awaited: the proxy must not wait for the disk.
-	_ = l.enqueue([]event.Event{violationEvent(v)}, false)
+	wg.Wait()
+	return out
+}
+
+// reviewRequest is the permission request of one held-back change.
+func reviewRequest(c sandbox.Change) agent.PermissionRequest {
+	what := c.Type
+	if what == "" {
+		what = "entry"
+	}
+	verb := map[string]string{"create": "create", "modify": "change", "delete": "delete"}[c.Op]
+	if verb == "" {
+		verb = "change"
+	}
+	input, _ := json.Marshal(struct {
+		Path string `json:"path"`
+		Op   string `json:"op"`
+		Type string `json:"type,omitempty"`
+		Rule string `json:"rule"`
+		Size int64  `json:"size,omitempty"`
+	}{c.Path, c.Op, c.Type, c.Rule, c.Size})
+	return agent.PermissionRequest{
+		Kind:  event.PermFileWrite,
+		Title: fmt.Sprintf("Apply the sandbox's change to %s?", c.Path),
+		Detail: fmt.Sprintf("The sandbox wants to %s the %s %s in the working directory. Host tools may run or read files like it (rule %s), "+
+			"so it is held back: it reaches the host only if allowed.", verb, what, c.Path, c.Rule),
+		Path: c.Path, Diff: c.Diff, Input: input,
+		Options: []event.PermissionOption{
+			{ID: "allow", Kind: event.OptionAllowOnce, Label: "Apply this change"},
+			{ID: "deny", Kind: event.OptionDenyOnce, Label: "Drop it"},
+		},
+	}
 }
 
 // askNetwork raises a permission request of kind network for one

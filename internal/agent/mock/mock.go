@@ -15,10 +15,15 @@
 //
 // Nothing is random: the same script in the same directory gives the same
 // events apart from item ids. Command and write steps really run a shell
-// command and really write a file in the session's working directory; a
-// write cannot leave that directory (absolute paths, ".." and symlinks out
-// of it are refused), but a command can do whatever the daemon's user can,
-// as the mock runs it directly, outside any sandbox.
+// command and really write a file in the session's working directory. In a
+// sandboxed session both happen inside the sandbox, like every agent's
+// tools: a write is a small command started there with the content on its
+// stdin, so the sandbox's rules and its checked commit (protected paths,
+// changes held for review) apply to it, and its diff is against the file
+// as the sandbox sees it. Without a sandbox a write cannot leave the
+// working directory (absolute paths, ".." and symlinks out of it are
+// refused), but a command can do whatever the daemon's user can, as the
+// mock runs it directly.
 //
 // Risky steps (tool, command, write) ask for permission only when a
 // permission step precedes them, and the session's permission mode decides
@@ -118,8 +123,8 @@ type session struct {
 	host agent.Host
 	cwd  string
 	mode string
-	// sandbox, when set, runs the script's commands (and nothing else:
-	// the mock itself is in-process).
+	// sandbox, when set, runs the script's commands and file writes (the
+	// mock itself is in-process).
 	sandbox sandbox.Sandbox
 
 	turn sync.Mutex // held while a turn runs

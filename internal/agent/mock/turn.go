@@ -398,21 +398,19 @@ func (t *turn) write(st Step) error {
 	path := filepath.ToSlash(rel)
 	it.Changes[0].Path = path
 
-	root, err := os.OpenRoot(t.s.cwd)
-	if err != nil {
-		return fmt.Errorf("mock: open the working directory: %w", err)
-	}
-	defer root.Close()
-	old, err := root.ReadFile(rel)
-	created := errors.Is(err, fs.ErrNotExist)
+	fs := t.files()
+	old, created, err := fs.read(t.ctx, rel)
 	if !created {
 		it.Changes[0].Kind = event.FileUpdate
 	}
 	if err := t.emit(&event.ItemStarted{Item: it}); err != nil {
 		return err
 	}
-	if err != nil && !created {
+	if err != nil {
 		t.gated, t.gateTitle = false, ""
+		if t.ctx.Err() != nil {
+			return t.abort(it)
+		}
 		return t.fail(it, fmt.Errorf("refused: %w", err))
 	}
 	diff := textdiff.Unified(path, string(old), st.Content, created)
@@ -422,14 +420,61 @@ func (t *turn) write(st Step) error {
 	if ok, err := t.guard(KindWrite, it, req, "write "+path); !ok {
 		return err
 	}
-	if dir := filepath.Dir(rel); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return t.fail(it, err)
+	if err := fs.write(t.ctx, rel, st.Content); err != nil {
+		if t.ctx.Err() != nil {
+			return t.abort(it)
 		}
-	}
-	if err := root.WriteFile(rel, []byte(st.Content), 0o644); err != nil {
 		return t.fail(it, err)
 	}
 	it.Status, it.Changes[0].Diff = event.StatusCompleted, diff
 	return t.finish(it)
+}
+
+// files is where the session's file steps read and write: the working
+// directory on the host, or, when the session is sandboxed, the same
+// directory inside its sandbox, like any agent's tools (so the sandbox's
+// rules and its checked commit apply to the mock's writes too).
+func (t *turn) files() fileSystem {
+	if t.s.sandbox != nil {
+		return sandboxFiles{sb: t.s.sandbox, cwd: t.s.cwd}
+	}
+	return hostFiles{cwd: t.s.cwd}
+}
+
+// fileSystem reads and writes files by path relative to the working
+// directory. read reports created when the file does not exist yet.
+type fileSystem interface {
+	read(ctx context.Context, rel string) (data []byte, created bool, err error)
+	write(ctx context.Context, rel, content string) error
+}
+
+// hostFiles is the working directory on the host: os.Root keeps symlinks
+// from leading out of it.
+type hostFiles struct{ cwd string }
+
+func (h hostFiles) read(_ context.Context, rel string) ([]byte, bool, error) {
+	root, err := os.OpenRoot(h.cwd)
+	if err != nil {
+		return nil, false, fmt.Errorf("open the working directory: %w", err)
+	}
+	defer root.Close()
+	b, err := root.ReadFile(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true, nil
+	}
+	return b, false, err
+}
+
+func (h hostFiles) write(_ context.Context, rel, content string) error {
+	root, err := os.OpenRoot(h.cwd)
+	if err != nil {
+		return fmt.Errorf("open the working directory: %w", err)
+	}
+	defer root.Close()
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	return root.WriteFile(rel, []byte(content), 0o644)
 }

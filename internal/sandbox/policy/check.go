@@ -102,6 +102,11 @@ func (p *Policy) problems() []problem {
 			add(err.Error(), "filesystem", "write", strconv.Itoa(i))
 		}
 	}
+	for i, pth := range fs.WorkspaceRoots {
+		if err := checkHostPath(pth, true); err != nil {
+			add(err.Error(), "filesystem", "workspace_roots", strconv.Itoa(i))
+		}
+	}
 	for i, pat := range fs.Protected {
 		if err := workspace.ValidatePattern(pat); err != nil {
 			add(err.Error(), "filesystem", "protected", strconv.Itoa(i))

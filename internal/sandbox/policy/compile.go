@@ -158,12 +158,13 @@ func cleanPaths(ps []string) []string {
 func (p *Policy) Hash() string {
 	c := p.withDefaults()
 	for _, s := range []*[]string{
-		&c.Filesystem.Read, &c.Filesystem.Write, &c.Filesystem.Protected,
+		&c.Filesystem.Read, &c.Filesystem.Write, &c.Filesystem.Protected, &c.Filesystem.WorkspaceRoots,
 		&c.Network.Allow, &c.Network.Deny, &c.Env.Pass, &c.Syscalls.Deny,
 	} {
 		*s = slices.Compact(slices.Sorted(slices.Values(*s)))
 	}
 	c.Filesystem.Read, c.Filesystem.Write = cleanSorted(c.Filesystem.Read), cleanSorted(c.Filesystem.Write)
+	c.Filesystem.WorkspaceRoots = cleanSorted(c.Filesystem.WorkspaceRoots)
 	if len(c.Env.Set) == 0 {
 		c.Env.Set = nil
 	}

@@ -33,7 +33,9 @@ import (
 //     global rule; a request that says no mode gets proxy, or global's
 //     mode if that is none;
 //   - env.set and env.secrets: the request's, with global's winning on
-//     conflicts.
+//     conflicts;
+//   - filesystem.workspace_roots: the global policy's alone (a request
+//     setting it is refused); it is not part of the result.
 //
 // A nil global grants everything (there is no operator policy); a nil
 // request asks for nothing. Both are validated first.
@@ -80,6 +82,10 @@ func Effective(global, req *Policy) (*Policy, error) {
 	if g.Filesystem.Workspace == WorkspaceRO {
 		e.Filesystem.Workspace = WorkspaceRO
 	}
+	if len(r.Filesystem.WorkspaceRoots) > 0 {
+		deny("filesystem.workspace_roots", "only the operator's global policy says where workspaces may be")
+	}
+	e.Filesystem.WorkspaceRoots = nil
 	if r.Filesystem.ReadOutsideWorkspace && !g.Filesystem.ReadOutsideWorkspace {
 		deny("filesystem.read_outside_workspace", "not permitted by the global policy (global filesystem.read_outside_workspace: false)")
 	}

@@ -93,6 +93,22 @@ env:
 			},
 		},
 		{
+			name:    "workspace roots are the operator's alone",
+			global:  "version: 1\nfilesystem: {workspace_roots: [/srv/ws]}\n",
+			req:     "version: 1\nfilesystem: {workspace_roots: [/srv/ws/mine]}\n",
+			wantErr: "filesystem.workspace_roots: only the operator's global policy",
+		},
+		{
+			name:   "the global policy's workspace roots stay out of the result",
+			global: "version: 1\nfilesystem: {workspace_roots: [/srv/ws]}\n",
+			req:    "version: 1\n",
+			check: func(t *testing.T, e *Policy) {
+				if len(e.Filesystem.WorkspaceRoots) != 0 {
+					t.Errorf("workspace_roots = %v", e.Filesystem.WorkspaceRoots)
+				}
+			},
+		},
+		{
 			name:   "isolation: the stronger wins either way",
 			global: "version: 1\nisolation: gvisor\n",
 			req:    "version: 1\nisolation: process\n",

@@ -107,6 +107,11 @@ type Filesystem struct {
 	ReadOutsideWorkspace bool `yaml:"read_outside_workspace,omitempty" json:"read_outside_workspace,omitempty"`
 	// Protected adds patterns to BuiltinProtected.
 	Protected []string `yaml:"protected,omitempty" json:"protected,omitempty"`
+	// WorkspaceRoots, in the operator's global policy only, are the host
+	// directories inside which a session's working directory must lie
+	// (the daemon's DATA_DIR/workspaces when the global policy names
+	// none). A request's policy may not set it.
+	WorkspaceRoots []string `yaml:"workspace_roots,omitempty" json:"workspace_roots,omitempty"`
 }
 
 // Network is the network view of a sandbox: its mode, and the egress
@@ -158,6 +163,7 @@ func (p *Policy) Clone() *Policy {
 	c.Filesystem.Read = slices.Clone(p.Filesystem.Read)
 	c.Filesystem.Write = slices.Clone(p.Filesystem.Write)
 	c.Filesystem.Protected = slices.Clone(p.Filesystem.Protected)
+	c.Filesystem.WorkspaceRoots = slices.Clone(p.Filesystem.WorkspaceRoots)
 	c.Network.Allow = slices.Clone(p.Network.Allow)
 	c.Network.Deny = slices.Clone(p.Network.Deny)
 	c.Env.Pass = slices.Clone(p.Env.Pass)

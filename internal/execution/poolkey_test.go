@@ -1,0 +1,64 @@
+package execution
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/execution/exectest"
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
+)
+
+// TestWarmPoolKeyedByGlobalPolicy checks that a sandbox warmed under one
+// global policy is never handed out under another, even when the
+// request's effective policy comes out the same under both.
+func TestWarmPoolKeyedByGlobalPolicy(t *testing.T) {
+	parse := func(src string) *policy.Policy {
+		p, err := policy.Parse("global.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	globals := []*policy.Policy{
+		parse("version: 1\nresources: {memory: 8Gi}\nnetwork: {mode: none}\n"),
+		parse("version: 1\nresources: {memory: 2Gi}\nnetwork: {mode: none}\n"),
+	}
+	var current atomic.Int32
+	rt := &exectest.Runtime{Key: policy.IsolationProcess}
+	reg := sandbox.NewRegistry()
+	reg.Register(rt)
+	svc, err := New(Options{Runtimes: reg, WorkDir: t.TempDir(), PoolSize: 1, PoolIdle: time.Hour,
+		Resolve: func(ref PolicyRef) (Policy, error) { return PolicyResolver(globals[current.Load()])(ref) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	req := Request{Argv: []string{"true"}, Policy: PolicyRef{Inline: []byte(`{"version":1,"resources":{"memory":"1Gi"},"network":{"mode":"none"}}`)}}
+	exec := func() Result {
+		t.Helper()
+		res, err := svc.Exec(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	exec() // cold; starts warming
+	waitFor(t, "the pool to fill", func() bool { return rt.Open() == 1 })
+	current.Store(1)
+	if res := exec(); res.Sandbox.Warm {
+		t.Fatalf("a sandbox warmed under the previous global policy was handed out: %+v", res.Sandbox)
+	}
+	waitFor(t, "the pool to fill", func() bool { return rt.Open() == 2 })
+	if res := exec(); !res.Sandbox.Warm {
+		t.Fatalf("no warm sandbox under an unchanged global policy: %+v", res.Sandbox)
+	}
+}

@@ -1,0 +1,277 @@
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of CoalesceConfig.
+const (
+	// DefaultCoalesceWindow is how long repeats of a kind are counted
+	// before their summary is reported.
+	DefaultCoalesceWindow = 10 * time.Second
+	// DefaultCoalesceRate is how many reports of new kinds one sandbox
+	// makes at once per window; beyond it, new kinds are counted into a
+	// summary per class too.
+	DefaultCoalesceRate = 20
+	// DefaultCoalesceKinds bounds the kinds one sandbox's coalescer
+	// tracks at a time.
+	DefaultCoalesceKinds = 100
+)
+
+// CoalesceConfig configures a Coalescer of reports of type T.
+type CoalesceConfig[T any] struct {
+	// Key names the kind of a report (reports of one kind are repeats
+	// of each other) and its class (what a summary over the rate limit
+	// groups, e.g. the violation kind).
+	Key func(T) (kind, class string)
+	// Summary is the one report that stands for n reports: the repeats of
+	// sample's kind or, with overRate, the reports of sample's class over
+	// the rate limit (sample is then the first of them), seen between
+	// first and last. It is only called with n > 1.
+	Summary func(sample T, n int, first, last time.Time, overRate bool) T
+	// Emit reports. It is called in order, with the Coalescer's lock
+	// held: it must not block for long nor call the Coalescer.
+	Emit func(reports ...T)
+	// Window, Rate and Kinds default to DefaultCoalesceWindow,
+	// DefaultCoalesceRate and DefaultCoalesceKinds.
+	Window time.Duration
+	Rate   int
+	Kinds  int
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Coalescer bounds how many reports one sandbox can cause, however many
+// times it repeats itself, while losing none: the first report of a kind
+// is passed on at once; its repeats are counted and passed on as one
+// summary (with their count and the times of the first and last of them)
+// at the end of the window, at Flush or at Close. At most Rate new kinds
+// are passed on at once per window, and at most Kinds are tracked; the
+// reports of new kinds beyond that are counted into one summary per
+// class. So a window costs at most Rate + Kinds + (classes) reports.
+//
+// The same mechanism serves every place violations are reported: session
+// events, execution results and the audit log.
+type Coalescer[T any] struct {
+	cfg CoalesceConfig[T]
+
+	mu     sync.Mutex
+	start  time.Time // of the current window
+	fresh  int       // kinds passed on at once in the current window
+	kinds  map[string]*tally[T]
+	over   map[string]*tally[T] // by class
+	timer  *time.Timer
+	closed bool
+}
+
+// tally counts the reports a summary will stand for.
+type tally[T any] struct {
+	sample      T
+	n           int
+	first, last time.Time
+	seen        bool // the kind came up in the current window
+}
+
+// NewCoalescer returns a Coalescer; cfg.Key, cfg.Summary and cfg.Emit
+// are required.
+func NewCoalescer[T any](cfg CoalesceConfig[T]) *Coalescer[T] {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultCoalesceWindow
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = DefaultCoalesceRate
+	}
+	if cfg.Kinds <= 0 {
+		cfg.Kinds = DefaultCoalesceKinds
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Coalescer[T]{cfg: cfg, kinds: map[string]*tally[T]{}, over: map[string]*tally[T]{}}
+}
+
+// Add reports r: at once, or counted into a later summary. After Close
+// it is passed on at once.
+func (c *Coalescer[T]) Add(r T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		c.cfg.Emit(r)
+		return
+	}
+	now := c.cfg.Now()
+	c.rollLocked(now)
+	kind, class := c.cfg.Key(r)
+	if t := c.kinds[kind]; t != nil {
+		t.seen = true
+		t.count(r, now)
+		c.armLocked(now)
+		return
+	}
+	if c.fresh < c.cfg.Rate && len(c.kinds) < c.cfg.Kinds {
+		c.fresh++
+		c.kinds[kind] = &tally[T]{seen: true}
+		c.cfg.Emit(r)
+		return
+	}
+	t := c.over[class]
+	if t == nil {
+		t = &tally[T]{sample: r}
+		c.over[class] = t
+	}
+	t.n++
+	if t.n == 1 {
+		t.first = now
+	}
+	t.last = now
+	c.armLocked(now)
+}
+
+func (t *tally[T]) count(r T, now time.Time) {
+	t.n++
+	if t.n == 1 {
+		t.first = now
+	}
+	t.sample, t.last = r, now
+}
+
+// Flush passes on the summaries of what was counted so far.
+func (c *Coalescer[T]) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushLocked()
+}
+
+// Close flushes and stops the Coalescer's timer; later reports are
+// passed on at once.
+func (c *Coalescer[T]) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.flushLocked()
+}
+
+// Idle reports whether the Coalescer holds nothing and its window has
+// ended, so that replacing it by a new one changes nothing but which
+// kinds count as already reported.
+func (c *Coalescer[T]) Idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.over) > 0 || c.cfg.Now().Sub(c.start) < c.cfg.Window {
+		return false
+	}
+	for _, t := range c.kinds {
+		if t.n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// rollLocked starts a new window when the current one has ended: the
+// summaries of the old one are passed on, kinds that did not come up in it
+// are forgotten, and the rate budget is renewed.
+func (c *Coalescer[T]) rollLocked(now time.Time) {
+	if now.Sub(c.start) < c.cfg.Window {
+		return
+	}
+	c.flushLocked()
+	for k, t := range c.kinds {
+		if !t.seen {
+			delete(c.kinds, k)
+		}
+		t.seen = false
+	}
+	c.start, c.fresh = now, 0
+}
+
+// armLocked makes sure the current window's summaries are passed on when
+// it ends, even if nothing else comes.
+func (c *Coalescer[T]) armLocked(now time.Time) {
+	if c.timer != nil {
+		return
+	}
+	c.timer = time.AfterFunc(c.start.Add(c.cfg.Window).Sub(now), c.tick)
+}
+
+func (c *Coalescer[T]) tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timer = nil
+	if c.closed {
+		return
+	}
+	now := c.cfg.Now()
+	if now.Sub(c.start) < c.cfg.Window {
+		c.armLocked(now) // early: the clock is not the timer's
+		return
+	}
+	c.rollLocked(now)
+}
+
+// flushLocked passes on every summary due, oldest first.
+func (c *Coalescer[T]) flushLocked() {
+	type due struct {
+		r     T
+		first time.Time
+	}
+	var out []due
+	add := func(t *tally[T], overRate bool) {
+		r := t.sample
+		if t.n > 1 {
+			r = c.cfg.Summary(t.sample, t.n, t.first, t.last, overRate)
+		}
+		out = append(out, due{r, t.first})
+	}
+	for _, t := range c.kinds {
+		if t.n > 0 {
+			add(t, false)
+			t.n = 0
+		}
+	}
+	for class, t := range c.over {
+		add(t, true)
+		delete(c.over, class)
+	}
+	if len(out) == 0 {
+		return
+	}
+	slices.SortStableFunc(out, func(a, b due) int { return a.first.Compare(b.first) })
+	rs := make([]T, len(out))
+	for i, d := range out {
+		rs[i] = d.r
+	}
+	c.cfg.Emit(rs...)
+}
+
+// NewViolationCoalescer returns the Coalescer of a sandbox's violations:
+// a kind is the violation's kind, rule, target, host and port; a class
+// its kind. emit gets each violation or summary (Count > 1).
+func NewViolationCoalescer(emit func(...Violation)) *Coalescer[Violation] {
+	return NewCoalescer(CoalesceConfig[Violation]{
+		Key: func(v Violation) (string, string) {
+			return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%d", v.Kind, v.Rule, v.Target, v.Host, v.Port), v.Kind
+		},
+		Summary: SummarizeViolations,
+		Emit:    emit,
+	})
+}
+
+// SummarizeViolations is the summary of n violations like sample seen
+// between first and last; with overRate they are the violations of
+// sample's kind over the sandbox's reporting rate, sample the first.
+func SummarizeViolations(sample Violation, n int, first, last time.Time, overRate bool) Violation {
+	v := sample
+	v.Count, v.First, v.Last = n, first.UTC(), last.UTC()
+	if overRate {
+		v.Detail = fmt.Sprintf("%d %s violations over the sandbox's reporting rate; the first: %s", n, v.Kind, sample.Detail)
+	}
+	return v
+}
