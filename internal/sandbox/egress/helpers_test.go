@@ -280,6 +280,11 @@ func newHarness(t testing.TB, ho harnessOpts) *harness {
 	if cfg.Network.Mode == "" {
 		cfg.Network.Mode = sandbox.NetworkProxy
 	}
+	if cfg.Network.MaxConnectionRate == 0 {
+		// The tests open connections back to back, faster than the
+		// default rate bound; limit_test.go tests the bounds.
+		cfg.Network.MaxConnectionRate = 1 << 20
+	}
 	if cfg.Scope == "" {
 		cfg.Scope, cfg.ID = "session", "ses_1"
 	}
