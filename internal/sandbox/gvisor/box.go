@@ -45,8 +45,10 @@ type box struct {
 	execs atomic.Int64
 	dead  atomic.Bool
 
-	mu        sync.Mutex
-	committer sync.Mutex
+	mu sync.Mutex
+	// committer applies the overlay's upper layer (created with it); it
+	// serialises commits itself.
+	committer *workspace.Committer
 	closed    bool
 	closeRes  []sandbox.Violation
 	closeErr  error
@@ -88,6 +90,7 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
 	}
+	b.committer = &workspace.Committer{Upper: b.ws.upper, Workspace: spec.Workspace, Options: workspace.OptionsFor(spec)}
 	b.info.Mechanisms = append(b.info.Mechanisms, "overlay")
 	if b.ws.idmapped {
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
@@ -275,13 +278,12 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 	if closed {
 		return nil, sandbox.ErrClosed
 	}
-	return b.commit()
+	return b.commit(ctx)
 }
 
-func (b *box) commit() ([]sandbox.Violation, error) {
-	b.committer.Lock()
-	defer b.committer.Unlock()
-	v, err := workspace.Commit(b.ws.upper, b.spec.Workspace, b.spec.Protected)
+// commit applies the workspace; ctx bounds the review of held changes.
+func (b *box) commit(ctx context.Context) ([]sandbox.Violation, error) {
+	v, err := b.committer.Commit(ctx)
 	if err != nil {
 		return v, fmt.Errorf("gvisor: commit: %w", err)
 	}
@@ -304,7 +306,7 @@ func (b *box) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	var errs []error
 	b.closeRes, errs = nil, nil
 	if b.ws != nil {
-		v, err := b.commit()
+		v, err := b.commit(ctx)
 		b.closeRes = v
 		if err != nil {
 			errs = append(errs, err)

@@ -276,7 +276,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	b.committer = &workspace.Committer{
 		Upper:     fmt.Sprintf("/proc/self/fd/%d/u", upper.Fd()),
 		Workspace: spec.Workspace,
-		Protected: spec.Protected,
+		Options:   workspace.OptionsFor(spec),
 	}
 
 	// Scratch: /tmp and $HOME, each capped at the disk limit.
