@@ -93,6 +93,11 @@ type Filesystem struct {
 	ReadOutsideWorkspace bool `yaml:"read_outside_workspace,omitempty" json:"read_outside_workspace,omitempty"`
 	// Protected adds patterns to BuiltinProtected.
 	Protected []string `yaml:"protected,omitempty" json:"protected,omitempty"`
+	// ReviewExempt lists patterns of hidden paths the commit applies
+	// without review. Unset (nil) means DefaultReviewExempt; an empty
+	// list means none (so it is kept in JSON, where "[]" and absent
+	// differ).
+	ReviewExempt []string `yaml:"review_exempt,omitempty" json:"review_exempt,omitzero"`
 }
 
 // Network is the network view of a sandbox: its mode, and the egress
@@ -139,6 +144,7 @@ func (p *Policy) Clone() *Policy {
 	c.Filesystem.Read = slices.Clone(p.Filesystem.Read)
 	c.Filesystem.Write = slices.Clone(p.Filesystem.Write)
 	c.Filesystem.Protected = slices.Clone(p.Filesystem.Protected)
+	c.Filesystem.ReviewExempt = slices.Clone(p.Filesystem.ReviewExempt)
 	c.Network.Allow = slices.Clone(p.Network.Allow)
 	c.Network.Deny = slices.Clone(p.Network.Deny)
 	c.Env.Pass = slices.Clone(p.Env.Pass)
