@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The host's git configuration names files that git runs or loads: the
@@ -416,12 +418,14 @@ func commandPaths(cmd string) []string {
 }
 
 // readBounded reads at most limit bytes of a regular file; a longer file
-// or anything else is an error.
+// or anything else is an error. It never blocks on a fifo or a device
+// (opened non-blocking, checked before reading).
 func readBounded(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // gitFixture is a host layout of repositories around and in a workspace,
@@ -160,5 +161,18 @@ func TestRelPattern(t *testing.T) {
 	}
 	if _, ok := Match([]string{relPattern("a[1]/*x") + "/**"}, "a[1]/*x/y"); !ok {
 		t.Error("an escaped pattern does not match its own path")
+	}
+}
+
+func TestReadBoundedNeverBlocks(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	must(t, unix.Mkfifo(fifo, 0o644))
+	if _, err := readBounded(fifo, 1024); err == nil {
+		t.Fatal("a fifo was read as a config file")
+	}
+	big := filepath.Join(t.TempDir(), "big")
+	must(t, os.WriteFile(big, make([]byte, 2048), 0o644))
+	if _, err := readBounded(big, 1024); err == nil {
+		t.Fatal("a file over the limit was read")
 	}
 }
