@@ -51,11 +51,16 @@ type box struct {
 	execs atomic.Int64
 	dead  atomic.Bool
 
-	mu        sync.Mutex
-	committer sync.Mutex
-	closed    bool
-	closeRes  []sandbox.Violation
-	closeErr  error
+	mu sync.Mutex
+	// commitMu serialises commits of the workspace and state directories.
+	commitMu sync.Mutex
+	// committer applies the overlay's upper layer (created with it);
+	// stateCommitters the state directories' (Spec.StateDirs).
+	committer       *workspace.Committer
+	stateCommitters []*workspace.Committer
+	closed          bool
+	closeRes        []sandbox.Violation
+	closeErr        error
 }
 
 func newID() string {
@@ -114,6 +119,12 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrUnenforceable, err)
 		}
+	}
+	b.committer = &workspace.Committer{Upper: b.ws.upper, Workspace: spec.Workspace, Options: workspace.OptionsFor(spec)}
+	for i, so := range b.states {
+		b.stateCommitters = append(b.stateCommitters, &workspace.Committer{
+			Upper: so.upper, Workspace: spec.StateDirs[i], Options: workspace.StateOptionsFor(spec),
+		})
 	}
 	b.info.Mechanisms = append(b.info.Mechanisms, "overlay")
 	if b.ws.idmapped {
@@ -310,24 +321,25 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 	if closed {
 		return nil, sandbox.ErrClosed
 	}
-	return b.commit()
+	return b.commit(ctx)
 }
 
-func (b *box) commit() ([]sandbox.Violation, error) {
-	b.committer.Lock()
-	defer b.committer.Unlock()
+// commit applies the workspace and the state directories; ctx bounds the
+// review of held changes.
+func (b *box) commit(ctx context.Context) ([]sandbox.Violation, error) {
+	b.commitMu.Lock()
+	defer b.commitMu.Unlock()
 	if b.spec.Throwaway {
 		return nil, nil // nothing ever reaches the host
 	}
-	v, err := workspace.Commit(b.ws.upper, b.spec.Workspace, b.spec.Protected)
+	v, err := b.committer.Commit(ctx)
 	if err != nil {
 		err = fmt.Errorf("gvisor: commit: %w", err)
 	}
-	// State directories are written back without protected patterns:
-	// each is the sandboxed program's own, and nothing on the host runs
-	// from it.
-	for i, so := range b.states {
-		sv, serr := workspace.Commit(so.upper, b.spec.StateDirs[i], nil)
+	// State directories are written back within the limits only: each is
+	// the sandboxed program's own, and nothing on the host runs from it.
+	for i, sc := range b.stateCommitters {
+		sv, serr := sc.Commit(ctx)
 		v = append(v, sv...)
 		if serr != nil {
 			err = errors.Join(err, fmt.Errorf("gvisor: commit state directory %s: %w", b.spec.StateDirs[i], serr))
@@ -352,7 +364,7 @@ func (b *box) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	var errs []error
 	b.closeRes, errs = nil, nil
 	if b.ws != nil {
-		v, err := b.commit()
+		v, err := b.commit(ctx)
 		b.closeRes = v
 		if err != nil {
 			errs = append(errs, err)

@@ -157,7 +157,8 @@ echo evil > CLAUDE.md; echo '{"evil":1}' > .mcp.json; mkdir -p .git/hooks; echo 
 			dropped[x.Target] = true
 		}
 	}
-	for _, p := range []string{"CLAUDE.md", ".mcp.json", ".git/hooks/pre-commit"} {
+	// The workspace had no .git: creating one is dropped as a whole.
+	for _, p := range []string{"CLAUDE.md", ".mcp.json", ".git"} {
 		if !dropped[p] {
 			t.Errorf("no dropped violation for %s in %+v", p, v)
 		}

@@ -112,6 +112,11 @@ func (p *Policy) problems() []problem {
 			add(err.Error(), "filesystem", "protected", strconv.Itoa(i))
 		}
 	}
+	for i, pat := range fs.ReviewExempt {
+		if err := workspace.ValidatePattern(pat); err != nil {
+			add(err.Error(), "filesystem", "review_exempt", strconv.Itoa(i))
+		}
+	}
 
 	n := p.Network
 	oneOf(n.Default, []string{NetworkDeny, NetworkAsk}, "network", "default")

@@ -124,6 +124,7 @@ func (p *Policy) Compile(workspace string, hostEnv func(string) (string, bool)) 
 		WritePaths:           cleanPaths(e.Filesystem.Write),
 		ReadOutsideWorkspace: e.Filesystem.ReadOutsideWorkspace,
 		Protected:            protected,
+		ReviewExempt:         e.reviewExempt(),
 		Env:                  env,
 		Limits: sandbox.Limits{
 			MemoryBytes: int64(e.Resources.Memory),
@@ -163,6 +164,8 @@ func (p *Policy) Hash() string {
 	} {
 		*s = slices.Compact(slices.Sorted(slices.Values(*s)))
 	}
+	// Unset means the defaults, [] means none: hash what is meant.
+	c.Filesystem.ReviewExempt = append([]string{}, slices.Compact(slices.Sorted(slices.Values(c.reviewExempt())))...)
 	c.Filesystem.Read, c.Filesystem.Write = cleanSorted(c.Filesystem.Read), cleanSorted(c.Filesystem.Write)
 	c.Filesystem.WorkspaceRoots = cleanSorted(c.Filesystem.WorkspaceRoots)
 	if len(c.Env.Set) == 0 {

@@ -28,10 +28,12 @@ import (
 //   - permissions the request asks for — a network.mode beyond global's
 //     (none < proxy < host), network.default ask, read_outside_workspace,
 //     extra read and write paths, env.pass names, network.allow rules
-//     (each covered by a global rule), allow_degraded — must each be
-//     granted by global, else Effective fails naming the field and the
-//     global rule; a request that says no mode gets proxy, or global's
-//     mode if that is none;
+//     (each covered by a global rule), filesystem.review_exempt patterns
+//     (each in global's list, or the defaults when global has none),
+//     allow_degraded — must each be granted by global, else Effective
+//     fails naming the field and the global rule; a request that says no
+//     mode gets proxy, or global's mode if that is none; one that says no
+//     review_exempt gets the defaults global grants;
 //   - env.set and env.secrets: the request's, with global's winning on
 //     conflicts;
 //   - filesystem.workspace_roots: the global policy's alone (a request
@@ -100,6 +102,21 @@ func Effective(global, req *Policy) (*Policy, error) {
 		}
 	}
 	e.Filesystem.Protected = union(g.Filesystem.Protected, r.Filesystem.Protected)
+	granted := g.reviewExempt()
+	if req.Filesystem.ReviewExempt == nil {
+		// Not said: the defaults, as far as global grants them.
+		e.Filesystem.ReviewExempt = []string{}
+		for _, p := range DefaultReviewExempt() {
+			if slices.Contains(granted, p) {
+				e.Filesystem.ReviewExempt = append(e.Filesystem.ReviewExempt, p)
+			}
+		}
+	}
+	for i, p := range req.Filesystem.ReviewExempt {
+		if !slices.Contains(granted, p) {
+			deny("filesystem.review_exempt["+strconv.Itoa(i)+"]", "%q is not granted by the global policy (global filesystem.review_exempt: %s)", p, list(granted))
+		}
+	}
 
 	switch {
 	case req.Network.Mode == "":

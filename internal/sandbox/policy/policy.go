@@ -112,6 +112,11 @@ type Filesystem struct {
 	// (the daemon's DATA_DIR/workspaces when the global policy names
 	// none). A request's policy may not set it.
 	WorkspaceRoots []string `yaml:"workspace_roots,omitempty" json:"workspace_roots,omitempty"`
+	// ReviewExempt lists patterns of hidden paths the commit applies
+	// without review. Unset (nil) means DefaultReviewExempt; an empty
+	// list means none (so it is kept in JSON, where "[]" and absent
+	// differ).
+	ReviewExempt []string `yaml:"review_exempt,omitempty" json:"review_exempt,omitzero"`
 }
 
 // Network is the network view of a sandbox: its mode, and the egress
@@ -164,6 +169,7 @@ func (p *Policy) Clone() *Policy {
 	c.Filesystem.Write = slices.Clone(p.Filesystem.Write)
 	c.Filesystem.Protected = slices.Clone(p.Filesystem.Protected)
 	c.Filesystem.WorkspaceRoots = slices.Clone(p.Filesystem.WorkspaceRoots)
+	c.Filesystem.ReviewExempt = slices.Clone(p.Filesystem.ReviewExempt)
 	c.Network.Allow = slices.Clone(p.Network.Allow)
 	c.Network.Deny = slices.Clone(p.Network.Deny)
 	c.Env.Pass = slices.Clone(p.Env.Pass)

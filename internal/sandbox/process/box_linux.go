@@ -331,10 +331,11 @@ func (b *box) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 	if closed {
 		return nil, sandbox.ErrClosed
 	}
-	return b.commit()
+	return b.commit(ctx)
 }
 
-func (b *box) commit() ([]sandbox.Violation, error) {
+// commit applies the workspace; ctx bounds the review of held changes.
+func (b *box) commit(ctx context.Context) ([]sandbox.Violation, error) {
 	b.commitMu.Lock()
 	defer b.commitMu.Unlock()
 	if b.spec.Throwaway {
@@ -343,12 +344,12 @@ func (b *box) commit() ([]sandbox.Violation, error) {
 	if b.committer == nil {
 		return nil, errors.New("process sandbox: no workspace to commit")
 	}
-	v, err := b.committer.Commit()
+	v, err := b.committer.Commit(ctx)
 	if err != nil {
 		return v, fmt.Errorf("process sandbox: commit workspace: %w", err)
 	}
 	for _, c := range b.stateCommitters {
-		sv, serr := c.Commit()
+		sv, serr := c.Commit(ctx)
 		v = append(v, sv...)
 		if serr != nil {
 			err = errors.Join(err, fmt.Errorf("process sandbox: commit state directory %s: %w", c.Workspace, serr))
@@ -365,7 +366,7 @@ func (b *box) Close(ctx context.Context) ([]sandbox.Violation, error) {
 		b.mu.Unlock()
 		b.killAll()
 		b.waitInit()
-		b.closeViolations, b.closeErr = b.commit()
+		b.closeViolations, b.closeErr = b.commit(ctx)
 		if err := b.destroy(); err != nil {
 			b.closeErr = errors.Join(b.closeErr, err)
 		}

@@ -277,7 +277,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	b.committer = &workspace.Committer{
 		Upper:     fmt.Sprintf("/proc/self/fd/%d/u", upper.Fd()),
 		Workspace: spec.Workspace,
-		Protected: spec.Protected,
+		Options:   workspace.OptionsFor(spec),
 	}
 
 	// Scratch: /tmp and $HOME, each capped at the disk and file limits.
@@ -386,11 +386,12 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 	}
 	cfg.StateOverlays = append(cfg.StateOverlays, overlayConfig{Target: p, Index: i})
 	cfg.WritableDirs = append(cfg.WritableDirs, p)
-	// Written back without protected patterns: the directory is the
-	// sandboxed program's own, and nothing on the host runs from it.
+	// Written back within the limits only: the directory is the sandboxed
+	// program's own, and nothing on the host runs from it.
 	b.stateCommitters = append(b.stateCommitters, &workspace.Committer{
 		Upper:     fmt.Sprintf("/proc/self/fd/%d/u", upper.Fd()),
 		Workspace: p,
+		Options:   workspace.StateOptionsFor(b.spec),
 	})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -53,6 +54,80 @@ func protectedBy(rel string) (string, bool) {
 	return "", false
 }
 
+// gitRuleBy says why a workspace path (a directory when dir) may never
+// change on the host: it is named .git (created, replaced or removed), or
+// it lies in a .git directory and is not one of the files git writes in
+// normal work (or a directory holding them). It is the suite's own,
+// deliberately plain reading of the commit's rules (ASCII case only).
+func gitRuleBy(rel string, dir bool) (string, bool) {
+	segs := strings.Split(rel, "/")
+	for i, s := range segs {
+		if !strings.EqualFold(s, ".git") {
+			continue
+		}
+		inner := segs[i+1:]
+		if len(inner) == 0 {
+			return "a .git entry", true
+		}
+		// Submodule git directories: judge what follows the last
+		// "modules/<name>" the same way.
+		for len(inner) > 2 && inner[0] == "modules" {
+			k := 2
+			for k < len(inner) && !gitDataPath(inner[k:]) {
+				k++
+			}
+			if k == len(inner) {
+				break
+			}
+			inner = inner[k:]
+		}
+		dataDir := dir && (inner[0] == "objects" || inner[0] == "refs" || inner[0] == "logs" || inner[0] == "modules" ||
+			(len(inner) == 1 && inner[0] == "info"))
+		if !gitDataPath(inner) && !dataDir {
+			return "a file in a .git directory that git does not write in normal work", true
+		}
+		return "", false
+	}
+	return "", false
+}
+
+func gitDataPath(inner []string) bool {
+	if strings.HasSuffix(inner[len(inner)-1], ".lock") {
+		return false
+	}
+	switch inner[0] {
+	case "objects":
+		return len(inner) < 3 || inner[1] != "info" || (inner[2] != "alternates" && inner[2] != "http-alternates")
+	case "refs", "logs":
+		return true
+	case "info":
+		return len(inner) == 2 && inner[1] == "refs"
+	}
+	if len(inner) != 1 {
+		return false
+	}
+	switch n := inner[0]; n {
+	case "HEAD", "index", "packed-refs", "shallow", "AUTO_MERGE", "COMMIT_EDITMSG", "MERGE_MSG", "MERGE_MODE", "SQUASH_MSG", "TAG_EDITMSG":
+		return true
+	default:
+		return strings.HasSuffix(n, "_HEAD")
+	}
+}
+
+// hiddenBy returns the first hidden component of rel outside a .git
+// directory (one starting with "."), which the commit holds for review.
+func hiddenBy(rel string) (string, bool) {
+	for _, s := range strings.Split(rel, "/") {
+		if strings.EqualFold(s, ".git") {
+			return "", false
+		}
+		if strings.HasPrefix(s, ".") {
+			return s, true
+		}
+	}
+	return "", false
+}
+
 // workspaceFiles is the realistic repository every case starts from.
 var workspaceFiles = map[string]string{
 	"README.md":             "# demo\n",
@@ -93,6 +168,12 @@ type harness struct {
 	// allow decides which workspace changes a case expects on the host
 	// (never a protected path); nil allows none.
 	allow func(c change) bool
+	// settled: the workspace was checked and the case then changed it
+	// from the host side (settleWorkspace).
+	settled bool
+
+	mu            sync.Mutex
+	approvedPaths []string // see approve
 }
 
 func newHarness(t *testing.T, rt sandbox.Runtime, opts Options, sh *shared, c tcase) *harness {
@@ -298,6 +379,20 @@ func (h *harness) finish() {
 			t.Errorf("host directory outside the workspace changed: %s: %s", dir, c)
 		}
 	}
+	if !h.settled {
+		h.checkWorkspace()
+	}
+	for _, msg := range checkHostFiles() {
+		t.Errorf("%s (restored by the suite)", msg)
+	}
+}
+
+// checkWorkspace asserts that every change in the host workspace since the
+// snapshot is one the case allows and none the commit must never apply:
+// a protected path, a .git entry or a git directory file outside git's
+// own data, a hidden path no reviewer approved.
+func (h *harness) checkWorkspace() {
+	t := h.t
 	now, err := snapshot(h.ws)
 	if err != nil {
 		t.Errorf("snapshot workspace: %v", err)
@@ -307,13 +402,82 @@ func (h *harness) finish() {
 			t.Errorf("protected workspace path changed on the host (pattern %q): %s", pat, c)
 			continue
 		}
+		isDir := (c.Now != nil && c.Now.Mode.IsDir()) || (c.Now == nil && c.Before.Mode.IsDir())
+		if why, ok := gitRuleBy(c.Path, isDir); ok {
+			t.Errorf("%s changed on the host: %s", why, c)
+			continue
+		}
+		if seg, ok := hiddenBy(c.Path); ok {
+			if !h.approved(c.Path) {
+				t.Errorf("hidden path (%s) changed on the host without a reviewer's approval: %s", seg, c)
+			}
+			continue
+		}
 		if h.allow == nil || !h.allow(c) {
 			t.Errorf("unexpected change in the host workspace: %s", c)
 		}
 	}
-	for _, msg := range checkHostFiles() {
-		t.Errorf("%s (restored by the suite)", msg)
+}
+
+// settleWorkspace checks the host workspace now, as the end of the case
+// would, and stops checking it: the case goes on to use it from the host
+// side (say, runs git in it), which changes it legitimately.
+func (h *harness) settleWorkspace() {
+	h.t.Helper()
+	h.close()
+	h.checkWorkspace()
+	h.settled = true
+}
+
+// approve records workspace paths a case's reviewer approved: changes at
+// and below them may reach the host although they are hidden.
+func (h *harness) approve(rel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.approvedPaths = append(h.approvedPaths, rel)
+}
+
+func (h *harness) approved(rel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.approvedPaths {
+		if rel == p || strings.HasPrefix(rel, p+"/") {
+			return true
+		}
 	}
+	return false
+}
+
+// hostGit runs git on the host, in dir, as a user would after the
+// session: as the daemon's user, with no global or system configuration.
+func (h *harness) hostGit(dir string, args ...string) (string, error) {
+	h.t.Helper()
+	home := filepath.Join(h.root, "githome")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := bg(time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(gitIdentity(), "PATH=/usr/local/bin:/usr/bin:/bin", "HOME="+home, "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mustHostGit is hostGit that fails the case on an error.
+func (h *harness) mustHostGit(dir string, args ...string) string {
+	h.t.Helper()
+	out, err := h.hostGit(dir, args...)
+	if err != nil {
+		h.t.Fatalf("host: git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return out
+}
+
+func gitIdentity() []string {
+	return []string{"GIT_AUTHOR_NAME=agentbox test", "GIT_AUTHOR_EMAIL=test@example.com",
+		"GIT_COMMITTER_NAME=agentbox test", "GIT_COMMITTER_EMAIL=test@example.com"}
 }
 
 // result is a finished sandboxed process.

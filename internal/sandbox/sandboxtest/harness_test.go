@@ -221,3 +221,51 @@ op("gai", socket.getaddrinfo, "agentbox-no-such-host.invalid", 80)
 		t.Errorf("host probe results (-want +got):\n%s\n%s", diff, out)
 	}
 }
+
+func TestGitRuleBy(t *testing.T) {
+	for _, tc := range []struct {
+		rel  string
+		dir  bool
+		rule bool
+	}{
+		{".git", true, true},
+		{"sub/.git", false, true},
+		{".GIT", true, true},
+		{".git/HEAD", false, false},
+		{".git/ORIG_HEAD", false, false},
+		{".git/objects/ab/cd", false, false},
+		{".git/objects/ab", true, false},
+		{".git/refs/heads/main", false, false},
+		{".git/logs/HEAD", false, false},
+		{".git/index", false, false},
+		{".git/COMMIT_EDITMSG", false, false},
+		{".git/modules/lib/HEAD", false, false},
+		{".git/modules/lib", true, false},
+		{".git/config", false, true},
+		{".git/hooks/pre-commit", false, true},
+		{".git/hooks", true, true},
+		{".git/commondir", false, true},
+		{".git/info/exclude", false, true},
+		{".git/objects/info/alternates", false, true},
+		{".git/index.lock", false, true},
+		{".git/modules/lib/config", false, true},
+		{".git/rebase-merge/git-rebase-todo", false, true},
+		{"README.md", false, false},
+		{".github/x", false, false},
+	} {
+		if _, got := gitRuleBy(tc.rel, tc.dir); got != tc.rule {
+			t.Errorf("gitRuleBy(%q, dir=%v) = %v, want %v", tc.rel, tc.dir, got, tc.rule)
+		}
+	}
+}
+
+func TestHiddenBy(t *testing.T) {
+	for rel, want := range map[string]string{
+		".env": ".env", "src/.eslintrc.js": ".eslintrc.js", ".config/x/y": ".config", "a/b": "", ".git/HEAD": "", "x/.git/y": "",
+	} {
+		got, ok := hiddenBy(rel)
+		if got != want || ok != (want != "") {
+			t.Errorf("hiddenBy(%q) = %q, %v; want %q", rel, got, ok, want)
+		}
+	}
+}

@@ -79,6 +79,7 @@ func suite() []tcase {
 	all = append(all, networkCases()...)
 	all = append(all, egressCases()...)
 	all = append(all, resourceCases()...)
+	all = append(all, commitCases()...)
 	return all
 }
 

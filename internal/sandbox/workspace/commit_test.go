@@ -20,6 +20,13 @@ var testProtected = []string{
 	"**/CLAUDE.md", "**/AGENTS.md", "**/.claude/**", "**/.git/hooks/**", "**/.git/config",
 }
 
+// testOptions are commit options that read no git configuration of the
+// machine the tests run on (its global and system files could protect
+// more).
+func testOptions(protected []string) Options {
+	return Options{Protected: protected, gitEnv: &gitEnv{noSystem: true}}
+}
+
 // overlay mounts a real overlayfs with lower as the lower layer, the way
 // the process runtime does, and returns the upper and merged directories.
 func overlay(t *testing.T, lower string) (upper, merged string) {
@@ -151,7 +158,7 @@ func TestCommitOverlay(t *testing.T) {
 	write(t, m, ".claude/settings.json", "{}", 0o644)
 	write(t, m, "sub/CLAUDE.md", "nested", 0o644)
 
-	vs, err := Commit(upper, ws, testProtected)
+	vs, err := Commit(t.Context(), upper, ws, testOptions(testProtected))
 	if err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
@@ -193,7 +200,7 @@ func TestCommitOverlay(t *testing.T) {
 
 	// Idempotent: a second Commit (sandbox still running) changes nothing
 	// and reports the same drops.
-	vs2, err := Commit(upper, ws, testProtected)
+	vs2, err := Commit(t.Context(), upper, ws, testOptions(testProtected))
 	if err != nil {
 		t.Fatalf("second Commit: %v", err)
 	}
@@ -218,20 +225,20 @@ func TestCommitterReportsOnce(t *testing.T) {
 	write(t, m, "CLAUDE.md", "one", 0o644)
 	write(t, m, "ok.txt", "ok", 0o644)
 
-	c := &Committer{Upper: upper, Workspace: ws, Protected: testProtected}
-	vs, err := c.Commit()
+	c := &Committer{Upper: upper, Workspace: ws, Options: testOptions(testProtected)}
+	vs, err := c.Commit(t.Context())
 	must(t, err)
 	if len(vs) != 1 || vs[0].Target != "CLAUDE.md" {
 		t.Fatalf("first Commit violations = %+v, want one for CLAUDE.md", vs)
 	}
-	vs, err = c.Commit()
+	vs, err = c.Commit(t.Context())
 	must(t, err)
 	if len(vs) != 0 {
 		t.Fatalf("second Commit of the same state reported %+v again", vs)
 	}
 	// A new write to the protected file is a new violation.
 	write(t, m, "CLAUDE.md", "two, longer", 0o644)
-	vs, err = c.Commit()
+	vs, err = c.Commit(t.Context())
 	must(t, err)
 	if len(vs) != 1 || vs[0].Target != "CLAUDE.md" {
 		t.Fatalf("after a new write: violations = %+v, want one for CLAUDE.md", vs)
@@ -254,13 +261,17 @@ func TestCommitProtectedDirectoryReplaced(t *testing.T) {
 	must(t, os.RemoveAll(filepath.Join(m, ".git")))
 	write(t, m, ".git", "gitdir: /tmp/evil", 0o644)
 
-	vs, err := Commit(upper, ws, testProtected)
+	vs, err := Commit(t.Context(), upper, ws, testOptions(testProtected))
 	must(t, err)
+	// Replacing .git is dropped whole: nothing of the host's git
+	// directory goes.
 	want := map[string]string{
 		".claude":               "dir 755",
 		".claude/settings.json": "file 644 {}",
 		".git":                  "dir 755",
 		".git/config":           "file 644 cfg",
+		".git/objects":          "dir 755",
+		".git/objects/x":        "file 644 obj",
 	}
 	if diff := cmp.Diff(want, tree(t, ws)); diff != "" {
 		t.Errorf("host workspace (-want +got):\n%s", diff)
@@ -268,7 +279,7 @@ func TestCommitProtectedDirectoryReplaced(t *testing.T) {
 	got := keys(vs)
 	wantV := []vkey{
 		{".claude", detailChange, "protected:**/.claude/**"},
-		{".git/config", detailRemove, "protected:**/.git/config"},
+		{".git", detailChange, ruleDotGit},
 	}
 	if diff := cmp.Diff(wantV, got); diff != "" {
 		t.Errorf("violations (-want +got):\n%s", diff)
@@ -298,7 +309,7 @@ func TestCommitNeverWritesThroughHostSymlinks(t *testing.T) {
 	must(t, unix.Mknod(filepath.Join(upper, "w"), unix.S_IFCHR, 0))
 
 	before := tree(t, outside)
-	_, err := Commit(upper, ws, testProtected)
+	_, err := Commit(t.Context(), upper, ws, testOptions(testProtected))
 	if _, statErr := os.Lstat("/etc/" + pwned); statErr == nil {
 		os.Remove("/etc/" + pwned)
 		t.Fatal("Commit wrote into /etc through a host symlink")
@@ -330,7 +341,7 @@ func TestCommitSymlinksAreCopiedNotFollowed(t *testing.T) {
 	// A symlink may not stand in for a protected file either.
 	must(t, os.Symlink("/tmp/evil", filepath.Join(upper, "CLAUDE.md")))
 
-	vs, err := Commit(upper, ws, testProtected)
+	vs, err := Commit(t.Context(), upper, ws, testOptions(testProtected))
 	must(t, err)
 	want := map[string]string{
 		"shadow":  "link /etc/shadow",
@@ -359,7 +370,7 @@ func TestCommitUserXattrOpaqueAndSpecialFiles(t *testing.T) {
 	write(t, upper, "setuid", "x", 0o755)
 	must(t, os.Chmod(filepath.Join(upper, "setuid"), 0o755|os.ModeSetuid))
 
-	vs, err := Commit(upper, ws, testProtected)
+	vs, err := Commit(t.Context(), upper, ws, testOptions(testProtected))
 	must(t, err)
 	want := map[string]string{
 		"d":      "dir 755",
@@ -393,7 +404,7 @@ func TestCommitRefusesMetacopy(t *testing.T) {
 	if err := unix.Setxattr(filepath.Join(upper, "big"), "user.overlay.metacopy", nil, 0); err != nil {
 		t.Skipf("user xattrs not supported: %v", err)
 	}
-	_, err := Commit(upper, ws, nil)
+	_, err := Commit(t.Context(), upper, ws, testOptions(nil))
 	if err == nil || !strings.Contains(err.Error(), "metacopy") {
 		t.Fatalf("Commit = %v, want a metacopy error", err)
 	}
@@ -403,11 +414,11 @@ func TestCommitRefusesMetacopy(t *testing.T) {
 }
 
 func TestCommitMissingDirs(t *testing.T) {
-	_, err := Commit(filepath.Join(t.TempDir(), "nope"), t.TempDir(), nil)
+	_, err := Commit(t.Context(), filepath.Join(t.TempDir(), "nope"), t.TempDir(), testOptions(nil))
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Commit with a missing upper dir = %v, want ErrNotExist", err)
 	}
-	_, err = Commit(t.TempDir(), filepath.Join(t.TempDir(), "nope"), nil)
+	_, err = Commit(t.Context(), t.TempDir(), filepath.Join(t.TempDir(), "nope"), testOptions(nil))
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Commit with a missing workspace = %v, want ErrNotExist", err)
 	}

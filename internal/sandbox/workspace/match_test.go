@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestMatch(t *testing.T) {
@@ -50,6 +51,18 @@ func TestMatch(t *testing.T) {
 		{"/etc/passwd", OutsidePattern},
 		{"src/main.go", ""},
 		{".", ""},
+		// Unicode and Windows spellings of the same names.
+		{"ＣＬＡＵＤＥ.md", "**/CLAUDE.md"},
+		{"sub/CLA\u200bUDE.md", "**/CLAUDE.md"},
+		{"CLAUDE.md.", "**/CLAUDE.md"},
+		{"CLAUDE.md ", "**/CLAUDE.md"},
+		{".Ｃlaude/settings.json", ".claude/**"},
+		{".\u200bclaude", ".claude/**"},
+		{".GIT/HOOKS/pre-commit", "**/.git/hooks/**"},
+		{"x/.g\u200dit/config", "**/.git/config"},
+		{"x/\uff0egit/config", "**/.git/config"},
+		{"MAKEFILE.LOCK", "[Mm]akefile.lock"},
+		{"CLAUDE\u0301.md", ""}, // a visible accent is another name
 	}
 	for _, tt := range tests {
 		pat, ok := Match(protected, tt.rel)
@@ -66,7 +79,7 @@ func TestValidatePattern(t *testing.T) {
 			t.Errorf("ValidatePattern(%q) = %v, want nil", p, err)
 		}
 	}
-	bad := []string{"", "/abs", "a//b", "a/../b", "./a", "a**", "**x/y", "[", "a/[b", "a\x00b"}
+	bad := []string{"", "/abs", "a//b", "a/../b", "./a", "a**", "**x/y", "[", "a/[b", "a\x00b", "x.", "a /b", "**/name."}
 	for _, p := range bad {
 		if err := ValidatePattern(p); err == nil {
 			t.Errorf("ValidatePattern(%q) = nil, want an error", p)
@@ -152,6 +165,14 @@ func FuzzMatch(f *testing.F) {
 		if isASCII(rel) {
 			if _, up := Match([]string{pattern}, strings.ToUpper(rel)); up != ok {
 				t.Fatalf("upper-casing %q changed the result", rel)
+			}
+		}
+		// Invisible code points and fullwidth forms change nothing.
+		// (Within the segments of a clean path: a segment of nothing but
+		// invisible code points is a directory of its own.)
+		if clean := path.Clean(rel); utf8.ValidString(rel) && !strings.Contains(rel, "..") && !strings.HasPrefix(clean, "/") && clean != "." {
+			if _, z := Match([]string{pattern}, strings.ReplaceAll(clean, "/", "\u200b/")+"\u200b"); z != ok {
+				t.Fatalf("zero-width spaces in %q changed the result", clean)
 			}
 		}
 		// Anything leaving the workspace is protected.
