@@ -29,6 +29,18 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) add()       { c.n.Add(1) }
 func (c *counter) get() int64 { return c.n.Load() }
 
+// settle returns the count once it has stayed at least want for a
+// moment, or after a few seconds: a connection the kernel accepted may
+// not have reached the listener's accept loop yet.
+func (c *counter) settle(want int64) int64 {
+	deadline := time.Now().Add(5 * time.Second)
+	for c.get() < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // and no more than want arrive
+	return c.get()
+}
+
 // hostHelper is a host process carrying a unique marker in its argv. A
 // sandbox must neither see it in /proc nor be able to signal it.
 type hostHelper struct {
