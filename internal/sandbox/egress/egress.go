@@ -250,7 +250,6 @@ type Gate struct {
 	// maxConns bounds conns; refused rate-limits the audit records of
 	// connections refused by a bound (limit.go).
 	maxConns int
-	refused  refusals
 
 	mu     sync.Mutex
 	policy Policy

@@ -3,7 +3,6 @@ package egress
 import (
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,9 +24,8 @@ import (
 // A connection past a bound gets a one-line 429 answer (an HTTP client
 // reads it; anything else just sees the connection end) and is closed;
 // the refusal is a sandbox.Violation (rule "limit:network.max_connections",
-// "limit:network.max_connection_rate" or "limit:daemon") and counted, and
-// the audit log gets at most one record per second per kind and sandbox,
-// naming how many were refused since the last.
+// "limit:network.max_connection_rate" or "limit:daemon"), an audit record
+// and a count (the audit log and the session coalesce repeats).
 
 // DefaultServerMaxConnections is the daemon-wide bound of Options.
 const DefaultServerMaxConnections = 4096
@@ -97,40 +95,6 @@ func (s *serverConns) acquire() bool {
 
 func (s *serverConns) release() { s.open.Add(-1) }
 
-// refusals rate-limits the audit records of limit refusals: the first of
-// each kind at once, then at most one a second, with the count since.
-type refusals struct {
-	mu    sync.Mutex
-	kinds map[string]*refusalKind
-}
-
-type refusalKind struct {
-	last    time.Time
-	pending int // refused since the last record
-}
-
-// note counts a refusal of kind and reports whether to write a record
-// now, and how many refusals it stands for.
-func (r *refusals) note(kind string, now time.Time) (bool, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kinds == nil {
-		r.kinds = map[string]*refusalKind{}
-	}
-	k := r.kinds[kind]
-	if k == nil {
-		k = &refusalKind{}
-		r.kinds[kind] = k
-	}
-	k.pending++
-	if !k.last.IsZero() && now.Sub(k.last) < time.Second {
-		return false, 0
-	}
-	n := k.pending
-	k.last, k.pending = now, 0
-	return true, n
-}
-
 // limitAnswer is what a client past a bound reads: one small write, which
 // a fresh connection's empty send buffer always takes at once.
 const limitAnswer = "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\nX-Agentbox-Denied: %s\r\n\r\n%s"
@@ -165,13 +129,10 @@ func (g *Gate) refuseConn(c net.Conn, rule, reason string) {
 	// Reported first: by the time the client reads the answer, the
 	// refusal is on record.
 	g.s.metrics.decisions.WithLabelValues("accept", "deny", "limit").Inc()
-	if write, n := g.refused.note(rule, time.Now()); write {
-		r := reason
-		if n > 1 {
-			r = fmt.Sprintf("%s (%d connections refused by this limit since the last record)", reason, n)
-		}
-		g.audit(Record{Type: "egress", Decision: "deny", By: "limit", Via: "accept", Rule: rule, Reason: r})
-	}
+	// A flood of refusals costs a bounded number of audit lines: the
+	// audit log coalesces deny records per sandbox (sandbox.Coalescer),
+	// as the session coalesces the violations.
+	g.audit(Record{Type: "egress", Decision: "deny", By: "limit", Via: "accept", Rule: rule, Reason: reason})
 	if g.cfg.OnViolation != nil {
 		g.cfg.OnViolation(sandbox.Violation{
 			Kind: sandbox.ViolationNetwork, Detail: reason, Target: ProxyURL(g.port), Rule: rule, Action: "blocked",
