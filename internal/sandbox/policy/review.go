@@ -24,7 +24,11 @@ import "slices"
 //     .package-lock.json, packages' own dot-files); the code in
 //     node_modules runs only when the project is run, and its non-hidden
 //     files reach the host without review anyway, so holding its hidden
-//     ones would protect nothing and make every install a review.
+//     ones would protect nothing and make every install a review;
+//   - .pytest_cache/**, .mypy_cache/**, .ruff_cache/**: data the test
+//     runner and the checkers write for themselves (which tests failed,
+//     type and lint results), read back as data, never run; holding them
+//     would make every test run an agent starts a review.
 //
 // Protected patterns and the .git rules apply inside exempt paths too.
 var defaultReviewExempt = []string{
@@ -39,6 +43,9 @@ var defaultReviewExempt = []string{
 	"**/.npmignore",
 	"**/.github/**",
 	"**/node_modules/**",
+	"**/.pytest_cache/**",
+	"**/.mypy_cache/**",
+	"**/.ruff_cache/**",
 }
 
 // DefaultReviewExempt returns the patterns of hidden paths applied without
