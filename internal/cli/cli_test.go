@@ -30,6 +30,8 @@ type harness struct {
 	env map[string]string
 	// signals receives the channel run registers for Ctrl-C.
 	signals chan chan<- os.Signal
+	// terminal makes the CLI take every stream for a terminal.
+	terminal bool
 }
 
 func newHarness(t *testing.T, cfg fakeapi.Config) *harness {
@@ -49,7 +51,7 @@ func (h *harness) run(ctx context.Context, in io.Reader, args ...string) result 
 	h.t.Helper()
 	e := env{
 		getenv:     func(k string) string { return h.env[k] },
-		isTerminal: func(any) bool { return false },
+		isTerminal: func(any) bool { return h.terminal },
 		notify: func(c chan<- os.Signal) func() {
 			select {
 			case h.signals <- c:
