@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/doclimit"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
@@ -57,6 +58,9 @@ func loadSecrets(path string, getenv func(string) (string, bool)) (*egress.Secre
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("secrets file: %w", err)
+	}
+	if err := doclimit.Check(b, doclimit.Default); err != nil {
+		return nil, fmt.Errorf("secrets file %s:%w", path, err)
 	}
 	var f secretsFile
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
