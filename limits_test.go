@@ -2,14 +2,18 @@ package agentbox_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox"
+	"github.com/agentbox/agentbox/client"
 )
 
 // policyBombs are policies under the API's 256 KiB limit on policy_source
@@ -129,5 +133,47 @@ func BenchmarkPolicyBombRefused(b *testing.B) {
 		if resp.StatusCode != http.StatusUnprocessableEntity {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
+	}
+}
+
+// TestEmbeddedToken: an embedded daemon given no token makes one, hands it
+// to its client in-process, and refuses requests without it; with
+// InsecureNoAuth it asks for none.
+func TestEmbeddedToken(t *testing.T) {
+	get := func(srv *agentbox.Server, token string) int {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL()+"/v1/sessions", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	dir := t.TempDir()
+	srv := start(t, agentbox.Options{DataDir: dir})
+	if len(srv.Token()) < 20 {
+		t.Fatalf("token %q", srv.Token())
+	}
+	if _, err := srv.Client().ListSessions(t.Context(), client.ListOptions{}); err != nil {
+		t.Fatalf("the embedded client: %v", err)
+	}
+	if got := get(srv, ""); got != http.StatusUnauthorized {
+		t.Errorf("without the token: %d", got)
+	}
+	if got := get(srv, srv.Token()); got != http.StatusOK {
+		t.Errorf("with the token: %d", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, client.TokenFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("embedded mode wrote a token file: %v", err)
+	}
+	open := start(t, agentbox.Options{InsecureNoAuth: true})
+	if got := get(open, ""); got != http.StatusOK || open.Token() != "" {
+		t.Errorf("InsecureNoAuth: %d, token %q", got, open.Token())
 	}
 }
