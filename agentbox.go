@@ -9,6 +9,7 @@ package agentbox
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"time"
@@ -25,9 +26,15 @@ type Options struct {
 	Listen string
 	// DataDir holds the database and workspaces.
 	DataDir string
-	// Token, when set, is required from clients (the returned Client sends
-	// it).
-	Token string
+	// Token is required from clients; the returned Client sends it. When
+	// empty, Start makes a random one, kept in memory (see Server.Token),
+	// unless InsecureNoAuth is set.
+	Token          string
+	InsecureNoAuth bool
+	// AllowedHosts and CORSOrigins are the names clients may reach the
+	// daemon by and the browser origins allowed to call it (see
+	// daemon.Config).
+	AllowedHosts, CORSOrigins []string
 	// PermissionTimeout denies unanswered permission requests (default 5m).
 	PermissionTimeout time.Duration
 	// ShutdownTimeout bounds Close (default 10s).
@@ -64,8 +71,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Token == "" && !opts.InsecureNoAuth {
+		// Handed to the client in-process: no file needed.
+		opts.Token = rand.Text()
+	}
 	d, err := daemon.New(ctx, daemon.Config{
-		Listen: opts.Listen, DataDir: opts.DataDir, Token: opts.Token,
+		Listen: opts.Listen, DataDir: opts.DataDir, Token: opts.Token, InsecureNoAuth: opts.InsecureNoAuth,
+		AllowedHosts: opts.AllowedHosts, CORSOrigins: opts.CORSOrigins,
 		GlobalPolicy: opts.GlobalPolicy, SessionPolicy: opts.SessionPolicy,
 		PermissionTimeout: opts.PermissionTimeout, ShutdownTimeout: opts.ShutdownTimeout, Log: opts.Logger,
 		SecretsFile: opts.SecretsFile, NetworkAskTimeout: opts.NetworkAskTimeout, EgressCAFile: opts.EgressCAFile,
@@ -95,6 +107,10 @@ func (s *Server) Client() *client.Client { return s.c }
 
 // URL is the daemon's base URL.
 func (s *Server) URL() string { return s.d.URL() }
+
+// Token is the bearer token the daemon requires ("" with InsecureNoAuth),
+// for other clients of it.
+func (s *Server) Token() string { return s.d.Token() }
 
 // Close shuts the daemon down gracefully: live sessions are marked
 // interrupted and their agents stopped.

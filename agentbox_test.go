@@ -288,12 +288,13 @@ func (p *cutProxy) serve(conn net.Conn, target string, limit int64) {
 // the connection at random points: the SDK's stream, resuming with
 // Last-Event-ID, must deliver every event exactly once and in order.
 func TestSSEResumeAcrossCuts(t *testing.T) {
-	srv := start(t, agentbox.Options{})
+	// The proxy's port is not the daemon's: allow 127.0.0.1 on any port.
+	srv := start(t, agentbox.Options{AllowedHosts: []string{"127.0.0.1"}})
 	target := strings.TrimPrefix(srv.URL(), "http://")
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			proxy := newCutProxy(t, target, seed)
-			pc, err := client.New("http://" + proxy.ln.Addr().String())
+			pc, err := client.New("http://"+proxy.ln.Addr().String(), client.WithToken(srv.Token()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +404,12 @@ func TestMetrics(t *testing.T) {
 	if _, err := c.WaitTurn(t.Context(), s.ID, turn.TurnID, 0, func(event.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(srv.URL() + "/metrics")
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+srv.Token())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -38,9 +39,10 @@ type Client struct {
 type Option func(*config)
 
 type config struct {
-	hc        *http.Client
-	token     string
-	userAgent string
+	hc         *http.Client
+	token      string
+	localToken bool
+	userAgent  string
 }
 
 // WithToken sends "Authorization: Bearer token" with every request.
@@ -70,6 +72,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, fmt.Errorf("client: base URL %q: no query, fragment or credentials allowed", baseURL)
+	}
+	if cfg.localToken && cfg.token == "" {
+		tok, err := LocalToken(baseURL, os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		cfg.token = tok
 	}
 	c := &Client{token: cfg.token, userAgent: cfg.userAgent, hc: cfg.hc}
 	switch u.Scheme {

@@ -16,6 +16,7 @@ const (
 	ProblemBadRequest           = ProblemTypeBase + "bad-request"            // 400: malformed JSON, missing body
 	ProblemValidation           = ProblemTypeBase + "validation"             // 422: the input breaks the schema or a rule
 	ProblemUnauthorized         = ProblemTypeBase + "unauthorized"           // 401: missing or wrong bearer token
+	ProblemForbidden            = ProblemTypeBase + "forbidden"              // 403: the Host or Origin is not one the daemon answers
 	ProblemNotFound             = ProblemTypeBase + "not-found"              // 404: no such route, session, permission or question
 	ProblemMethodNotAllowed     = ProblemTypeBase + "method-not-allowed"     // 405
 	ProblemNotAcceptable        = ProblemTypeBase + "not-acceptable"         // 406
@@ -152,6 +153,10 @@ func IsNotFound(err error) bool { return HasProblemType(err, ProblemNotFound) }
 
 // IsUnauthorized reports whether err says the token is missing or wrong.
 func IsUnauthorized(err error) bool { return HasProblemType(err, ProblemUnauthorized) }
+
+// IsForbidden reports a request refused for its Host or Origin header: it
+// came through a name or from a web page the daemon does not answer.
+func IsForbidden(err error) bool { return HasProblemType(err, ProblemForbidden) }
 
 // IsValidation reports whether err says the request was malformed.
 func IsValidation(err error) bool { return HasProblemType(err, ProblemValidation) }

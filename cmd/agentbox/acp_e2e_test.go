@@ -19,7 +19,9 @@ func TestCustomACPAgent(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	file := filepath.Join(dir, "agents.yaml")
-	conf := fmt.Sprintf("acp:\n  - name: nested\n    title: agentbox inside agentbox\n    command: %s\n    args: [acp, --agent, mock, --url, 'http://127.0.0.1:%d']\n", binary, port)
+	// The nested CLI finds the daemon's token where it would on the
+	// command line: in the token file of the data directory.
+	conf := fmt.Sprintf("acp:\n  - name: nested\n    title: agentbox inside agentbox\n    command: %s\n    args: [acp, --agent, mock, --url, 'http://127.0.0.1:%d']\n    env: {AGENTBOX_DATA_DIR: %q}\n", binary, port, dir)
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

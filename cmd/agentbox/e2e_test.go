@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,10 +45,11 @@ func TestMain(m *testing.M) {
 }
 
 type daemonProc struct {
-	cmd *exec.Cmd
-	url string
-	c   *client.Client
-	log *bytes.Buffer
+	cmd   *exec.Cmd
+	url   string
+	token string // from its token file
+	c     *client.Client
+	log   *bytes.Buffer
 }
 
 func freePort(t testing.TB) int {
@@ -115,7 +117,15 @@ func startDaemonOn(t *testing.T, dataDir string, port int, extra ...string) *dae
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &daemonProc{cmd: cmd, url: url, c: c, log: &logs.Buffer}
+	// Started without --token: the daemon's token is in its data dir.
+	tok, err := client.ReadTokenFile(filepath.Join(dataDir, client.TokenFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = client.New(url, client.WithToken(tok)); err != nil {
+		t.Fatal(err)
+	}
+	return &daemonProc{cmd: cmd, url: url, token: tok, c: c, log: &logs.Buffer}
 }
 
 func (d *daemonProc) kill9(t *testing.T) {
@@ -339,6 +349,154 @@ func waitStatus(t *testing.T, c *client.Client, id, status string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("session %s never reached %s", id, status)
+}
+
+// TestTokenFile: a daemon started without --token makes a token in
+// DATA_DIR/token, mode 0600, requires it, and keeps it across restarts; the
+// CLI reads it by itself, for a daemon on this machine only; with
+// --insecure-no-auth there is no token at all.
+func TestTokenFile(t *testing.T) {
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
+	path := filepath.Join(dataDir, client.TokenFileName)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %04o, want 0600", st.Mode().Perm())
+	}
+	tok, err := client.ReadTokenFile(path)
+	if err != nil || len(tok) < 32 {
+		t.Fatalf("token %q: %v", tok, err)
+	}
+	bare, err := client.New(d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bare.ListSessions(t.Context(), client.ListOptions{}); !client.IsUnauthorized(err) {
+		t.Fatalf("without the token: %v, want 401", err)
+	}
+	if _, err := d.c.ListSessions(t.Context(), client.ListOptions{}); err != nil {
+		t.Fatalf("with the file's token: %v", err)
+	}
+
+	cli := func(env ...string) (string, error) {
+		cmd := exec.Command(binary, "sessions", "list")
+		cmd.Env = append([]string{"HOME=" + t.TempDir(), "AGENTBOX_URL=" + d.url}, env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cli("AGENTBOX_DATA_DIR=" + dataDir); err != nil {
+		t.Fatalf("the CLI with AGENTBOX_DATA_DIR: %v\n%s", err, out)
+	}
+	if out, err := cli(); err == nil || !strings.Contains(out, "401") || !strings.Contains(out, "DATA_DIR/token") {
+		t.Fatalf("the CLI without the data dir: %v\n%s", err, out)
+	}
+	// The default data dir is found from HOME.
+	home := t.TempDir()
+	share := filepath.Join(home, ".local", "share", "agentbox")
+	if err := os.MkdirAll(share, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(share, "token"), []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "sessions", "list")
+	cmd.Env = []string{"HOME=" + home, "AGENTBOX_URL=" + d.url}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the CLI with the default data dir: %v\n%s", err, out)
+	}
+
+	// Restarted, the daemon keeps its token.
+	d.kill9(t)
+	d2 := startDaemon(t, dataDir)
+	if tok2, _ := client.ReadTokenFile(path); tok2 != tok {
+		t.Errorf("the token changed across a restart")
+	}
+	d2.kill9(t)
+
+	// A token file others can read is refused, by the daemon and the CLI.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command(binary, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--data-dir", dataDir)
+	srv.Env = []string{"HOME=" + dataDir}
+	if out, err := srv.CombinedOutput(); err == nil || !strings.Contains(string(out), "chmod 600") {
+		t.Errorf("serve with a token file of mode 0644: %v\n%s", err, out)
+	}
+	if out, err := cli("AGENTBOX_DATA_DIR=" + dataDir); err == nil || !strings.Contains(out, "chmod 600") {
+		t.Errorf("the CLI with a token file of mode 0644: %v\n%s", err, out)
+	}
+
+	// --insecure-no-auth: no token, no file.
+	open := t.TempDir()
+	port := freePort(t)
+	insecure := exec.Command(binary, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", open, "--insecure-no-auth")
+	insecure.Env = []string{"HOME=" + open}
+	if err := insecure.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = insecure.Process.Kill(); _ = insecure.Wait() })
+	oc, _ := client.New(fmt.Sprintf("http://127.0.0.1:%d", port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := oc.ListSessions(t.Context(), client.ListOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--insecure-no-auth daemon: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(open, client.TokenFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--insecure-no-auth wrote a token file: %v", err)
+	}
+}
+
+// TestDNSRebinding is the attack through the real binary: a request for the
+// daemon that names another host (a page's own name, resolved to 127.0.0.1)
+// is refused before it can create a session, even with the right token;
+// --allowed-hosts lets a name through.
+func TestDNSRebinding(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "--allowed-hosts", "agentbox.test")
+	port := strings.TrimPrefix(d.url, "http://127.0.0.1:")
+	post := func(host string, hdr ...string) int {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", d.url+"/v1/sessions", strings.NewReader(`{"agent":"mock"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+d.token)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for host, want := range map[string]int{
+		"attacker.example:" + port: 403,
+		"localhost.:" + port:       201,
+		"127.0.0.1:" + port:        201,
+		"agentbox.test:" + port:    201,
+	} {
+		if got := post(host); got != want {
+			t.Errorf("Host %s: %d, want %d", host, got, want)
+		}
+	}
+	if got := post("127.0.0.1:"+port, "Origin", "http://attacker.example"); got != 403 {
+		t.Errorf("a foreign Origin: %d, want 403", got)
+	}
+	list, err := d.c.ListSessions(t.Context(), client.ListOptions{})
+	if err != nil || len(list.Sessions) != 3 {
+		t.Errorf("sessions %d (%v), want the 3 allowed", len(list.Sessions), err)
+	}
 }
 
 // TestNonLoopbackNeedsToken: the daemon refuses to listen on a non-loopback

@@ -18,7 +18,8 @@ func TestBinarySandbox(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("sandboxes need root here")
 	}
-	d := startDaemon(t, t.TempDir())
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -32,7 +33,7 @@ func TestBinarySandbox(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, binary, tc.args...)
-			cmd.Env = []string{"AGENTBOX_URL=" + d.url, "PATH=/usr/bin:/bin"}
+			cmd.Env = []string{"AGENTBOX_URL=" + d.url, "AGENTBOX_DATA_DIR=" + dataDir, "PATH=/usr/bin:/bin"}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("agentbox %s: %v\n%s", strings.Join(tc.args, " "), err, out)

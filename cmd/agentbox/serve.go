@@ -20,10 +20,11 @@ import (
 // daemon.Config; flags win over the environment.
 func serveCommand() *cobra.Command {
 	var (
-		cfg      daemon.Config
-		cors     string
-		logLevel string
-		envErrs  []error
+		cfg          daemon.Config
+		cors         string
+		allowedHosts string
+		logLevel     string
+		envErrs      []error
 	)
 	envDuration := func(name string, def time.Duration) time.Duration {
 		v, ok := os.LookupEnv(name)
@@ -42,7 +43,16 @@ func serveCommand() *cobra.Command {
 		Long: `Run the agentbox daemon: the HTTP/SSE API, the session engine and the event store.
 
 Every flag can also be set with an environment variable (shown in brackets).
-Listening on a non-loopback address requires --token.`,
+
+Clients must send a bearer token. Without --token, the daemon uses the one in
+DATA_DIR/token (mode 0600), making it on first start; the CLI reads it from
+there by itself. --insecure-no-auth turns authentication off. Listening on a
+non-loopback address requires --token.
+
+Requests whose Host header is not a loopback address, localhost, the address
+the daemon listens on or a name given with --allowed-hosts are refused, and so
+are browser requests from origins not given with --cors-origins: a web page
+cannot drive the daemon through DNS rebinding or cross-site requests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(envErrs) > 0 {
@@ -55,6 +65,9 @@ Listening on a non-loopback address requires --token.`,
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			if cors != "" {
 				cfg.CORSOrigins = strings.Split(cors, ",")
+			}
+			if allowedHosts != "" {
+				cfg.AllowedHosts = strings.Split(allowedHosts, ",")
 			}
 			// SIGINT and SIGTERM both mean a graceful shutdown.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -71,8 +84,9 @@ Listening on a non-loopback address requires --token.`,
 	f.StringVar(&cfg.DataDir, "data-dir", env("AGENTBOX_DATA_DIR", ""), "data directory (default ~/.local/share/agentbox) [AGENTBOX_DATA_DIR]")
 	f.StringVar(&cfg.DBPath, "db", env("AGENTBOX_DB", ""), "SQLite database file (default DATA_DIR/agentbox.db) [AGENTBOX_DB]")
 	f.StringVar(&cfg.Token, "token", env("AGENTBOX_TOKEN", ""), "bearer token clients must send [AGENTBOX_TOKEN]")
-	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback listener without a token")
-	f.StringVar(&cors, "cors-origins", env("AGENTBOX_CORS_ORIGINS", ""), "comma-separated origins allowed by CORS, or * [AGENTBOX_CORS_ORIGINS]")
+	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "no authentication: no token, not even DATA_DIR/token; any local user (or anyone, on a non-loopback address) drives the daemon")
+	f.StringVar(&allowedHosts, "allowed-hosts", env("AGENTBOX_ALLOWED_HOSTS", ""), "comma-separated names (or name:port) clients may reach the daemon by, besides loopback addresses, localhost and the listen address; * allows any Host [AGENTBOX_ALLOWED_HOSTS]")
+	f.StringVar(&cors, "cors-origins", env("AGENTBOX_CORS_ORIGINS", ""), "comma-separated browser origins allowed to call the API (CORS), or *; browser requests from other origins are refused [AGENTBOX_CORS_ORIGINS]")
 	f.DurationVar(&cfg.PermissionTimeout, "permission-timeout", envDuration("AGENTBOX_PERMISSION_TIMEOUT", 5*time.Minute), "deny unanswered permission requests after this [AGENTBOX_PERMISSION_TIMEOUT]")
 	f.IntVar(&cfg.MaxPendingRequests, "max-pending-requests", envInt("AGENTBOX_MAX_PENDING_REQUESTS", daemon.DefaultMaxPendingRequests), "permission requests and questions one session may have waiting at once; further ones are denied by the daemon and reported [AGENTBOX_MAX_PENDING_REQUESTS]")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("AGENTBOX_SHUTDOWN_TIMEOUT", daemon.DefaultShutdownTimeout), "graceful shutdown deadline; agents are killed after it [AGENTBOX_SHUTDOWN_TIMEOUT]")

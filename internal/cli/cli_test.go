@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,8 @@ type harness struct {
 	env map[string]string
 	// signals receives the channel run registers for Ctrl-C.
 	signals chan chan<- os.Signal
+	// terminal makes the CLI take every stream for a terminal.
+	terminal bool
 }
 
 func newHarness(t *testing.T, cfg fakeapi.Config) *harness {
@@ -49,7 +52,7 @@ func (h *harness) run(ctx context.Context, in io.Reader, args ...string) result 
 	h.t.Helper()
 	e := env{
 		getenv:     func(k string) string { return h.env[k] },
-		isTerminal: func(any) bool { return false },
+		isTerminal: func(any) bool { return h.terminal },
 		notify: func(c chan<- os.Signal) func() {
 			select {
 			case h.signals <- c:
@@ -541,4 +544,47 @@ func TestColor(t *testing.T) {
 	if !a.interactive(strings.NewReader("")) || a.interactive(os.Stdin) {
 		t.Fatal("interactive: a reader given on purpose is asked, a file that is no terminal is not")
 	}
+}
+
+// TestTokenFile: without --token or AGENTBOX_TOKEN, the CLI sends the token
+// a daemon on this machine keeps in its data directory; one others can
+// read is refused; a 401 says where the token is.
+func TestTokenFile(t *testing.T) {
+	t.Parallel()
+	const token = "file-t0ken"
+	h := newHarness(t, fakeapi.Config{Token: token})
+	r := h.run(t.Context(), nil, "agents")
+	r.check(t, 1, nil, []string{"401", "DATA_DIR/token", "AGENTBOX_DATA_DIR"})
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, client.TokenFileName)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.env["AGENTBOX_DATA_DIR"] = dir
+	r = h.run(t.Context(), nil, "agents")
+	r.check(t, 0, []string{"mock"}, nil)
+	// The default data dir, from HOME.
+	delete(h.env, "AGENTBOX_DATA_DIR")
+	home := t.TempDir()
+	share := filepath.Join(home, ".local", "share", "agentbox")
+	if err := os.MkdirAll(share, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(share, client.TokenFileName), []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.env["HOME"] = home
+	r = h.run(t.Context(), nil, "agents")
+	r.check(t, 0, []string{"mock"}, nil)
+	// A flag or the environment wins over the file.
+	r = h.run(t.Context(), nil, "agents", "--token", "wrong")
+	r.check(t, 1, nil, []string{"401"})
+
+	h.env["AGENTBOX_DATA_DIR"] = dir
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(t.Context(), nil, "agents")
+	r.check(t, 1, nil, []string{"chmod 600"})
 }

@@ -68,19 +68,28 @@ signal N ended it (as when it hit its memory, pids or output limit).`,
 				res, err = c.Exec(cmd.Context(), req)
 			} else {
 				stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-				res, err = c.ExecStream(cmd.Context(), req, func(ch client.OutputChunk) {
-					w := stdout
-					if ch.Stream == "stderr" {
-						w = stderr
+				// Output goes to a pipe or file byte for byte; to a
+				// terminal, inert (see termSafe).
+				show := func(w io.Writer) func(string) string {
+					if a.env.isTerminal(w) {
+						return termSafe
 					}
-					_, _ = io.WriteString(w, ch.Data) // a closed terminal loses nothing we could save
+					return func(s string) string { return s }
+				}
+				outText, errText := show(stdout), show(stderr)
+				res, err = c.ExecStream(cmd.Context(), req, func(ch client.OutputChunk) {
+					w, text := stdout, outText
+					if ch.Stream == "stderr" {
+						w, text = stderr, errText
+					}
+					_, _ = io.WriteString(w, text(ch.Data)) // a closed terminal loses nothing we could save
 				})
 			}
 			if err != nil {
 				return err
 			}
 			if a.json {
-				if err := printJSON(cmd.OutOrStdout(), res); err != nil {
+				if err := printJSON(a.jsonTerminal(cmd.OutOrStdout()), res); err != nil {
 					return err
 				}
 			} else {
@@ -209,9 +218,10 @@ func readFileLimited(path string) ([]byte, error) {
 
 // reportExec tells on stderr what the output does not: a limit hit,
 // truncation, violations.
+// Messages and details may quote the sandbox: they are made inert.
 func reportExec(w io.Writer, res client.ExecResult) {
 	if res.Error != nil {
-		fmt.Fprintf(w, "agentbox: %s: %s\n", res.Error.Code, res.Error.Message)
+		fmt.Fprintf(w, "agentbox: %s: %s\n", termSafe(res.Error.Code), termSafe(res.Error.Message))
 	} else if res.Truncated {
 		fmt.Fprintln(w, "agentbox: output truncated at the policy's limit")
 	}
@@ -219,7 +229,7 @@ func reportExec(w io.Writer, res client.ExecResult) {
 		if v.Kind == "resource" && res.Error != nil {
 			continue // told above
 		}
-		fmt.Fprintf(w, "agentbox: %s violation (%s): %s\n", v.Kind, v.Action, v.Detail)
+		fmt.Fprintf(w, "agentbox: %s violation (%s): %s\n", termSafe(v.Kind), termSafe(v.Action), termSafe(v.Detail))
 	}
 }
 

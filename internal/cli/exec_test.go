@@ -109,3 +109,26 @@ func TestExecCommandJSON(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 }
+
+// TestExecTerminal checks that a command's output reaches a terminal inert
+// and a pipe byte for byte.
+func TestExecTerminal(t *testing.T) {
+	h := newExecHarness(t)
+	const script = `printf 'a\033]52;c;aGk=\007b\302\233c\n'; printf 'e\033[2Kf\n' >&2`
+	h.terminal = false
+	r := h.run(t.Context(), nil, "exec", "--", "sh", "-c", script)
+	if r.code != 0 || r.stdout != "a\x1b]52;c;aGk=\x07b\u009bc\n" || r.stderr != "e\x1b[2Kf\n" {
+		t.Fatalf("to a pipe: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	h.terminal = true
+	r = h.run(t.Context(), nil, "exec", "--", "sh", "-c", script)
+	if r.code != 0 || r.stdout != `a\x1b]52;c;aGk=\x07b\u009bc`+"\n" || r.stderr != `e\x1b[2Kf`+"\n" {
+		t.Fatalf("to a terminal: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = h.run(t.Context(), nil, "--json", "exec", "--", "sh", "-c", script)
+	checkInert(t, "exec --json on a terminal", r.stdout)
+	var res client.ExecResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Stdout != "a\x1b]52;c;aGk=\x07b\u009bc\n" {
+		t.Fatalf("exec --json on a terminal: %v %+v", err, res)
+	}
+}

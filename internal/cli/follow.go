@@ -209,8 +209,10 @@ func (f *follower) handle(ctx context.Context, ev event.Event) (done bool, err e
 	return f.stop(ctx, ev)
 }
 
+// pendingOf reads a request to ask, with its text made inert for the
+// terminal the prompt goes to.
 func (f *follower) pendingOf(ev event.Event) *pending {
-	p, err := ev.Decode()
+	_, p, err := decodeForTerminal(ev)
 	if err != nil {
 		return nil
 	}
@@ -226,7 +228,7 @@ func (f *follower) pendingOf(ev event.Event) *pending {
 // resolved drops a request that was settled, by us or elsewhere.
 func (f *follower) resolved(ev event.Event) {
 	var id string
-	switch p, _ := ev.Decode(); p := p.(type) {
+	switch _, p, _ := decodeForTerminal(ev); p := p.(type) {
 	case *event.PermissionResolved:
 		id = p.ID
 	case *event.QuestionResolved:

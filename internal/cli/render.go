@@ -77,9 +77,11 @@ func (r *Renderer) Err() error { return r.err }
 // Flush ends a partly written line.
 func (r *Renderer) Flush() { r.endLine() }
 
-// Render writes one event.
+// Render writes one event. Every string in it is made inert first (see
+// decodeForTerminal): the colour codes added here are the only control
+// sequences the output holds.
 func (r *Renderer) Render(ev event.Event) {
-	p, err := ev.Decode()
+	ev, p, err := decodeForTerminal(ev)
 	if err != nil {
 		r.line(r.paint(styleRed, fmt.Sprintf("? undecodable %s event (seq %d): %v", ev.Type, ev.Seq, err)))
 		return

@@ -75,6 +75,9 @@ func ExitCode(err error) int {
 // second. It copes with such a context, but cannot tell SIGTERM apart then.
 func Execute(ctx context.Context, root *cobra.Command) int {
 	err := root.ExecuteContext(ctx)
+	if client.IsUnauthorized(err) {
+		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine: set AGENTBOX_DATA_DIR to that data directory, or pass --token)", err)
+	}
 	// An ExitError without a cause passes a code through (agentbox exec
 	// exits with its command's status) and has nothing to say.
 	var ee *ExitError
@@ -139,7 +142,7 @@ These commands talk to a running daemon; see --url.`,
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.url, "url", DefaultURL, "daemon URL: http(s)://host:port or unix:///path/to.sock (env "+EnvURL+")")
-	pf.StringVar(&a.token, "token", "", "bearer token for the daemon (env "+EnvToken+")")
+	pf.StringVar(&a.token, "token", "", "bearer token for the daemon (env "+EnvToken+"; default: for a daemon on this machine, the one in its data directory, AGENTBOX_DATA_DIR or ~/.local/share/agentbox)")
 	pf.BoolVar(&a.json, "json", false, "print JSON (events as JSON lines) instead of text")
 	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.agentsCmd(), a.policyCmd(), a.secretsCmd(), a.versionCmd(), a.acpCmd(), a.execCmd(), a.doctorCmd())
 	return root
@@ -158,9 +161,19 @@ func (a *app) endpoint(cmd *cobra.Command) (url, token string) {
 	return url, token
 }
 
-// client returns a client for the daemon.
+// client returns a client for the daemon. Without --token or
+// AGENTBOX_TOKEN, a daemon on this machine (loopback or unix socket) gets
+// the token it wrote to its data directory (AGENTBOX_DATA_DIR, else the
+// default one): see client.LocalToken.
 func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 	url, token := a.endpoint(cmd)
+	if token == "" {
+		tok, err := client.LocalToken(url, a.env.getenv)
+		if err != nil {
+			return nil, err
+		}
+		token = tok
+	}
 	return client.New(url, client.WithToken(token), client.WithUserAgent("agentbox-cli/"+a.version))
 }
 

@@ -145,7 +145,7 @@ func (a *app) newFollower(cmd *cobra.Command, c *client.Client, sessionID string
 	}
 	f.ask = a.interactive(f.in)
 	if a.json {
-		f.jsonOut = newJSONLines(out)
+		f.jsonOut = newJSONLines(a.jsonTerminal(out))
 	} else {
 		f.render = NewRenderer(out, a.colorFor(out))
 	}

@@ -50,12 +50,12 @@ func (a *app) sessionsListCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(cmd.OutOrStdout(), list)
+				return printJSON(a.jsonTerminal(cmd.OutOrStdout()), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tAGENT\tMODEL\tSTATUS\tCREATED")
 			for _, s := range list.Sessions {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, dash(s.Model), s.Status, formatTime(s.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, termSafe(s.Agent), termSafe(dash(s.Model)), s.Status, formatTime(s.CreatedAt))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -87,12 +87,12 @@ func (a *app) sessionsShowCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(cmd.OutOrStdout(), s)
+				return printJSON(a.jsonTerminal(cmd.OutOrStdout()), s)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			row := func(k, v string) {
 				if v != "" {
-					fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+					fmt.Fprintf(tw, "%s:\t%s\n", termSafe(k), termSafe(v))
 				}
 			}
 			row("ID", s.ID)
@@ -164,7 +164,7 @@ func (a *app) sessionsEventsCmd() *cobra.Command {
 // event flushes.
 func (a *app) eventWriter(w io.Writer) func(event.Event) error {
 	if a.json {
-		jl := newJSONLines(w)
+		jl := newJSONLines(a.jsonTerminal(w))
 		return func(ev event.Event) error {
 			if ev.Seq == 0 {
 				return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
+	"github.com/agentbox/agentbox/internal/doclimit"
 )
 
 // agentsFile is the file of --agents-file: agents added by configuration.
@@ -44,6 +45,9 @@ func loadAgentsFile(path string) ([]acp.Custom, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("agents file: %w", err)
+	}
+	if err := doclimit.Check(b, doclimit.Default); err != nil {
+		return nil, fmt.Errorf("agents file %s:%w", path, err)
 	}
 	var f agentsFile
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&f); err != nil && !errors.Is(err, io.EOF) {

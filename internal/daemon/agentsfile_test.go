@@ -21,6 +21,8 @@ func TestAgentsFile(t *testing.T) {
 		{name: "unknown field", src: "acp:\n  - name: a\n    command: x\n    cmd: y\n", wantErr: "cmd"},
 		{name: "taken name", src: "acp:\n  - name: mock\n    command: /bin/true\n", wantErr: `agent "mock" is already defined`},
 		{name: "twice", src: "acp:\n  - name: a\n    command: x\n  - name: a\n    command: y\n", wantErr: `agent "a" is already defined`},
+		{name: "nesting bomb", src: "acp: " + strings.Repeat("[{a: ", 50_000), wantErr: "agents.yaml:1:166: collections are nested more than 64 levels deep"},
+		{name: "block staircase", src: staircase(100), wantErr: "agents.yaml:65:65: block collections are nested more than 64 levels deep"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,4 +50,13 @@ func TestAgentsFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// staircase is a mapping n levels deep, one more space each.
+func staircase(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(strings.Repeat(" ", i) + "a:\n")
+	}
+	return b.String()
 }

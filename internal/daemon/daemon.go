@@ -65,11 +65,18 @@ type Config struct {
 	DataDir string
 	// DBPath overrides the database file. Default DataDir/agentbox.db.
 	DBPath string
-	// Token is the bearer token clients must send. Required when Listen is
-	// not a loopback address, unless InsecureNoAuth is set.
+	// Token is the bearer token clients must send. Without one, the daemon
+	// uses (making it if needed) the token in DATA_DIR/token, mode 0600,
+	// which the CLI reads; a non-loopback Listen needs Token set. With
+	// InsecureNoAuth there is no authentication at all.
 	Token          string
 	InsecureNoAuth bool
-	// CORSOrigins enables CORS for these origins ("*" for any).
+	// AllowedHosts are names (or name:port) a request's Host header may
+	// give besides loopback addresses, localhost and the listener's own
+	// address; "*" turns the Host check off (see httpapi.Config).
+	AllowedHosts []string
+	// CORSOrigins enables CORS for these origins ("*" for any); browser
+	// requests from other origins are refused.
 	CORSOrigins []string
 	// PermissionTimeout denies unanswered permission requests.
 	PermissionTimeout time.Duration
@@ -171,6 +178,9 @@ type Daemon struct {
 	srv     *http.Server
 	ln      net.Listener
 	url     string
+	// tokenFile is where the token is, when the daemon made or read it
+	// there (no Token in the configuration).
+	tokenFile string
 
 	// handlerCtx is the base context of every HTTP request; cancelling it
 	// ends long-lived SSE streams at shutdown.
@@ -264,6 +274,12 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	var tokenFile string
+	if cfg.Token == "" && !cfg.InsecureNoAuth {
+		if cfg.Token, tokenFile, err = localToken(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 
 	opts := sqlite.Options{}
 	if cfg.SyncNormal {
@@ -355,10 +371,10 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		_ = st.Close() // best effort: the listen error is the one to report
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets}
+	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets, tokenFile: tokenFile}
 	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
 	h := httpapi.New(httpapi.Config{
-		Token: cfg.Token, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
+		Token: cfg.Token, AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
 		Version: version.String(),
 		Exec:    ex,
 		Secrets: secrets,
@@ -437,14 +453,26 @@ func listen(ctx context.Context, addr string) (net.Listener, string, error) {
 // URL is the base URL clients use (http://host:port or unix:///path).
 func (d *Daemon) URL() string { return d.url }
 
-// Token is the configured bearer token.
+// Token is the bearer token clients must send: the configured one, or the
+// one of the token file; "" with InsecureNoAuth.
 func (d *Daemon) Token() string { return d.cfg.Token }
+
+// TokenFile is the file the token is in when the daemon was given none
+// ("" otherwise).
+func (d *Daemon) TokenFile() string { return d.tokenFile }
 
 // Serve handles requests until ctx ends, then shuts down gracefully.
 func (d *Daemon) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- d.srv.Serve(d.ln) }()
-	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", d.cfg.Token != "")
+	auth := "token"
+	switch {
+	case d.tokenFile != "":
+		auth = "token in " + d.tokenFile
+	case d.cfg.Token == "":
+		auth = "none (--insecure-no-auth)"
+	}
+	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", auth)
 	// The host probe runs after the listener is up (it takes a few hundred
 	// milliseconds with runsc) and only logs: each sandbox is still
 	// checked, and refused, on its own when the host cannot enforce it.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/audit"
+	"github.com/agentbox/agentbox/internal/doclimit"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
@@ -65,6 +66,9 @@ func loadSecrets(path string, getenv func(string) (string, bool)) (*egress.Secre
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("secrets file: %w", err)
+	}
+	if err := doclimit.Check(b, doclimit.Default); err != nil {
+		return nil, fmt.Errorf("secrets file %s:%w", path, err)
 	}
 	var f secretsFile
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&f); err != nil && !errors.Is(err, io.EOF) {

@@ -2,13 +2,17 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,9 +99,12 @@ func (h *harness) do(method, path, body string, hdr ...string) response {
 		req.Header.Set("Authorization", "Bearer "+h.tok)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
+		switch {
+		case hdr[i] == "Host":
+			req.Host = hdr[i+1]
+		case hdr[i+1] == "":
 			req.Header.Del(hdr[i])
-		} else {
+		default:
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
 	}
@@ -499,22 +506,151 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("ACAO = %q", r.Header.Get("Access-Control-Allow-Origin"))
 	}
 	r = h.do("GET", "/v1/agents", "", "Origin", "https://evil.example")
+	r.problem(t, 403, client.ProblemForbidden)
 	if r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("ACAO for another origin = %q", r.Header.Get("Access-Control-Allow-Origin"))
 	}
 	r = h.do("OPTIONS", "/v1/sessions", "", "Authorization", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
-	r.problem(t, 401, client.ProblemUnauthorized)
+	r.problem(t, 403, client.ProblemForbidden)
 
 	star := newHarness(t, Config{CORSOrigins: []string{"*"}})
 	r = star.do("GET", "/v1/agents", "", "Origin", "https://any.example")
 	if r.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Fatalf("ACAO = %q", r.Header.Get("Access-Control-Allow-Origin"))
 	}
-	// No CORS configured: no CORS headers.
+	// No CORS configured: no CORS headers, and browser requests from
+	// other origins are refused.
 	none := newHarness(t, Config{})
 	r = none.do("GET", "/v1/agents", "", "Origin", "https://any.example")
+	r.problem(t, 403, client.ProblemForbidden)
 	if r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("ACAO without CORS = %q", r.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+// TestHostCheck is DNS rebinding: a web page whose name resolves to the
+// daemon's loopback address makes the browser send its own name as Host.
+// Only the names the daemon is reached by pass, whatever the token.
+func TestHostCheck(t *testing.T) {
+	h := newHarness(t, Config{Token: testToken})
+	port := h.srv.Listener.Addr().(*net.TCPAddr).Port
+	at := func(host string) string { return host + ":" + strconv.Itoa(port) }
+	tests := []struct {
+		host string
+		ok   bool
+	}{
+		{at("127.0.0.1"), true},
+		{at("localhost"), true},
+		{at("LocalHost."), true},
+		{at("[::1]"), true},
+		{at("127.0.0.2"), true},
+		{at("attacker.example"), false},
+		{at("localhost.attacker.example"), false},
+		{at("127.0.0.1.nip.io"), false},
+		{at("10.0.0.1"), false},
+		{"localhost:1", false},
+		{"127.0.0.1", false},
+		{"attacker.example", false},
+	}
+	for _, tt := range tests {
+		for _, route := range []struct{ method, path, body string }{
+			{"GET", "/v1/health", ""},
+			{"POST", "/v1/sessions", `{"agent":"mock"}`},
+		} {
+			r := h.do(route.method, route.path, route.body, "Host", tt.host, "Content-Type", "application/json")
+			switch {
+			case tt.ok && r.StatusCode >= 400:
+				t.Errorf("Host %q %s %s: %d %s", tt.host, route.method, route.path, r.StatusCode, r.body)
+			case !tt.ok:
+				r.problem(t, 403, client.ProblemForbidden)
+			}
+		}
+	}
+	h.eng.mu.Lock()
+	n := len(h.eng.order)
+	h.eng.mu.Unlock()
+	if n != 5 {
+		t.Errorf("%d sessions created, want 5 (one per allowed Host)", n)
+	}
+
+	// The operator's allowlist: a name for any port, or a name and port.
+	allow := newHarness(t, Config{AllowedHosts: []string{"agentbox.internal", "proxy.example:8443"}})
+	for host, ok := range map[string]bool{
+		"agentbox.internal": true, "AgentBox.Internal:443": true, at("agentbox.internal"): true,
+		"proxy.example:8443": true, "proxy.example": false, "proxy.example:443": false, at("attacker.example"): false,
+	} {
+		r := allow.do("GET", "/v1/health", "", "Host", host)
+		if (r.StatusCode == 200) != ok {
+			t.Errorf("allowlist, Host %q: %d", host, r.StatusCode)
+		}
+	}
+	any := newHarness(t, Config{AllowedHosts: []string{"*"}})
+	any.do("GET", "/v1/health", "", "Host", "whatever.example").ok(t, 200, nil)
+}
+
+// TestHostCheckUnixSocket: a unix socket listener is not checked; no name
+// leads a browser to it.
+func TestHostCheckUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: New(Config{}, newFakeEngine(), nil, nil)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://attacker.example/v1/health", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("over a unix socket: %d", resp.StatusCode)
+	}
+}
+
+// TestOriginCheck: a web page's requests carry its origin; only the
+// daemon's own origin and those CORS allows pass, even for requests a
+// browser sends without a preflight (a form post).
+func TestOriginCheck(t *testing.T) {
+	h := newHarness(t, Config{Token: testToken, CORSOrigins: []string{"https://app.example"}})
+	self := h.srv.URL
+	tests := []struct {
+		name string
+		hdr  []string
+		ok   bool
+	}{
+		{"no browser headers", nil, true},
+		{"own origin", []string{"Origin", self}, true},
+		{"allowed origin", []string{"Origin", "https://app.example"}, true},
+		{"foreign origin", []string{"Origin", "https://evil.example"}, false},
+		{"another port of localhost", []string{"Origin", "http://localhost:3000"}, false},
+		{"null origin", []string{"Origin", "null"}, false},
+		{"user typed the URL", []string{"Sec-Fetch-Site", "none"}, true},
+		{"same origin", []string{"Sec-Fetch-Site", "same-origin"}, true},
+		{"cross-site without origin", []string{"Sec-Fetch-Site", "cross-site"}, false},
+		{"same-site without origin", []string{"Sec-Fetch-Site", "same-site"}, false},
+		{"cross-site from an allowed origin", []string{"Sec-Fetch-Site", "cross-site", "Origin", "https://app.example"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := append([]string{"Content-Type", "text/plain"}, tt.hdr...)
+			// A form post: text/plain, no preflight; it would be refused
+			// for its media type anyway, so the answer must be the 403.
+			r := h.do("POST", "/v1/sessions", `{"agent":"mock"}`, hdr...)
+			if tt.ok {
+				r.problem(t, 415, client.ProblemUnsupportedMediaType)
+				h.do("GET", "/v1/agents", "", tt.hdr...).ok(t, 200, nil)
+			} else {
+				r.problem(t, 403, client.ProblemForbidden)
+				h.do("GET", "/v1/agents", "", tt.hdr...).problem(t, 403, client.ProblemForbidden)
+			}
+		})
 	}
 }
 

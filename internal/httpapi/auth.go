@@ -3,12 +3,92 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentbox/agentbox/client"
 )
+
+// The API answers only requests meant for it. A web page can make a browser
+// send requests to 127.0.0.1 in two ways, and both are refused before
+// authentication:
+//
+//   - DNS rebinding: the page's own name (attacker.example) is made to
+//     resolve to 127.0.0.1, so the browser sends "Host: attacker.example"
+//     and lets the page read the answers. checkHost accepts only the names
+//     this daemon is reached by.
+//   - Cross-origin requests: the browser sends "Origin" (and
+//     "Sec-Fetch-Site"); checkOrigin refuses any origin CORS does not
+//     allow, even for requests CORS would let through unread (form posts).
+
+// checkHost refuses a request whose Host is not this daemon's: for a TCP
+// listener, Host must name a loopback address, localhost, the address the
+// connection arrived at, or an entry of Config.AllowedHosts, and (but for
+// an allowed name without a port) carry the listener's port. Unix socket
+// listeners are not checked: no DNS name can lead a browser to them, and
+// neither are requests served without a listener (in-process calls).
+func (s *server) checkHost(r *http.Request) *problem {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	if !ok || slices.Contains(s.cfg.AllowedHosts, "*") {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, "80"
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")), ".")
+	if host != "" {
+		for _, a := range s.cfg.AllowedHosts {
+			a = strings.ToLower(a)
+			if a == host || a == net.JoinHostPort(host, port) || a == host+":"+port {
+				return nil
+			}
+		}
+		if port == strconv.Itoa(local.Port) {
+			if host == "localhost" {
+				return nil
+			}
+			if ip, err := netip.ParseAddr(host); err == nil {
+				ip = ip.Unmap().WithZone("")
+				if la, ok := netip.AddrFromSlice(local.IP); ip.IsLoopback() || ok && la.Unmap() == ip {
+					return nil
+				}
+			}
+		}
+	}
+	return newProblem(http.StatusForbidden, client.ProblemForbidden,
+		"The Host header "+strconv.Quote(r.Host)+" does not name this daemon; a name it is reached by must be allowed with --allowed-hosts.")
+}
+
+// checkOrigin refuses a browser request from another origin unless CORS
+// allows that origin: one with an Origin header that is neither this
+// daemon's own origin nor in Config.CORSOrigins, or, without Origin, one
+// the browser marks "Sec-Fetch-Site: cross-site" or "same-site" (another
+// port of localhost is the same site).
+func (s *server) checkOrigin(r *http.Request) *problem {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		switch r.Header.Get("Sec-Fetch-Site") {
+		case "cross-site", "same-site":
+			return newProblem(http.StatusForbidden, client.ProblemForbidden, "Requests from other sites are not allowed.")
+		}
+		return nil
+	}
+	if s.corsAllows(origin) || origin == "http://"+r.Host {
+		return nil
+	}
+	return newProblem(http.StatusForbidden, client.ProblemForbidden,
+		"Requests from the browser origin "+strconv.Quote(origin)+" are not allowed; allow it with --cors-origins.")
+}
+
+// corsAllows reports whether CORS lets origin call the API.
+func (s *server) corsAllows(origin string) bool {
+	return slices.Contains(s.cfg.CORSOrigins, "*") || slices.Contains(s.cfg.CORSOrigins, origin)
+}
 
 // authenticate checks the bearer token. It returns nil when the request may
 // proceed and the 401 problem to send otherwise. allowQuery accepts the
@@ -90,7 +170,7 @@ func (s *server) cors(w http.ResponseWriter, r *http.Request) bool {
 	h := w.Header()
 	h.Add("Vary", "Origin")
 	wildcard := slices.Contains(s.cfg.CORSOrigins, "*")
-	if !wildcard && !slices.Contains(s.cfg.CORSOrigins, origin) {
+	if !s.corsAllows(origin) {
 		return false
 	}
 	if wildcard {

@@ -24,9 +24,16 @@ type Config struct {
 	// GET /v1/health must present. The daemon must set one when it listens
 	// on a non-loopback address (see [RequireToken]).
 	Token string
+	// AllowedHosts adds to the names a request's Host header may give for
+	// a TCP listener (see checkHost): "name" (any port) or "name:port";
+	// "*" turns the check off. Loopback addresses, localhost and the
+	// address the connection arrived at are always allowed, with the
+	// listener's port.
+	AllowedHosts []string
 	// CORSOrigins lists the browser origins allowed to call the API, exactly
 	// as browsers send them ("https://app.example.com"), or "*" for any.
-	// Empty disables CORS.
+	// Empty disables CORS. Browser requests from any other origin are
+	// refused (see checkOrigin).
 	CORSOrigins []string
 	// MaxBodyBytes limits request bodies (default 1 MiB), except those of
 	// POST /v1/sessions/{id}/messages, which MaxMessageBytes limits

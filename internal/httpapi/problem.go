@@ -31,6 +31,7 @@ const statusClientClosed = 499
 var statusTypes = map[int]string{
 	http.StatusBadRequest:            client.ProblemBadRequest,
 	http.StatusUnauthorized:          client.ProblemUnauthorized,
+	http.StatusForbidden:             client.ProblemForbidden,
 	http.StatusNotFound:              client.ProblemNotFound,
 	http.StatusMethodNotAllowed:      client.ProblemMethodNotAllowed,
 	http.StatusNotAcceptable:         client.ProblemNotAcceptable,

@@ -99,8 +99,9 @@ func newRequestID() string {
 }
 
 // ServeHTTP runs the cross-cutting steps in order: request id, metrics and
-// logging, panic recovery, CORS, authentication, then routing (with problem
-// answers for unknown routes and methods).
+// logging, panic recovery, the Host and Origin checks, CORS,
+// authentication, then routing (with problem answers for unknown routes
+// and methods).
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h, pattern := s.mux.Handler(r)
@@ -125,6 +126,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.observe(r, pattern, sw, start)
 	}()
 
+	if p := s.checkHost(r); p != nil {
+		writeProblem(sw, p)
+		return
+	}
+	if p := s.checkOrigin(r); p != nil {
+		writeProblem(sw, p)
+		return
+	}
 	if s.cors(sw, r) {
 		return
 	}

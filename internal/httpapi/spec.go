@@ -20,8 +20,14 @@ const apiDescription = `One HTTP/SSE API for coding agents: start sessions, send
 the agents' permission requests and questions, and read or follow each
 session's durable event log.
 
-Authentication: when the daemon has a token, every route except GET /v1/health
-needs ` + "`Authorization: Bearer <token>`" + `.
+Authentication: every route except GET /v1/health needs
+` + "`Authorization: Bearer <token>`" + `, unless the daemon runs with --insecure-no-auth.
+The token is the one the daemon was given (--token), or the one it made and
+wrote to DATA_DIR/token (mode 0600), which the CLI reads by itself.
+
+A request whose Host header does not name the daemon (a loopback address,
+localhost, the address it listens on, or a name allowed with --allowed-hosts),
+or that a browser sends from an origin CORS does not allow, is refused (403).
 
 Errors are RFC 7807 problems (application/problem+json). Their type URI is
 stable and says what went wrong:
@@ -44,7 +50,7 @@ func humaConfig() huma.Config {
 					"bearer": {
 						Type:        "http",
 						Scheme:      "bearer",
-						Description: "The daemon's API token. Required when the daemon listens on a non-loopback address.",
+						Description: "The daemon's API token: the one given with --token, or the one it wrote to DATA_DIR/token.",
 					},
 				},
 			},
@@ -75,6 +81,7 @@ func problemTable() string {
 		client.ProblemBadRequest:           "400: the body is not valid JSON, or is missing",
 		client.ProblemValidation:           "422: the input breaks the schema or a rule; see errors[]",
 		client.ProblemUnauthorized:         "401: the bearer token is missing or wrong",
+		client.ProblemForbidden:            "403: the Host header does not name this daemon, or the request comes from a browser origin CORS does not allow",
 		client.ProblemNotFound:             "404: no such route, session, permission request or question",
 		client.ProblemMethodNotAllowed:     "405: the route exists, the method does not",
 		client.ProblemNotAcceptable:        "406: no acceptable response format",

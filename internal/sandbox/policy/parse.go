@@ -17,11 +17,21 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/agentbox/agentbox/internal/doclimit"
 )
 
 // MaxSize is the largest policy document Parse reads. Policies come in
 // HTTP requests too; nothing legitimate comes near it.
 const MaxSize = 1 << 20
+
+// Limits are the bounds a policy document is checked against before it is
+// parsed (see package doclimit): its size, its nesting and its number of
+// tokens. A policy is a few levels deep and a few thousand tokens at most.
+var Limits = doclimit.Limits{Bytes: MaxSize, Depth: 32, Tokens: 1 << 15}
+
+// maxErrors caps the problems Parse reports for one document.
+const maxErrors = 50
 
 // Schema is the JSON Schema (draft 2020-12) of a policy document, also
 // published as docs/policy.v1.json for editors.
@@ -68,16 +78,24 @@ func (es Errors) Error() string {
 }
 
 // Parse reads a policy in YAML or JSON (JSON is read as the YAML it is).
-// Anchors, aliases, tags, merge keys, duplicate keys and multiple
-// documents are refused. The document is then checked against Schema and
-// decoded strictly (unknown fields are errors), and finally checked for
-// what a schema cannot say (sizes in range, absolute clean paths, valid
-// patterns and network rules). Every problem is reported, as an Errors
-// value whose lines read "file:line:col: field.path: message".
+// A document over Limits is refused before it is parsed. Anchors, aliases,
+// tags, merge keys, duplicate keys and multiple documents are refused. The
+// document is then checked against Schema and decoded strictly (unknown
+// fields are errors), and finally checked for what a schema cannot say
+// (sizes in range, absolute clean paths, valid patterns and network rules).
+// Every problem is reported (up to 50), as an Errors value whose lines
+// read "file:line:col: field.path: message".
 func Parse(filename string, data []byte) (*Policy, error) {
-	d := &doc{file: filename, pos: map[string]pos{}, keyPos: map[string]pos{}}
+	d := &doc{file: filename, root: &posNode{}}
 	if len(data) > MaxSize {
 		return nil, Errors{{File: filename, Line: 1, Column: 1, Message: fmt.Sprintf("policy is %d bytes; the limit is %d", len(data), MaxSize)}}
+	}
+	if err := doclimit.Check(data, Limits); err != nil {
+		var le *doclimit.Error
+		if errors.As(err, &le) {
+			return nil, Errors{{File: filename, Line: le.Line, Column: le.Column, Message: le.Message}}
+		}
+		return nil, Errors{{File: filename, Message: err.Error()}}
 	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
@@ -97,7 +115,7 @@ func Parse(filename string, data []byte) (*Policy, error) {
 	}
 	body := bodies[0]
 
-	value := d.value(body, nil)
+	value := d.value(body, d.root, nil)
 	if len(d.errs) > 0 {
 		return nil, d.sorted()
 	}
@@ -120,7 +138,7 @@ func Parse(filename string, data []byte) (*Policy, error) {
 			_, err = ParseByteSize(fmt.Sprint(v))
 		}
 		if err != nil {
-			d.errs = append(d.errs, d.atPath([]string{"resources", f}, err.Error()))
+			d.add(d.atPath([]string{"resources", f}, err.Error()))
 		}
 	}
 	if len(d.errs) > 0 {
@@ -133,10 +151,10 @@ func Parse(filename string, data []byte) (*Policy, error) {
 	}
 	for _, pr := range p.problems() {
 		fe := d.atPath(pr.path, pr.msg)
-		if kp, ok := d.keyPos[pointer(pr.path)]; ok && pr.key {
-			fe.Line, fe.Column = kp.line, kp.col
+		if n := d.node(pr.path); n != nil && n.hasKey && pr.key {
+			fe.Line, fe.Column = n.key.line, n.key.col
 		}
-		d.errs = append(d.errs, fe)
+		d.add(fe)
 	}
 	if len(d.errs) > 0 {
 		return nil, d.sorted()
@@ -170,28 +188,85 @@ var compiledSchema = sync.OnceValue(func() *schemaNode {
 type pos struct{ line, col int }
 
 // doc converts a YAML AST into the plain JSON values the schema validator
-// reads, remembering where each value (and each mapping key) was, by JSON
-// pointer, to put line numbers on errors found later.
+// reads, remembering where each value (and each mapping key) was, in a tree
+// of the same shape, to put line numbers on errors found later. Its memory
+// is proportional to the document's: no node holds its whole path.
 type doc struct {
-	file   string
-	pos    map[string]pos // JSON pointer of a value → its place
-	keyPos map[string]pos // JSON pointer of a value → the place of its key
-	errs   Errors
+	file    string
+	root    *posNode
+	errs    Errors
+	dropped int // problems past maxErrors
 }
 
-func pointer(path []string) string {
-	var b strings.Builder
-	for _, p := range path {
-		b.WriteByte('/')
-		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(p, "~", "~0"), "/", "~1"))
-	}
-	return b.String()
+// posNode is where a value of the document is.
+type posNode struct {
+	at     pos
+	key    pos // the place of its key, when it is a mapping's value
+	hasKey bool
+	fields map[string]*posNode
+	items  []*posNode
 }
+
+// node returns the place of the value at path, or nil.
+func (d *doc) node(path []string) *posNode {
+	n := d.root
+	for _, p := range path {
+		if n = n.child(p); n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+func (n *posNode) child(p string) *posNode {
+	if c, ok := n.fields[p]; ok {
+		return c
+	}
+	if i, err := strconv.Atoi(p); err == nil && i >= 0 && i < len(n.items) && n.fields == nil {
+		return n.items[i]
+	}
+	return nil
+}
+
+// add records a problem, up to maxErrors.
+func (d *doc) add(fe *FieldError) {
+	if len(d.errs) >= maxErrors {
+		d.dropped++
+		return
+	}
+	d.errs = append(d.errs, fe)
+}
+
+// valuePath is a value's path as a linked list: building one per value costs
+// the same whatever the depth, and the string form is made only for an
+// error.
+type valuePath struct {
+	parent *valuePath
+	seg    string
+}
+
+func (p *valuePath) with(seg string) *valuePath { return &valuePath{parent: p, seg: seg} }
+
+func (p *valuePath) segments() []string {
+	var out []string
+	for ; p != nil; p = p.parent {
+		out = append(out, p.seg)
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// maxSegment bounds each part of a field path in messages: a key can be
+// as long as the document.
+const maxSegment = 64
 
 // fieldPath prints a path as "filesystem.protected[2]" or `env.set."A B"`.
 func fieldPath(path []string) string {
 	var b strings.Builder
 	for i, p := range path {
+		if r := []rune(p); len(r) > maxSegment {
+			p = string(r[:maxSegment]) + "…"
+		}
 		if _, err := strconv.Atoi(p); err == nil && i > 0 {
 			b.WriteString("[" + p + "]")
 			continue
@@ -233,20 +308,21 @@ func (d *doc) at(n ast.Node, field, msg string) *FieldError {
 }
 
 // atPath places an error at the value at path, or at the nearest enclosing
-// value the text has (a missing field is reported at its parent).
+// value the text has (a missing field is reported at its parent's key).
 func (d *doc) atPath(path []string, msg string) *FieldError {
-	for i := len(path); i >= 0; i-- {
-		ptr := pointer(path[:i])
-		p, ok := d.pos[ptr]
-		if kp, isKey := d.keyPos[ptr]; isKey && i < len(path) {
-			// A missing field: point at its parent's key.
-			p, ok = kp, true
+	n, i := d.root, 0
+	for ; i < len(path); i++ {
+		c := n.child(path[i])
+		if c == nil {
+			break
 		}
-		if ok {
-			return &FieldError{File: d.file, Line: p.line, Column: p.col, Field: fieldPath(path), Message: msg}
-		}
+		n = c
 	}
-	return &FieldError{File: d.file, Field: fieldPath(path), Message: msg}
+	p := n.at
+	if i < len(path) && n.hasKey {
+		p = n.key
+	}
+	return &FieldError{File: d.file, Line: p.line, Column: p.col, Field: fieldPath(path), Message: msg}
 }
 
 func (d *doc) sorted() Errors {
@@ -257,6 +333,9 @@ func (d *doc) sorted() Errors {
 		}
 		return a.Column < b.Column
 	})
+	if d.dropped > 0 {
+		return append(d.errs, &FieldError{File: d.file, Message: fmt.Sprintf("and %d more problems", d.dropped)})
+	}
 	return d.errs
 }
 
@@ -274,25 +353,30 @@ func (d *doc) yamlError(err error) *FieldError {
 }
 
 // value converts n into a JSON value: map[string]any, []any, string,
-// json.Number, bool or nil.
-func (d *doc) value(n ast.Node, path []string) any {
-	d.pos[pointer(path)] = nodePos(n)
-	field := fieldPath(path)
+// json.Number, bool or nil, and records where it and its children are in
+// pn.
+func (d *doc) value(n ast.Node, pn *posNode, p *valuePath) any {
+	pn.at = nodePos(n)
+	problem := func(msg string) { d.add(d.at(n, fieldPath(p.segments()), msg)) }
 	switch n := n.(type) {
 	case *ast.MappingNode:
 		m := make(map[string]any, len(n.Values))
+		pn.fields = make(map[string]*posNode, len(n.Values))
 		for _, mv := range n.Values {
-			d.mapValue(m, mv, path)
+			d.mapValue(m, mv, pn, p)
 		}
 		return m
 	case *ast.MappingValueNode: // a one-pair mapping
 		m := map[string]any{}
-		d.mapValue(m, n, path)
+		pn.fields = map[string]*posNode{}
+		d.mapValue(m, n, pn, p)
 		return m
 	case *ast.SequenceNode:
 		s := make([]any, 0, len(n.Values))
+		pn.items = make([]*posNode, len(n.Values))
 		for i, v := range n.Values {
-			s = append(s, d.value(v, append(slices.Clip(path), strconv.Itoa(i))))
+			pn.items[i] = &posNode{}
+			s = append(s, d.value(v, pn.items[i], p.with(strconv.Itoa(i))))
 		}
 		return s
 	case *ast.StringNode:
@@ -308,36 +392,37 @@ func (d *doc) value(n ast.Node, path []string) any {
 	case *ast.NullNode:
 		return nil
 	case *ast.InfinityNode, *ast.NanNode:
-		d.errs = append(d.errs, d.at(n, field, "infinity and NaN are not allowed"))
+		problem("infinity and NaN are not allowed")
 	case *ast.AnchorNode, *ast.AliasNode, *ast.MergeKeyNode:
-		d.errs = append(d.errs, d.at(n, field, "YAML anchors, aliases and merge keys are not allowed in a policy"))
+		problem("YAML anchors, aliases and merge keys are not allowed in a policy")
 	case *ast.TagNode:
-		d.errs = append(d.errs, d.at(n, field, "YAML tags are not allowed in a policy"))
+		problem("YAML tags are not allowed in a policy")
 	default:
-		d.errs = append(d.errs, d.at(n, field, fmt.Sprintf("unsupported YAML node %s", n.Type())))
+		problem(fmt.Sprintf("unsupported YAML node %s", n.Type()))
 	}
 	return nil
 }
 
-func (d *doc) mapValue(m map[string]any, mv *ast.MappingValueNode, path []string) {
+func (d *doc) mapValue(m map[string]any, mv *ast.MappingValueNode, pn *posNode, p *valuePath) {
 	var key string
 	switch k := mv.Key.(type) {
 	case *ast.StringNode:
 		key = k.Value
 	case *ast.MergeKeyNode:
-		d.errs = append(d.errs, d.at(k, fieldPath(path), "YAML merge keys are not allowed in a policy"))
+		d.add(d.at(k, fieldPath(p.segments()), "YAML merge keys are not allowed in a policy"))
 		return
 	default:
-		d.errs = append(d.errs, d.at(mv.Key, fieldPath(path), "mapping keys must be plain strings"))
+		d.add(d.at(mv.Key, fieldPath(p.segments()), "mapping keys must be plain strings"))
 		return
 	}
-	child := append(slices.Clip(path), key)
+	child := p.with(key)
 	if _, dup := m[key]; dup {
-		d.errs = append(d.errs, d.at(mv.Key, fieldPath(child), "duplicate key"))
+		d.add(d.at(mv.Key, fieldPath(child.segments()), "duplicate key"))
 		return
 	}
-	d.keyPos[pointer(child)] = nodePos(mv.Key)
-	m[key] = d.value(mv.Value, child)
+	cn := &posNode{key: nodePos(mv.Key), hasKey: true}
+	pn.fields[key] = cn
+	m[key] = d.value(mv.Value, cn, child)
 }
 
 var printer = message.NewPrinter(language.English)
@@ -355,23 +440,23 @@ func (d *doc) schemaErrors(errs []schemaError) {
 					msg += " (known: " + strings.Join(allowed, ", ") + ")"
 				}
 				fe := d.atPath(child, msg)
-				if p, ok := d.keyPos[pointer(child)]; ok {
-					fe.Line, fe.Column = p.line, p.col
+				if n := d.node(child); n != nil && n.hasKey {
+					fe.Line, fe.Column = n.key.line, n.key.col
 				}
-				d.errs = append(d.errs, fe)
+				d.add(fe)
 			}
 		case "required":
 			for _, name := range e.names {
-				d.errs = append(d.errs, d.atPath(append(slices.Clip(path), name), "required field is missing"))
+				d.add(d.atPath(append(slices.Clip(path), name), "required field is missing"))
 			}
 		case "pattern":
 			msg := e.msg
 			if def, ok := strings.CutPrefix(e.schemaLoc, "/$defs/"); ok && patternMessages[def] != "" {
 				msg = fmt.Sprintf("%q %s", e.got, patternMessages[def])
 			}
-			d.errs = append(d.errs, d.atPath(path, msg))
+			d.add(d.atPath(path, msg))
 		default:
-			d.errs = append(d.errs, d.atPath(path, e.msg))
+			d.add(d.atPath(path, e.msg))
 		}
 	}
 }

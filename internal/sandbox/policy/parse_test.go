@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,75 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bombs are policies whose parse, unbounded, took gigabytes (go-yaml's cost
+// grows with the square of the nesting depth, and with a long key times
+// the values under it): 200 KB of brackets grew the daemon past 24 GiB.
+func bombs() map[string]string {
+	const n = 200_000
+	var staircase, keys strings.Builder
+	for i := range 700 {
+		staircase.WriteString(strings.Repeat(" ", i) + "a:\n")
+	}
+	keys.WriteString("version: 1\nenv: {set: {")
+	for i := range 20_000 {
+		keys.WriteString("K" + strconv.Itoa(i) + ": v, ")
+	}
+	keys.WriteString("}}\n")
+	return map[string]string{
+		"brackets":             strings.Repeat("[", n),
+		"braces":               strings.Repeat("{", n),
+		"mixed":                strings.Repeat("[{a: ", n/5),
+		"dashes in a flow":     "version: 1\nnetwork: {allow: [" + strings.Repeat("- ", n/2) + "x]}\n",
+		"block dashes":         strings.Repeat("- ", n/2) + "x\n",
+		"block nesting":        staircase.String(),
+		"many keys":            keys.String(),
+		"long key over values": "{" + strings.Repeat("k", 200_000) + ": [" + strings.Repeat("a,", 8000) + "]}",
+		"nested JSON":          strings.Repeat(`{"a":`, 9000) + "1" + strings.Repeat("}", 9000),
+	}
+}
+
+// TestParseBombs checks that Parse refuses each bomb, before parsing it,
+// with an error at a place, allocating next to nothing.
+func TestParseBombs(t *testing.T) {
+	docs := map[string][]byte{}
+	for name, b := range bombs() {
+		docs[name] = []byte(b)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	errs := map[string]error{}
+	for name, b := range docs {
+		_, errs[name] = Parse("bomb.yaml", b)
+	}
+	runtime.ReadMemStats(&after)
+	for name, err := range errs {
+		var es Errors
+		if !errors.As(err, &es) || len(es) != 1 || es[0].Line == 0 || !strings.Contains(es[0].Message, "more than") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Errorf("refusing %d bombs allocated %d KiB", len(docs), grew>>10)
+	}
+}
+
+// TestParseErrorsBounded checks that a document with a problem per value
+// under a long key yields a bounded report, with the key shortened.
+func TestParseErrorsBounded(t *testing.T) {
+	t.Parallel()
+	key := strings.Repeat("k", 1000)
+	doc := "version: 1\nenv:\n  set:\n    " + key + ": [" + strings.Repeat(".inf, ", 500) + "]\n"
+	_, err := Parse("p.yaml", []byte(doc))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != maxErrors+1 || !strings.Contains(es[maxErrors].Message, "more problems") {
+		t.Fatalf("%d errors: %.500v", len(es), err)
+	}
+	if len(err.Error()) > 64*maxErrors*4 {
+		t.Errorf("the report is %d bytes", len(err.Error()))
 	}
 }
 
@@ -315,6 +386,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version: 1\na: &x [*x]\n"))
 	f.Add([]byte("{\"version\": 1, \"env\": {\"set\": {\"\": \"\"}}}"))
 	f.Add([]byte("version: 1\nfilesystem: {protected: ['**/**/x', 'a/']}\n"))
+	for _, b := range bombs() {
+		f.Add([]byte(b))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("f.yaml", data)
 		if err != nil {

