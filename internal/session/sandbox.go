@@ -250,13 +250,6 @@ func (l *live) askNetwork(ctx context.Context, req sandbox.NetworkRequest) (sand
 	return sandbox.NetworkAnswer{Allow: ans.Decision == event.DecisionAllow, By: string(ans.By), Message: ans.Message}, nil
 }
 
-func orElse(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // violationAction maps a runtime's action word onto the event's enum.
 func violationAction(a string) event.ViolationAction {
 	switch a {

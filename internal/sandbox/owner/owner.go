@@ -184,9 +184,10 @@ func newOwner(owners string) (*Owner, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", tmp, err)
 	}
-	// For whoever looks: which process this is.
+	// For whoever looks: which process this is (the lock is what counts;
+	// a failed write loses only this note).
 	exe, _ := os.Executable()
-	fmt.Fprintf(f, "pid %d\nexe %s\nsince %s\n", os.Getpid(), exe, time.Now().UTC().Format(time.RFC3339))
+	_, _ = fmt.Fprintf(f, "pid %d\nexe %s\nsince %s\n", os.Getpid(), exe, time.Now().UTC().Format(time.RFC3339))
 	lock := filepath.Join(owners, id+".lock")
 	if err := os.Rename(tmp, lock); err != nil {
 		f.Close()

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func gitConfigList(t testing.TB, data []byte) (entries []configEntry, ok, found 
 	cmd.Stdin = bytes.NewReader(data)
 	out, err := cmd.Output()
 	if err != nil {
-		if _, isExit := err.(*exec.ExitError); isExit {
+		if _, isExit := errors.AsType[*exec.ExitError](err); isExit {
 			return nil, false, true
 		}
 		t.Fatalf("git config: %v", err)

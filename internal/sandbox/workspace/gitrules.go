@@ -111,7 +111,7 @@ func gitDirAllowed(inner []string) bool {
 	}
 	switch inner[0] {
 	case "objects":
-		return !(len(inner) == 3 && inner[1] == "info" && (inner[2] == "alternates" || inner[2] == "http-alternates"))
+		return len(inner) != 3 || inner[1] != "info" || (inner[2] != "alternates" && inner[2] != "http-alternates")
 	case "refs", "logs", "modules":
 		return true
 	case "info":

@@ -133,7 +133,7 @@ func (c *commit) scanGroup(x *scanEntry) (n int, size int64, summary string, fp 
 		}
 	}
 	note := func(y *scanEntry) {
-		fmt.Fprintf(sum, "%s\x00%s\x00%s\x00", y.e.rel, statFP(&y.e.st), y.e.target)
+		_, _ = fmt.Fprintf(sum, "%s\x00%s\x00%s\x00", y.e.rel, statFP(&y.e.st), y.e.target)
 		if y != x {
 			seen++
 		}
