@@ -3,6 +3,8 @@ package agentbox_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,15 @@ EOF
 `, n, distinct)
 }
 
-const floodPolicy = `{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"mode":"proxy","default":"deny","allow":["allowed.example.com"]}}`
+// floodPolicy lifts the connection rate bound (TestEgressFlood tests the
+// bounds): every connection here is refused by the rules.
+const floodPolicy = `{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"mode":"proxy","default":"deny","allow":["allowed.example.com"],"max_connection_rate":100000}}`
+
+// floodGlobal is a global policy that permits floodPolicy.
+const floodGlobal = `version: 1
+filesystem: {read_outside_workspace: true}
+network: {mode: proxy, allow: ["*"], max_connection_rate: 100000}
+`
 
 // TestRefusedConnectionsCoalesced floods the egress proxy with refused
 // connections from one session's sandbox and from one exec: the session
@@ -44,7 +54,11 @@ func TestRefusedConnectionsCoalesced(t *testing.T) {
 	requireSandbox(t)
 	const n, distinct, bound = 2000, 200, 150
 	dataDir := t.TempDir()
-	srv := start(t, agentbox.Options{DataDir: dataDir})
+	global := filepath.Join(t.TempDir(), "global.yaml")
+	if err := os.WriteFile(global, []byte(floodGlobal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, agentbox.Options{DataDir: dataDir, GlobalPolicy: global})
 	c := srv.Client()
 
 	s, err := c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: json.RawMessage(floodPolicy)})

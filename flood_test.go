@@ -117,7 +117,7 @@ network:
 	}
 	srv := start(t, agentbox.Options{GlobalPolicy: global})
 	flooder := srv.Client()
-	other, err := client.New(srv.URL())
+	other, err := client.New(srv.URL(), client.WithToken(srv.Token()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ print(o.open("http://127.0.0.1:%d/", timeout=20).read().decode())
 	case res.ExitCode != 0 || !strings.Contains(res.Stdout, "still served"):
 		t.Errorf("another client's exec during the flood: exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
-	s, err := other.CreateSession(ctx, client.CreateSession{Agent: "mock", Cwd: t.TempDir(),
+	s, err := other.CreateSession(ctx, client.CreateSession{Agent: "mock",
 		Policy: json.RawMessage(`{"version":1,"filesystem":{"read_outside_workspace":true}}`)})
 	if err != nil {
 		t.Errorf("a sandboxed session during the flood: %v", err)

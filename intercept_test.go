@@ -199,12 +199,13 @@ func TestEgressTLSIntercept(t *testing.T) {
 	host := startCodeHost(t, cert, tokenA+tokenB, repos)
 
 	dir := t.TempDir()
+	roots := t.TempDir() // the sessions' working directories
 	caFile := filepath.Join(dir, "code-host-ca.pem")
 	global := filepath.Join(dir, "global.yaml")
 	secrets := filepath.Join(dir, "secrets.yaml")
 	for name, body := range map[string]string{
 		caFile: string(caPEM),
-		global: fmt.Sprintf("version: 1\nfilesystem: {read_outside_workspace: true}\nnetwork:\n  allow: ['*', '127.0.0.1:%d']\n", host.port),
+		global: fmt.Sprintf("version: 1\nfilesystem: {read_outside_workspace: true, workspace_roots: [%q]}\nnetwork:\n  allow: ['*', '127.0.0.1:%d']\n", roots, host.port),
 		secrets: `secrets:
   - {name: codehost, host: git.localhost, header: Authorization, format: "Bearer {value}", value_env: AGENTBOX_TEST_CODE_HOST_TOKEN, intercept_tls: true}
   - {name: plainhost, host: plain.localhost, header: Authorization, format: "Bearer {value}", value_env: AGENTBOX_TEST_CODE_HOST_TOKEN}
@@ -233,7 +234,7 @@ func TestEgressTLSIntercept(t *testing.T) {
 					t.Skipf("no gVisor here: %s", pr.Reason)
 				}
 			}
-			testIntercept(t, c, host, caPEM, dataDir, isolation, tokenA, tokenB)
+			testIntercept(t, c, host, caPEM, dataDir, roots, isolation, tokenA, tokenB)
 		})
 	}
 	b, err := os.ReadFile(filepath.Join(dataDir, "audit.jsonl"))
@@ -244,9 +245,12 @@ func TestEgressTLSIntercept(t *testing.T) {
 
 // testIntercept runs interceptScript in a session of isolation and checks
 // what it printed, what reached the code host and what was reported.
-func testIntercept(t *testing.T, c *client.Client, host *codeHost, caPEM []byte, dataDir, isolation, tokenA, tokenB string) {
+func testIntercept(t *testing.T, c *client.Client, host *codeHost, caPEM []byte, dataDir, roots, isolation, tokenA, tokenB string) {
 	before := len(host.requests())
-	cwd := t.TempDir()
+	cwd, err := os.MkdirTemp(roots, isolation+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(cwd, "code-host-ca.pem"), caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -570,12 +570,16 @@ func TestAgentHomeInSandboxLimits(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", base+"/v1")
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	dataDir := t.TempDir()
-	srv := start(t, agentbox.Options{DataDir: dataDir})
+	roots := t.TempDir() // the sessions' working directories
+	srv := start(t, agentbox.Options{DataDir: dataDir, GlobalPolicy: globalPolicy(t, roots)})
 	c := srv.Client()
 	for _, name := range []string{"claude", "pi"} {
 		t.Run(name, func(t *testing.T) {
 			agenttest.RequireInstalled(t, name)
-			cwd := t.TempDir()
+			cwd, err := os.MkdirTemp(roots, name+"-")
+			if err != nil {
+				t.Fatal(err)
+			}
 			s, err := c.CreateSession(t.Context(), client.CreateSession{
 				Agent: name, Cwd: cwd, PermissionMode: client.PermissionBypass,
 				Policy: json.RawMessage(fmt.Sprintf(`{"version":1,"filesystem":{"read_outside_workspace":true},"resources":{"memory":"2Gi","pids":512,"disk":%d}}`, limit)),

@@ -41,7 +41,7 @@ func runDaemon(t *testing.T, dataDir, globalPolicy string) (c *client.Client, d 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ctx) }()
-	c, err = client.New(d.URL())
+	c, err = client.New(d.URL(), client.WithToken(d.Token()))
 	if err != nil {
 		t.Fatal(err)
 	}
