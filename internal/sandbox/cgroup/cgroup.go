@@ -12,8 +12,6 @@
 package cgroup
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -25,6 +23,8 @@ import (
 	"time"
 
 	cgroups "github.com/containerd/cgroups/v3"
+
+	"github.com/agentbox/agentbox/internal/sandbox/mountinfo"
 )
 
 // Parent is the directory under each hierarchy's root that holds every
@@ -483,12 +483,12 @@ func Remove(name string) error {
 			return err
 		}
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return fmt.Errorf("cgroup: %w", err)
 	}
 	var errs []error
-	for _, mp := range allCgroupMounts(b) {
+	for _, mp := range allCgroupMounts(ms) {
 		if err := rmdir(filepath.Join(mp, Parent, name)); err != nil {
 			errs = append(errs, fmt.Errorf("cgroup: %w", err))
 		}
@@ -497,21 +497,12 @@ func Remove(name string) error {
 }
 
 // allCgroupMounts lists the mount point of every cgroup and cgroup2 file
-// system in mountinfo b.
-func allCgroupMounts(b []byte) []string {
+// system in ms, each once.
+func allCgroupMounts(ms []mountinfo.Mount) []string {
 	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 1 || (g[0] != "cgroup" && g[0] != "cgroup2") {
-			continue
-		}
-		if mp := unescapeMount(f[4]); !slices.Contains(out, mp) {
-			out = append(out, mp)
+	for _, m := range ms {
+		if (m.FSType == "cgroup" || m.FSType == "cgroup2") && !slices.Contains(out, m.Point) {
+			out = append(out, m.Point)
 		}
 	}
 	return out
@@ -652,60 +643,31 @@ type mountTable struct {
 // cgroupMounts reads the cgroup mounts from /proc/self/mountinfo.
 func cgroupMounts() (mountTable, error) {
 	t := mountTable{v1: map[string]string{}}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return t, fmt.Errorf("cgroup: %w", err)
 	}
-	parseMountinfo(b, &t)
+	t.add(ms)
 	return t, nil
 }
 
-// parseMountinfo fills t from mountinfo lines: "id parent maj:min root
-// mountpoint opts [optional...] - fstype source superopts".
-func parseMountinfo(b []byte, t *mountTable) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		mnt := unescapeMount(f[4])
-		switch g[0] {
+// add fills t from the cgroup mounts among ms: the first cgroup2 mount,
+// and the first mount of each v1 controller.
+func (t *mountTable) add(ms []mountinfo.Mount) {
+	for _, m := range ms {
+		switch m.FSType {
 		case "cgroup2":
 			if t.v2 == "" {
-				t.v2 = mnt
+				t.v2 = m.Point
 			}
 		case "cgroup":
-			for _, o := range strings.Split(g[2], ",") {
+			for _, o := range m.SuperOptions {
 				if slices.Contains(v1Controllers, o) && t.v1[o] == "" {
-					t.v1[o] = mnt
+					t.v1[o] = m.Point
 				}
 			}
 		}
 	}
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }

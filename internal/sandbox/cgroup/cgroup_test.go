@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/sandbox/mountinfo"
 )
 
 // The tests start real processes, gate them on stdin until they are in the
@@ -358,7 +360,7 @@ garbage line
 `
 	var tab mountTable
 	tab.v1 = map[string]string{}
-	parseMountinfo([]byte(in), &tab)
+	tab.add(mountinfo.Parse([]byte(in)))
 	want := map[string]string{"cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct",
 		"memory": "/sys/fs/cgroup/memory", "freezer": "/sys/fs/cgroup/my freezer"}
 	for c, m := range want {
@@ -374,15 +376,6 @@ garbage line
 	}
 }
 
-func FuzzParseMountinfo(f *testing.F) {
-	f.Add([]byte("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"))
-	f.Add([]byte(`1 2 3 4 /a\040b\ - cgroup2 x y`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		tab := mountTable{v1: map[string]string{}}
-		parseMountinfo(b, &tab)
-	})
-}
-
 // TestRemove: the reaper of a dead daemon's group kills what runs in it
 // and removes it everywhere, also from a hierarchy the package does not
 // manage (where runsc puts its containers).
@@ -390,12 +383,12 @@ func TestRemove(t *testing.T) {
 	needCgroups(t)
 	g := newGroup(t, Limits{Pids: 16})
 	p := startGated(t, g, exec.Command("/bin/sh", "-c", "read x; exec sleep 600"))
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var foreign string
-	for _, mp := range allCgroupMounts(b) {
+	for _, mp := range allCgroupMounts(ms) {
 		if !slices.Contains(g.uniqueDirs(), filepath.Join(mp, Parent, g.Name())) {
 			foreign = filepath.Join(mp, Parent, g.Name())
 			if err := os.MkdirAll(foreign, 0o755); err != nil {

@@ -382,14 +382,11 @@ func (b *box) destroy() error {
 	var errs []error
 	// Killing the cgroup ends the Sentry, the gofer and every stub: the
 	// whole container. Its runsc state goes with the directory.
+	// runsc also makes the group in the v1 hierarchies the cgroup
+	// package does not manage (and, as nothing calls `runsc delete`,
+	// never removes it): Remove takes it from every hierarchy.
 	if b.cg != nil {
-		if err := b.cg.Kill(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := b.cg.Delete(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := removeRunscGroups(b.cg.Name()); err != nil {
+		if err := cgroup.Remove(b.cg.Name()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sandbox/mountinfo"
 )
 
 // Record is one artefact as its owner wrote it down.
@@ -456,7 +458,7 @@ func RemoveTree(dir string) error {
 	if err := UnmountUnder(dir); err != nil {
 		return err
 	}
-	left, err := MountsUnder(dir)
+	left, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
 	}
@@ -466,31 +468,9 @@ func RemoveTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// MountsUnder lists the mount points at or below dir in this process's
-// mount namespace, deepest first.
-func MountsUnder(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescape(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return slices.Compact(out), nil
-}
-
 // UnmountUnder detaches every mount at or below dir, deepest first.
 func UnmountUnder(dir string) error {
-	mounts, err := MountsUnder(dir)
+	mounts, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
 	}
@@ -501,25 +481,6 @@ func UnmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func randHex(n int) string {
