@@ -145,8 +145,10 @@ func TestMemoryLimitOOMKills(t *testing.T) {
 	if st.OOMKills != 1 {
 		t.Errorf("OOMKills = %d, want 1", st.OOMKills)
 	}
-	if st.MemoryMaxBytes < 32<<20 || st.MemoryMaxBytes > 64<<20 {
-		t.Errorf("MemoryMaxBytes = %d, want between 32 MiB and the 64 MiB limit", st.MemoryMaxBytes)
+	// The peak may pass the limit by the kernel's charge batch (64 pages
+	// on x86) before the OOM killer acts.
+	if st.MemoryMaxBytes < 32<<20 || st.MemoryMaxBytes > 64<<20+64*4096 {
+		t.Errorf("MemoryMaxBytes = %d, want between 32 MiB and the 64 MiB limit (plus a charge batch)", st.MemoryMaxBytes)
 	}
 	if st.CPUMillis <= 0 {
 		t.Errorf("CPUMillis = %d, want > 0", st.CPUMillis)
