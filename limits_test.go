@@ -8,42 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/doclimit/doclimittest"
 )
-
-// policyBombs are policies under the API's 256 KiB limit on policy_source
-// whose parse, without bounds, takes gigabytes: go-yaml's cost grows with
-// the square of their nesting, or with a long key times the values under
-// it.
-func policyBombs() map[string]string {
-	const n = 200_000
-	var staircase, keys strings.Builder
-	for i := range 700 {
-		staircase.WriteString(strings.Repeat(" ", i) + "a:\n")
-	}
-	keys.WriteString("version: 1\nenv: {set: {")
-	for i := range 20_000 {
-		keys.WriteString("K" + strconv.Itoa(i) + ": v, ")
-	}
-	keys.WriteString("}}\n")
-	return map[string]string{
-		"brackets":                strings.Repeat("[", n),
-		"braces":                  strings.Repeat("{", n),
-		"mixed":                   strings.Repeat("[{a: ", n/5),
-		"dashes in a flow":        "version: 1\nnetwork: {allow: [" + strings.Repeat("- ", n/2) + "x]}\n",
-		"block dashes":            strings.Repeat("- ", n/2) + "x\n",
-		"block nesting":           staircase.String(),
-		"many keys":               keys.String(),
-		"long key over values":    "{" + strings.Repeat("k", 200_000) + ": [" + strings.Repeat("a,", 8000) + "]}",
-		"nested JSON object":      strings.Repeat(`{"a":`, 9000) + "1" + strings.Repeat("}", 9000),
-		"after a valid beginning": "version: 1\nresources: {memory: 1Gi}\nnetwork:\n  allow: " + strings.Repeat("[", n),
-	}
-}
 
 // TestPolicyBombRefused sends each bomb as policy_source (and the JSON one
 // as an inline policy) to POST /v1/exec and POST /v1/sessions of a real
@@ -55,7 +26,7 @@ func TestPolicyBombRefused(t *testing.T) {
 
 	type request struct{ name, path, body string }
 	var reqs []request
-	for name, bomb := range policyBombs() {
+	for name, bomb := range doclimittest.PolicyBombs() {
 		src, _ := json.Marshal(map[string]string{"name": "bomb.yaml", "text": bomb})
 		reqs = append(reqs,
 			request{name + " to exec", "/v1/exec", `{"argv":["true"],"policy_source":` + string(src) + `}`},

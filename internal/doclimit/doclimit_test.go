@@ -2,6 +2,7 @@ package doclimit
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,10 +14,13 @@ import (
 	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/agentbox/agentbox/internal/doclimit/doclimittest"
 )
 
-// Bombs: documents a few hundred kilobytes long whose parse takes gigabytes
-// or minutes (go-yaml's cost grows with the square of the nesting depth;
+// Bombs: the policy-sized ones every bounded parser is tested with, and
+// more, up to the default size limit, whose parse takes gigabytes or
+// minutes (go-yaml's cost grows with the square of the nesting depth;
 // 16 000 dashes in a flow sequence took 1.4 GiB and 14 s).
 func bombs() map[string]string {
 	const n = 200_000
@@ -29,14 +33,11 @@ func bombs() map[string]string {
 		keys.WriteString("k" + strconv.Itoa(i) + ": 1, ")
 	}
 	keys.WriteString("}")
-	return map[string]string{
-		"brackets":             strings.Repeat("[", n),
-		"braces":               strings.Repeat("{", n),
-		"mixed":                strings.Repeat("[{a: ", n/5),
+	all := doclimittest.PolicyBombs()
+	maps.Copy(all, map[string]string{
 		"dashes in a sequence": "[" + strings.Repeat("- ", n/2) + "x]",
 		"dashes in a mapping":  "{a: " + strings.Repeat("- ", n/2) + "x}",
 		"dash and bracket":     strings.Repeat("- [ ", n/4),
-		"block dashes":         strings.Repeat("- ", n/2) + "x\n",
 		"block staircase":      staircase.String(),
 		"many keys":            keys.String(),
 		"many entries":         "[" + strings.Repeat("[],", n/3) + "]",
@@ -49,7 +50,8 @@ func bombs() map[string]string {
 		"after a quote":        "a: 'it''s'\nb: \"\\\"[\"\nc: " + strings.Repeat("{", n),
 		"too big":              strings.Repeat("#", Default.Bytes+1),
 		"aliases":              "a: &a [x, x]\nb: [*a, *a]\n",
-	}
+	})
+	return all
 }
 
 func TestCheckRefusesBombs(t *testing.T) {

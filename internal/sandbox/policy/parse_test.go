@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentbox/agentbox/internal/doclimit/doclimittest"
 )
 
 var fullPolicy = &Policy{
@@ -134,38 +135,11 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// bombs are policies whose parse, unbounded, took gigabytes (go-yaml's cost
-// grows with the square of the nesting depth, and with a long key times
-// the values under it): 200 KB of brackets grew the daemon past 24 GiB.
-func bombs() map[string]string {
-	const n = 200_000
-	var staircase, keys strings.Builder
-	for i := range 700 {
-		staircase.WriteString(strings.Repeat(" ", i) + "a:\n")
-	}
-	keys.WriteString("version: 1\nenv: {set: {")
-	for i := range 20_000 {
-		keys.WriteString("K" + strconv.Itoa(i) + ": v, ")
-	}
-	keys.WriteString("}}\n")
-	return map[string]string{
-		"brackets":             strings.Repeat("[", n),
-		"braces":               strings.Repeat("{", n),
-		"mixed":                strings.Repeat("[{a: ", n/5),
-		"dashes in a flow":     "version: 1\nnetwork: {allow: [" + strings.Repeat("- ", n/2) + "x]}\n",
-		"block dashes":         strings.Repeat("- ", n/2) + "x\n",
-		"block nesting":        staircase.String(),
-		"many keys":            keys.String(),
-		"long key over values": "{" + strings.Repeat("k", 200_000) + ": [" + strings.Repeat("a,", 8000) + "]}",
-		"nested JSON":          strings.Repeat(`{"a":`, 9000) + "1" + strings.Repeat("}", 9000),
-	}
-}
-
 // TestParseBombs checks that Parse refuses each bomb, before parsing it,
 // with an error at a place, allocating next to nothing.
 func TestParseBombs(t *testing.T) {
 	docs := map[string][]byte{}
-	for name, b := range bombs() {
+	for name, b := range doclimittest.PolicyBombs() {
 		docs[name] = []byte(b)
 	}
 	var before, after runtime.MemStats
@@ -386,7 +360,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version: 1\na: &x [*x]\n"))
 	f.Add([]byte("{\"version\": 1, \"env\": {\"set\": {\"\": \"\"}}}"))
 	f.Add([]byte("version: 1\nfilesystem: {protected: ['**/**/x', 'a/']}\n"))
-	for _, b := range bombs() {
+	for _, b := range doclimittest.PolicyBombs() {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,0 +1,40 @@
+// Package doclimittest holds the documents the bounds of package doclimit
+// are tested with: parser bombs small enough to be sent as a policy
+// (under the API's 256 KiB limit on policy_source), shared by the tests
+// of doclimit, of the policy parser and of the API.
+package doclimittest
+
+import (
+	"strconv"
+	"strings"
+)
+
+// PolicyBombs are documents whose parse, without bounds, takes gigabytes
+// or minutes: go-yaml's cost grows with the square of the nesting depth,
+// and with a long key times the values under it (200 KB of brackets grew
+// the daemon past 24 GiB). Each is under 256 KiB; the JSON ones ("nested
+// JSON") are valid JSON objects, so they can be sent inline too.
+func PolicyBombs() map[string]string {
+	const n = 200_000
+	var staircase, keys strings.Builder
+	for i := range 700 {
+		staircase.WriteString(strings.Repeat(" ", i) + "a:\n")
+	}
+	keys.WriteString("version: 1\nenv: {set: {")
+	for i := range 20_000 {
+		keys.WriteString("K" + strconv.Itoa(i) + ": v, ")
+	}
+	keys.WriteString("}}\n")
+	return map[string]string{
+		"brackets":                strings.Repeat("[", n),
+		"braces":                  strings.Repeat("{", n),
+		"mixed":                   strings.Repeat("[{a: ", n/5),
+		"dashes in a flow":        "version: 1\nnetwork: {allow: [" + strings.Repeat("- ", n/2) + "x]}\n",
+		"block dashes":            strings.Repeat("- ", n/2) + "x\n",
+		"block nesting":           staircase.String(),
+		"many keys":               keys.String(),
+		"long key over values":    "{" + strings.Repeat("k", 200_000) + ": [" + strings.Repeat("a,", 8000) + "]}",
+		"nested JSON":             strings.Repeat(`{"a":`, 9000) + "1" + strings.Repeat("}", 9000),
+		"after a valid beginning": "version: 1\nresources: {memory: 1Gi}\nnetwork:\n  allow: " + strings.Repeat("[", n),
+	}
+}
