@@ -6,15 +6,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha1" //nolint:gosec // a key identifier, not a signature
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,13 +60,14 @@ func NewCA(name string, hosts []string) (*CA, error) {
 		// "example.com" permits the name and its subdomains,
 		// ".example.com" only subdomains (RFC 5280 as Go reads it).
 		p := strings.TrimPrefix(strings.ToLower(h), "*")
-		if !containsString(permitted, p) {
+		if !slices.Contains(permitted, p) {
 			permitted = append(permitted, p)
 		}
 	}
 	now := time.Now()
+	// x509 makes the serial number and, for a CA, the subject key id;
+	// leaves get the authority key id from it.
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name, Organization: []string{"agentbox sandbox TLS interception"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(caValidity),
@@ -75,7 +75,6 @@ func NewCA(name string, hosts []string) (*CA, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
-		SubjectKeyId:          keyID(&key.PublicKey),
 		PermittedDNSDomains:   permitted,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -88,32 +87,6 @@ func NewCA(name string, hosts []string) (*CA, error) {
 	}
 	return &CA{cert: cert, key: key, leaves: map[string]*tls.Certificate{},
 		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic("egress: no randomness: " + err.Error())
-	}
-	return n
-}
-
-func keyID(pub *ecdsa.PublicKey) []byte {
-	b, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return nil
-	}
-	sum := sha1.Sum(b) //nolint:gosec // RFC 5280's key identifier method
-	return sum[:]
 }
 
 // CertPEM is the CA's certificate, PEM-encoded: what the sandbox trusts.
@@ -152,7 +125,6 @@ func (ca *CA) leaf(host string) (*tls.Certificate, error) {
 		notAfter = ca.cert.NotAfter
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: host},
 		DNSNames:              []string{host},
 		NotBefore:             now.Add(-time.Hour),
@@ -160,7 +132,6 @@ func (ca *CA) leaf(host string) (*tls.Certificate, error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		AuthorityKeyId:        ca.cert.SubjectKeyId,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

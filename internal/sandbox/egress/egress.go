@@ -186,9 +186,6 @@ func (s *Server) Close() { s.routeTransport.CloseIdleConnections() }
 type Route struct {
 	Name     string
 	Upstream *url.URL
-	// Secret, when set, is added to every request of the route (bound to
-	// the upstream's host).
-	Secret *Secret
 	// Credentials are the credentials the route's client may send: each
 	// one's value takes the place of its placeholder (Placeholder(Name))
 	// only in its own Header, and only where that header's value is

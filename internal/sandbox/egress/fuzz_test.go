@@ -403,7 +403,7 @@ func FuzzGateConn(f *testing.F) {
 			return sandbox.NetworkAnswer{Allow: req.Host == "askyes.test"}, nil
 		},
 		AskTimeout: time.Second,
-		Routes:     []Route{{Name: "r", Upstream: routeURL, Secret: &Secret{Name: "rk", Value: "route-secret-value", Header: "X-Key"}}},
+		Routes:     []Route{{Name: "r", Upstream: routeURL, Credentials: []Secret{{Name: "rk", Value: "route-secret-value", Header: "X-Key"}}}},
 	}
 	subst := strings.NewReplacer("{A}", port(ap), "{B}", port(bp), "{B6}", port(b6p))
 	be := func(p int) string { return string([]byte{byte(p >> 8), byte(p)}) }

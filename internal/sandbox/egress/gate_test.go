@@ -768,7 +768,7 @@ func routeHarness(t *testing.T, handler http.HandlerFunc) (*harness, *httptest.S
 	h := newHarness(t, harnessOpts{
 		opts: Options{RootCAs: rootsOf(ts)},
 		cfg: Config{Routes: []Route{
-			{Name: "anth", Upstream: u, Secret: sec},
+			{Name: "anth", Upstream: u, Credentials: []Secret{*sec}},
 			{Name: "open", Upstream: u},
 		}},
 	})
@@ -806,17 +806,19 @@ func TestGateRoute(t *testing.T) {
 	if got := r0.Header.Get("x-api-key"); got != "real-key" {
 		t.Errorf("upstream saw x-api-key %q", got)
 	}
-	if got := r0.Header.Get("Authorization"); got != "Bearer real-key" {
-		t.Errorf("upstream saw Authorization %q", got)
+	// The value goes only in its own header: elsewhere the placeholder
+	// stays, so an upstream echoing a header cannot hand it back.
+	if got := r0.Header.Get("Authorization"); got != "Bearer "+Placeholder("k") {
+		t.Errorf("upstream saw Authorization %q, want the placeholder as sent", got)
 	}
 	if strings.Contains(r0.Host, "3128") {
 		t.Errorf("upstream saw the sandbox's Host %q", r0.Host)
 	}
 
-	// Without the placeholder, the key is added all the same; a route
-	// without a secret adds none.
+	// Without the placeholder, no key is added (the agent chose to send
+	// none); a route without credentials adds none.
 	resp, body2 := h.raw(t, "GET /llm/anth/v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(body2, "key=real-key") {
+	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(body2, "key=") {
 		t.Errorf("route without placeholder: %d %q", resp.StatusCode, body2)
 	}
 	resp, body2 = h.raw(t, "GET /llm/open/v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: "+Placeholder("k")+"\r\nConnection: close\r\n\r\n")
@@ -855,7 +857,12 @@ func TestGateRoute(t *testing.T) {
 	}
 	mu.Unlock()
 
-	recs := h.rec.waitRecords(t, 3, func(r Record) bool { return r.Type == "secret" })
+	// One use: the first request carried the placeholder; the others
+	// carried none, and the route added nothing to them.
+	recs := h.rec.waitRecords(t, 1, func(r Record) bool { return r.Type == "secret" })
+	if len(recs) != 1 {
+		t.Errorf("%d secret records, want 1: %+v", len(recs), recs)
+	}
 	if r := recs[0]; r.Secret != "k" || r.Via != "route" || r.Decision != "allow" {
 		t.Errorf("secret record %+v", r)
 	}
@@ -884,7 +891,7 @@ func TestGateRoute(t *testing.T) {
 	if strings.Contains(m, "real-key") {
 		t.Errorf("the metrics hold the secret's value")
 	}
-	if !strings.Contains(m, `agentbox_egress_secret_injections_total{secret="k"} 3`) {
+	if !strings.Contains(m, `agentbox_egress_secret_injections_total{secret="k"} 1`) {
 		t.Errorf("metrics:\n%s", m)
 	}
 }
@@ -934,8 +941,8 @@ func TestGateRouteUpstreamDown(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	h := newHarness(t, harnessOpts{cfg: Config{Routes: []Route{{Name: "down", Upstream: &url.URL{Scheme: "http", Host: addr},
-		Secret: &Secret{Name: "k", Value: "real-key", Host: "x.test", Header: "x-api-key"}}}}})
-	resp, body := h.raw(t, "GET /llm/down/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		Credentials: []Secret{{Name: "k", Value: "real-key", Host: "x.test", Header: "x-api-key"}}}}}})
+	resp, body := h.raw(t, "GET /llm/down/x HTTP/1.1\r\nHost: x\r\nx-api-key: "+Placeholder("k")+"\r\nConnection: close\r\n\r\n")
 	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, "real-key") {
 		t.Errorf("route to a closed port: %d %q", resp.StatusCode, body)
 	}

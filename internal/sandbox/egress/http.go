@@ -328,13 +328,7 @@ func (g *Gate) serveRoute(w http.ResponseWriter, r *http.Request) {
 			for _, h := range hopHeaders {
 				pr.Out.Header.Del(h)
 			}
-			if rt.Secret != nil {
-				// The route is bound to its upstream: its secret goes
-				// with every request, whatever the host is called.
-				injectOne(pr.Out.Header, *rt.Secret)
-				used = []string{rt.Secret.Name}
-			}
-			used = append(used, substitute(pr.Out.Header, rt.Credentials)...)
+			used = substitute(pr.Out.Header, rt.Credentials)
 			// The daemon secrets the sandbox holds placeholders of
 			// (env.secrets) that are bound to the upstream's host go
 			// with the request as on any other to that host: a model key

@@ -95,6 +95,22 @@ func (c *prefixConn) Unwrap() net.Conn { return c.Conn }
 // the proxy told the client the tunnel is open. It returns when the
 // client's connection ends (or the gate closes).
 func (g *Gate) intercept(client net.Conn, req request, d decision) {
+	// Only a TLS handshake is intercepted: anything else in the tunnel
+	// (ssh, plain HTTP: an allow rule without a port allows every port)
+	// goes through end to end, as to any other host.
+	_ = client.SetReadDeadline(time.Now().Add(g.s.opts.HandshakeTimeout))
+	br := bufio.NewReader(client)
+	first, err := br.Peek(1)
+	_ = client.SetReadDeadline(time.Time{})
+	if err != nil {
+		_ = client.Close() // nothing came: nothing to carry
+		return
+	}
+	client = bufferedConn(client, br)
+	if first[0] != tlsRecordHandshake {
+		g.passThrough(client, req, d)
+		return
+	}
 	host := req.target.Host
 	g.allowed(req, d, "")
 	tc := tls.Server(client, &tls.Config{
@@ -115,7 +131,7 @@ func (g *Gate) intercept(client net.Conn, req request, d decision) {
 		},
 	})
 	ctx, cancel := context.WithTimeout(g.ctx, g.s.opts.HandshakeTimeout)
-	err := tc.HandshakeContext(ctx)
+	err = tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
 		_ = tc.Close() // the handshake failed: nothing to serve
@@ -135,6 +151,30 @@ func (g *Gate) intercept(client net.Conn, req request, d decision) {
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	_ = srv.Serve(ln) // returns once the one connection is over
+}
+
+// tlsRecordHandshake is the first byte of a TLS client's first record.
+const tlsRecordHandshake = 0x16
+
+// passThrough carries an allowed tunnel that is not TLS end to end, as an
+// unintercepted one: dialled through the address checks, then spliced.
+func (g *Gate) passThrough(client net.Conn, req request, d decision) {
+	ctx, cancel := context.WithTimeout(g.ctx, g.s.opts.DialTimeout+5*time.Second)
+	up, addr, err := g.dialTarget(ctx, req.target)
+	cancel()
+	if err != nil {
+		var den *denied
+		if errors.As(err, &den) {
+			d.allow, d.by, d.rule, d.reason = false, "policy", den.rule, den.reason
+			g.deny(req, d, den.addr)
+		} else {
+			g.s.metrics.decisions.WithLabelValues(req.via, "allow", d.by).Inc()
+		}
+		_ = client.Close() // the tunnel was answered already: closing says it failed
+		return
+	}
+	g.allowed(req, d, addr.String())
+	splice(g.ctx, client, up)
 }
 
 // serveIntercepted forwards one request from inside an intercepted tunnel.

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -27,14 +28,15 @@ type tlsUpstream struct {
 }
 
 type seenRequest struct {
-	host, sni, auth, key string
+	host, sni, auth, key, echo string
 }
 
 func newTLSUpstream(t *testing.T) *tlsUpstream {
 	u := &tlsUpstream{}
 	u.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
-		u.seen = append(u.seen, seenRequest{host: r.Host, sni: r.TLS.ServerName, auth: r.Header.Get("Authorization"), key: r.Header.Get("X-Key")})
+		u.seen = append(u.seen, seenRequest{host: r.Host, sni: r.TLS.ServerName, auth: r.Header.Get("Authorization"),
+			key: r.Header.Get("X-Key"), echo: r.Header.Get("X-Echo")})
 		u.mu.Unlock()
 		fmt.Fprint(w, "upstream says hi")
 	}))
@@ -91,7 +93,7 @@ func interceptHarness(t *testing.T, withCA bool) (*harness, *tlsUpstream, *CA) {
 func tlsClient(proxy string, roots *x509.CertPool) *http.Client {
 	pu, _ := url.Parse(proxy)
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true,
+		Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: roots},
 	}}
 }
 
@@ -111,8 +113,21 @@ func TestInterceptTLS(t *testing.T) {
 				issuer = cs.PeerCertificates[0].Issuer.CommonName
 				return nil
 			}
+			tunnels := 0
+			c.Transport.(*http.Transport).OnProxyConnectResponse = func(context.Context, *url.URL, *http.Request, *http.Response) error {
+				tunnels++
+				return nil
+			}
 			for range 2 { // keep-alive inside the tunnel: each request gets it
-				resp, err := c.Get(target)
+				req, err := http.NewRequest(http.MethodGet, target, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A placeholder in a header an upstream might echo back
+				// stays a placeholder: only the secret's own header
+				// gets the value.
+				req.Header.Set("X-Echo", Placeholder("gh"))
+				resp, err := c.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -125,6 +140,9 @@ func TestInterceptTLS(t *testing.T) {
 			if issuer != "test sandbox" {
 				t.Errorf("the client saw a certificate issued by %q, want the sandbox CA", issuer)
 			}
+			if strings.HasPrefix(proxy, "http:") && tunnels != 1 {
+				t.Errorf("%d tunnels for two requests, want one kept alive", tunnels)
+			}
 			seen := up.Seen()[before:]
 			if len(seen) != 2 {
 				t.Fatalf("upstream saw %d requests, want 2", len(seen))
@@ -132,6 +150,9 @@ func TestInterceptTLS(t *testing.T) {
 			for _, s := range seen {
 				if s.auth != "Bearer s3cret-token" || s.sni != "example.com" || s.host != fmt.Sprintf("example.com:%d", up.Port()) {
 					t.Errorf("upstream saw %+v, want the secret added, SNI example.com", s)
+				}
+				if s.echo != Placeholder("gh") {
+					t.Errorf("upstream saw X-Echo %q, want the placeholder left as it is", s.echo)
 				}
 			}
 		})
@@ -143,6 +164,55 @@ func TestInterceptTLS(t *testing.T) {
 		if strings.Contains(fmt.Sprint(r), "s3cret-token") {
 			t.Errorf("an audit record holds the secret: %+v", r)
 		}
+	}
+}
+
+// TestInterceptOnlyTLS: a tunnel to an intercepting secret's host that
+// does not start with a TLS handshake (ssh, plain HTTP on another port:
+// an allow rule without a port allows every port) goes through end to
+// end, untouched and without the secret.
+func TestInterceptOnlyTLS(t *testing.T) {
+	var got http.Header
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		fmt.Fprint(w, "plain upstream")
+	}))
+	t.Cleanup(plain.Close)
+	pport := plain.Listener.Addr().(*net.TCPAddr).Port
+	store := NewSecrets()
+	if err := store.Put(Secret{Name: "gh", Value: "s3cret-token", Host: "example.com", Header: "Authorization", Format: "Bearer {value}", InterceptTLS: true}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA("test sandbox", []string{"example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{
+		opts: Options{Secrets: store, Resolver: newResolver(map[string]string{"example.com": "127.0.0.1"})},
+		cfg: Config{CA: ca, Network: sandbox.Network{
+			Allow:   []string{"example.com", fmt.Sprintf("127.0.0.1:%d", pport)},
+			Secrets: map[string]string{"GH_TOKEN": "gh"},
+		}},
+	})
+	c, br, resp := h.connect(t, fmt.Sprintf("example.com:%d", pport))
+	defer c.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: example.com\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", Placeholder("gh")); err != nil {
+		t.Fatal(err)
+	}
+	presp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if string(b) != "plain upstream" {
+		t.Fatalf("through the tunnel: %d %q, want the plain upstream's answer", presp.StatusCode, b)
+	}
+	if a := got.Get("Authorization"); a != "Bearer "+Placeholder("gh") {
+		t.Errorf("the plain upstream saw Authorization %q, want the placeholder as sent", a)
 	}
 }
 

@@ -109,17 +109,11 @@ func inject(h http.Header, host string, secrets []Secret) []string {
 	return used
 }
 
-// injectOne replaces s's placeholder wherever a header holds it and sets
-// s's header.
+// injectOne sets s's header to its value, replacing what the sandbox sent
+// there. Nothing else is touched: a placeholder the sandbox put in any
+// other header goes out as it is, so that an upstream that echoes a header
+// back cannot hand the value to the sandbox.
 func injectOne(h http.Header, s Secret) {
-	ph := Placeholder(s.Name)
-	for k, vs := range h {
-		for i, v := range vs {
-			if strings.Contains(v, ph) {
-				h[k][i] = strings.ReplaceAll(v, ph, s.Value)
-			}
-		}
-	}
 	h.Set(s.Header, s.headerValue())
 }
 
