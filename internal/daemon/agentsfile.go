@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
+	"github.com/agentbox/agentbox/internal/credential"
 	"github.com/agentbox/agentbox/internal/doclimit"
 )
 
@@ -58,9 +62,37 @@ func loadAgentsFile(path string) ([]acp.Custom, error) {
 		if a.Name == "" || a.Command == "" {
 			return nil, fmt.Errorf("agents file %s: acp[%d]: name and command are required", path, i)
 		}
+		if err := checkAgentEnv(a.Env); err != nil {
+			return nil, fmt.Errorf("agents file %s: acp[%d] (%s): %w", path, i, a.Name, err)
+		}
 		out = append(out, acp.Custom{Name: a.Name, Title: a.Title, Command: a.Command, Args: a.Args, Env: a.Env, FS: a.FS})
 	}
 	return out, nil
+}
+
+// checkAgentEnv refuses a credential in an agent's configured env, which
+// would reach every sandbox the agent runs in: only the model credentials
+// the proxy's routes take (placeholders inside, the value added outside)
+// may be there. Other secrets belong in the secrets file, named by the
+// sessions' policies (env.secrets).
+func checkAgentEnv(env map[string]string) error {
+	routed := map[string]bool{}
+	for _, p := range agent.ProvidersIn(env) {
+		for _, c := range p.Credentials {
+			routed[c.Env] = true
+		}
+	}
+	var bad []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if why := credential.Check(k, env[k]); why != "" && !routed[k] {
+			bad = append(bad, fmt.Sprintf("%s (%s)", k, why))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("env %s: a credential here would enter the agent's sandboxes; "+
+			"put it in --secrets-file bound to its host and name it in the sessions' policy (env.secrets)", strings.Join(bad, ", "))
+	}
+	return nil
 }
 
 // registerCustom adds configured ACP agents to r; a name that is taken is
