@@ -177,14 +177,13 @@ func attachEgress(srv *egress.Server, sb sandbox.Sandbox, cfg egress.Config) (*g
 }
 
 // providerRoutes turns an agent's model APIs into routes of its sandbox's
-// proxy at port, and the environment that points the agent at them: the
-// base URL variable becomes the route, every credential variable the
-// session or the adapter sets a placeholder (credentialEnv); the real
-// values travel only from the proxy to the API, each in the header the
-// agent puts its placeholder in.
+// proxy at port, and the base URL variables that point the agent at them
+// (its credential variables hold placeholders whatever the network:
+// credentialEnv); the real values travel only from the proxy to the API,
+// each in the header the agent puts its placeholder in.
 func providerRoutes(port int, providers []agent.Provider) ([]egress.Route, map[string]string, error) {
 	var routes []egress.Route
-	env := credentialEnv(providers)
+	env := map[string]string{}
 	seen := map[string]bool{}
 	for _, p := range providers {
 		if seen[p.Name] {

@@ -72,12 +72,13 @@ func TestLoadSecrets(t *testing.T) {
 }
 
 func TestProviderRoutes(t *testing.T) {
-	routes, env, err := providerRoutes(3128, []agent.Provider{
+	providers := []agent.Provider{
 		agent.Anthropic(map[string]string{"ANTHROPIC_API_KEY": "sk-real", "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat-real"}, "", ""),
 		agent.OpenAI(nil, "http://127.0.0.1:9000/s/shell/v1", ""),
 		agent.Anthropic(nil, "https://elsewhere.example", "ignored: a second anthropic"),
 		agent.Gemini(map[string]string{"GOOGLE_API_KEY": "AIza-real"}, "", ""),
-	})
+	}
+	routes, env, err := providerRoutes(3128, providers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +112,12 @@ func TestProviderRoutes(t *testing.T) {
 		"GOOGLE_GEMINI_BASE_URL":  "http://127.0.0.1:3128/llm/gemini",
 		"GOOGLE_API_KEY":          egress.Placeholder("gemini-google-api-key"),
 	}
-	if !maps.Equal(env, want) {
-		t.Errorf("env %v, want %v (unset credentials stay unset)", env, want)
+	// What Create gives the agent: the placeholders of every network
+	// mode, with the routes' base URLs on top.
+	all := credentialEnv(providers)
+	maps.Copy(all, env)
+	if !maps.Equal(all, want) {
+		t.Errorf("env %v, want %v (unset credentials stay unset)", all, want)
 	}
 	if _, _, err := providerRoutes(3128, []agent.Provider{agent.OpenAI(nil, "ftp://x", "")}); err == nil {
 		t.Error("a non-http base URL was accepted")

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -122,9 +123,11 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	spec.Review = opts.Review
 	var routes []egress.Route
 	if spec.Network.Mode == sandbox.NetworkProxy {
-		if routes, env, err = providerRoutes(spec.Network.Port(), opts.Providers); err != nil {
+		var baseURLs map[string]string
+		if routes, baseURLs, err = providerRoutes(spec.Network.Port(), opts.Providers); err != nil {
 			return nil, err
 		}
+		maps.Copy(env, baseURLs)
 	}
 	// A variable the policy declares as a secret holds its placeholder,
 	// whatever value the session's env gave it.
