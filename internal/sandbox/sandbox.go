@@ -207,6 +207,12 @@ func (n Network) ConnectionLimit() int {
 	return DefaultMaxConnections
 }
 
+// HostConnectionLimit is how many of the sandbox's proxy connections a
+// runtime's forwarder holds open on the host at most: the connection bound
+// plus a little slack, as the proxy refuses (and reports) connections past
+// the bound itself and closing them takes a moment.
+func (n Network) HostConnectionLimit() int { return n.ConnectionLimit() + 16 }
+
 // ConnectionRate returns MaxConnectionRate, DefaultMaxConnectionRate when
 // unset.
 func (n Network) ConnectionRate() int {

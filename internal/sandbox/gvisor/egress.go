@@ -111,11 +111,10 @@ const (
 	maxPid         = 1 << 22 // gVisor's (and Linux's) PID_MAX_LIMIT
 	maxHeader      = len(peerPrefix) + 7 + 1 + maxPeerName + 1 + maxCommandLine + 1
 	// pendingConns bounds the connections waiting for Accept; the
-	// listener's maxOpen (the sandbox's connection bound plus egressSlack)
+	// listener's maxOpen (sandbox.Network.HostConnectionLimit)
 	// those open on the host (waiting or accepted, until closed); past
 	// either, requests are refused.
 	pendingConns = 256
-	egressSlack  = 16
 	// readyTimeout bounds the check connection's read; forwarderTimeout
 	// the forwarder's start.
 	readyTimeout     = 10 * time.Second
@@ -262,7 +261,7 @@ type egressListener struct {
 // newEgressListener creates the control socketpair and starts serving
 // its host end. The other end is the forwarder's stdin: the caller passes
 // it to `runsc exec` and closes it.
-func newEgressListener(port, maxConns int) (*egressListener, *os.File, error) {
+func newEgressListener(port, maxOpen int) (*egressListener, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gvisor: egress control socket: %w", err)
@@ -274,10 +273,9 @@ func newEgressListener(port, maxConns int) (*egressListener, *os.File, error) {
 		_ = unix.Close(fds[1])
 		return nil, nil, fmt.Errorf("gvisor: egress control socket: %w", err)
 	}
-	maxOpen := int64(maxConns + egressSlack)
-	pending := int(min(pendingConns, maxOpen))
+	pending := min(pendingConns, maxOpen)
 	l := &egressListener{ctl: c.(*net.UnixConn), port: port, conns: make(chan *peerConn, pending),
-		maxOpen: maxOpen, pending: pending, done: make(chan struct{}), ready: make(chan struct{})}
+		maxOpen: int64(maxOpen), pending: pending, done: make(chan struct{}), ready: make(chan struct{})}
 	l.wg.Go(l.loop)
 	return l, os.NewFile(uintptr(fds[1]), "egress-control-forwarder"), nil
 }
@@ -533,7 +531,7 @@ var forwarderStdin = func(ctl *os.File) (*os.File, error) { return ctl, nil }
 // the path. The sandbox user can neither signal nor ptrace it, nor bind
 // its port, nor open its descriptors.
 func (b *box) startForwarder(ctx context.Context) error {
-	l, ctl, err := newEgressListener(b.spec.Network.Port(), b.spec.Network.ConnectionLimit())
+	l, ctl, err := newEgressListener(b.spec.Network.Port(), b.spec.Network.HostConnectionLimit())
 	if err != nil {
 		return err
 	}

@@ -375,7 +375,7 @@ func hostIPv4() string {
 // control socket.
 func testListener(t *testing.T) (*egressListener, *net.UnixConn) {
 	t.Helper()
-	l, f, err := newEgressListener(3128, sandbox.DefaultMaxConnections)
+	l, f, err := newEgressListener(3128, sandbox.Network{}.HostConnectionLimit())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -739,7 +739,7 @@ func FuzzParsePeerHeader(f *testing.F) {
 // through the host's /proc/net/tcp, whose format gVisor's follows), the
 // request, and the copy with its half-closes.
 func TestForward(t *testing.T) {
-	l, f, err := newEgressListener(3128, sandbox.DefaultMaxConnections)
+	l, f, err := newEgressListener(3128, sandbox.Network{}.HostConnectionLimit())
 	if err != nil {
 		t.Fatal(err)
 	}

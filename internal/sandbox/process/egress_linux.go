@@ -99,13 +99,10 @@ type egressListener struct {
 	once    sync.Once
 }
 
-// egressSlack is how far past the sandbox's connection bound the listener
-// lets connections be open: the proxy refuses (and reports) connections
-// past the bound itself, and closes them, which takes a moment.
-const egressSlack = 16
-
-func newEgressListener(sock *net.UnixConn, port, initPid, maxConns int) *egressListener {
-	l := &egressListener{sock: sock, port: port, initPid: initPid, maxOpen: int64(maxConns + egressSlack),
+// newEgressListener receives the sandbox's proxy connections on sock, at
+// most maxOpen open at once (sandbox.Network.HostConnectionLimit).
+func newEgressListener(sock *net.UnixConn, port, initPid, maxOpen int) *egressListener {
+	l := &egressListener{sock: sock, port: port, initPid: initPid, maxOpen: int64(maxOpen),
 		conns: make(chan net.Conn), closed: make(chan struct{})}
 	go l.receive()
 	return l

@@ -333,7 +333,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	ready, err := b.waitReady(ctx)
 	if err == nil && cfg.EgressPort > 0 && ready.Error == "" && ready.Missing == "" {
-		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.cmd.Process.Pid, spec.Network.ConnectionLimit())
+		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.cmd.Process.Pid, spec.Network.HostConnectionLimit())
 		b.egressSock = nil
 	}
 	if err != nil {
