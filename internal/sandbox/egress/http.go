@@ -233,29 +233,10 @@ func (g *Gate) serveForward(w http.ResponseWriter, r *http.Request, client net.C
 		}
 	}
 	target := &url.URL{Scheme: "http", Host: t.String(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	var used []string
-	var failed error
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = target
-			pr.Out.Host = "" // the URI's host, never a spoofed Host header
-			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{
-				GotConn: func(info httptrace.GotConnInfo) { addr = hostOf(info.Conn.RemoteAddr()) },
-			}))
-			pr.Out.RequestURI = ""
-			for _, h := range hopHeaders {
-				pr.Out.Header.Del(h)
-			}
-			used = inject(pr.Out.Header, t.HostString(), g.secrets())
-		},
-		Transport:     transport,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			failed = err
-			g.dialFailed(w, req, d, err)
-		},
-	}
-	rp.ServeHTTP(w, r)
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { addr = hostOf(info.Conn.RemoteAddr()) }}
+	used, failed := forward(w, r, target, transport, trace,
+		func(h http.Header) []string { return inject(h, t.HostString(), g.secrets()) },
+		func(w http.ResponseWriter, err error) { g.dialFailed(w, req, d, err) })
 	if pool != g.currentPool() {
 		// The rules changed meanwhile: the connection is not kept in a
 		// pool that nothing uses any more.
@@ -265,6 +246,39 @@ func (g *Gate) serveForward(w http.ResponseWriter, r *http.Request, client net.C
 		g.allowed(req, d, addr)
 		g.secretsUsed(req, used)
 	}
+}
+
+// forward proxies r to target over transport and answers w: the request
+// goes to target's URL with target's host (never a Host header the
+// sandbox sent), without the hop-by-hop proxy headers, with the
+// credentials creds adds (it returns their names); failed answers a
+// request that could not be carried. trace, when set, follows the
+// upstream connection. It returns the names of the credentials sent, none
+// when the request failed, and the failure.
+func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport http.RoundTripper, trace *httptrace.ClientTrace,
+	creds func(http.Header) []string, failed func(http.ResponseWriter, error)) (used []string, err error) {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = target
+			pr.Out.Host = ""
+			pr.Out.RequestURI = ""
+			if trace != nil {
+				pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), trace))
+			}
+			for _, h := range hopHeaders {
+				pr.Out.Header.Del(h)
+			}
+			used = creds(pr.Out.Header)
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, e error) {
+			used, err = nil, e
+			failed(w, e)
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return used, err
 }
 
 // secretsUsed audits and counts the secrets added to a request.
@@ -311,39 +325,26 @@ func (g *Gate) serveRoute(w http.ResponseWriter, r *http.Request) {
 		req.target = Target{Addr: a.Unmap(), Port: uint16(pn)}
 	}
 	base := strings.TrimSuffix(up.EscapedPath(), "/")
-	var used []string
-	var failed error
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			u := *up
-			u.Path, u.RawPath = "", ""
-			if p, err := url.PathUnescape(base + "/" + sub); err == nil {
-				u.Path = p
-				u.RawPath = base + "/" + sub
-			}
-			u.RawQuery = r.URL.RawQuery
-			pr.Out.URL = &u
-			pr.Out.Host = ""
-			pr.Out.RequestURI = ""
-			for _, h := range hopHeaders {
-				pr.Out.Header.Del(h)
-			}
-			used = substitute(pr.Out.Header, rt.Credentials)
+	target := *up
+	target.Path, target.RawPath = "", ""
+	if p, err := url.PathUnescape(base + "/" + sub); err == nil {
+		target.Path = p
+		target.RawPath = base + "/" + sub
+	}
+	target.RawQuery = r.URL.RawQuery
+	used, failed := forward(w, r, &target, g.s.routeTransport, nil,
+		func(h http.Header) []string {
+			used := substitute(h, rt.Credentials)
 			// The daemon secrets the sandbox holds placeholders of
 			// (env.secrets) that are bound to the upstream's host go
 			// with the request as on any other to that host: a model key
 			// may be declared that way too.
-			used = append(used, inject(pr.Out.Header, strings.ToLower(up.Hostname()), g.secrets())...)
+			return append(used, inject(h, strings.ToLower(up.Hostname()), g.secrets())...)
 		},
-		Transport:     g.s.routeTransport,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			failed = err
+		func(w http.ResponseWriter, err error) {
 			g.s.metrics.decisions.WithLabelValues("route", "allow", "policy").Inc()
 			g.refuse(w, http.StatusBadGateway, fmt.Sprintf("agentbox egress proxy: route %s: %v", name, err))
-		},
-	}
-	rp.ServeHTTP(w, r)
+		})
 	if failed == nil {
 		g.s.metrics.decisions.WithLabelValues("route", "allow", "policy").Inc()
 	}

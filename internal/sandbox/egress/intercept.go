@@ -10,7 +10,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -200,28 +199,16 @@ func (g *Gate) serveIntercepted(w http.ResponseWriter, r *http.Request, req requ
 	if t.Port == 443 {
 		target.Host = t.Host
 	}
-	var used []string
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = target
-			pr.Out.Host = ""
-			pr.Out.RequestURI = ""
-			for _, h := range hopHeaders {
-				pr.Out.Header.Del(h)
-			}
+	used, _ := forward(w, r, target, g.interceptTransport, nil,
+		func(h http.Header) []string {
+			var used []string
 			for _, s := range g.interceptSecrets(t.Host) {
-				injectOne(pr.Out.Header, s)
+				injectOne(h, s)
 				used = append(used, s.Name)
 			}
+			return used
 		},
-		Transport:     g.interceptTransport,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			used = nil
-			g.dialFailed(w, req, decision{allow: true, by: "policy"}, err)
-		},
-	}
-	rp.ServeHTTP(w, r)
+		func(w http.ResponseWriter, err error) { g.dialFailed(w, req, decision{allow: true, by: "policy"}, err) })
 	g.secretsUsed(req, used)
 }
 
