@@ -155,7 +155,7 @@ func newEgress(cfg Config, aud *audit.Log, m *metrics.Metrics) (*egress.Server, 
 		return nil, nil, err
 	}
 	eg, err := egress.New(egress.Options{
-		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Registerer: m.Registry,
+		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Closed: aud.Settle, Registerer: m.Registry,
 		Log: cfg.Log.With("component", "egress"), MaxConnections: egressConnectionCeiling(),
 	})
 	if err != nil {
@@ -336,7 +336,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
 		MaxPendingRequests: cfg.MaxPendingRequests,
 		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
-			egress: eg, askTimeout: cfg.NetworkAskTimeout, workspaces: ws, settle: aud.Settle,
+			egress: eg, askTimeout: cfg.NetworkAskTimeout, workspaces: ws,
 			secrets: secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: caDir},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
@@ -350,7 +350,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
 		Registerer: m.Registry, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
-		Network:     settledTasks{Tasks: egress.Tasks{Server: eg}, aud: aud},
+		Network:     egress.Tasks{Server: eg},
 		Log:         cfg.Log.With("component", "exec"),
 	})
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/audit"
 	"github.com/agentbox/agentbox/internal/doclimit"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
@@ -134,9 +133,6 @@ type gatedSandbox struct {
 	// release removes what was made for the sandbox on the host (its CA
 	// bundle); nil when nothing was.
 	release func()
-	// closed, when set, runs once the gate is closed (the audit log's
-	// summaries of the sandbox's refusals).
-	closed func()
 }
 
 func (g *gatedSandbox) Close(ctx context.Context) ([]sandbox.Violation, error) {
@@ -145,25 +141,7 @@ func (g *gatedSandbox) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	if g.release != nil {
 		g.release()
 	}
-	if g.closed != nil {
-		g.closed()
-	}
 	return vs, err
-}
-
-// settledTasks is egress.Tasks telling the audit log when a task's proxy
-// is closed, so the summaries of its refusals are written then.
-type settledTasks struct {
-	egress.Tasks
-	aud *audit.Log
-}
-
-func (t settledTasks) Attach(sb sandbox.Sandbox, spec sandbox.Spec, scope, id string, onViolation func(sandbox.Violation)) (func(), error) {
-	detach, err := t.Tasks.Attach(sb, spec, scope, id, onViolation)
-	if err != nil {
-		return nil, err
-	}
-	return func() { detach(); t.aud.Settle(scope, id) }, nil
 }
 
 // attachEgress starts the egress proxy of sb, which a policy with network

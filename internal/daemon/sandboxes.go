@@ -37,9 +37,6 @@ type sessionSandboxes struct {
 	caDir     string
 	// workspaces checks session working directories.
 	workspaces *workspaceRules
-	// settle, when set, is told when a session's egress proxy is closed
-	// (the audit log writes what it still holds of it).
-	settle func(scope, id string)
 }
 
 // Workspace implements session.Sandboxes.
@@ -167,9 +164,6 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	g.release = release
-	if s.settle != nil {
-		g.closed = func() { s.settle("session", opts.SessionID) }
-	}
 	return &session.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
 }
 

@@ -89,6 +89,9 @@ type Options struct {
 	// Audit gets one record per decision and per secret use. It must not
 	// block, and it never sees a secret's value.
 	Audit func(Record)
+	// Closed, when set, is told when a gate is closed (its scope and id):
+	// nothing more of that sandbox reaches Audit.
+	Closed func(scope, id string)
 	// MaxConnections bounds the client connections open through every
 	// gate together (default DefaultServerMaxConnections; see
 	// MaxConnectionsFor): past it a connection is refused like one past
@@ -467,6 +470,9 @@ func (g *Gate) Close() error {
 	g.currentPool().CloseIdleConnections()
 	if g.interceptTransport != nil {
 		g.interceptTransport.CloseIdleConnections()
+	}
+	if g.s.opts.Closed != nil {
+		g.s.opts.Closed(g.cfg.Scope, g.cfg.ID)
 	}
 	return nil
 }
