@@ -219,6 +219,57 @@ echo "R plant ok"`, h.gitMarker(), h.evilConfig()))
 			},
 		},
 		{
+			name: "commit_git_untouched_nested_repository",
+			want: map[string]string{"plant": "ok"},
+			run: func(h *harness) {
+				// A repository in the workspace the sandbox's changes never
+				// touch; its hooks live beside it.
+				h.hostRepo()
+				lib := filepath.Join(h.ws, "lib")
+				if err := os.MkdirAll(lib, 0o755); err != nil {
+					h.t.Fatal(err)
+				}
+				h.mustHostGit(lib, "init", "-q", "-b", "main")
+				h.mustHostGit(lib, "config", "core.hooksPath", "../tools/hooks")
+				h.mustHostGit(lib, "commit", "-q", "--allow-empty", "--no-verify", "-m", "lib")
+				h.create()
+				h.allow = func(c change) bool { return c.Path == "tools" && c.Before == nil }
+				r := h.shell(fmt.Sprintf(`set -e
+mkdir -p tools/hooks
+printf '#!/bin/sh
+touch %s
+' > tools/hooks/pre-commit
+chmod +x tools/hooks/pre-commit
+echo "R plant ok"`, h.gitMarker()))
+				h.expectExit(r, 0)
+				h.expect(r)
+				h.close()
+				h.expectViolation("tools/hooks/pre-commit", "git-config:core.hookspath")
+				h.hostGitRuns("lib")
+			},
+		},
+		{
+			name: "commit_git_alias_command_word",
+			want: map[string]string{"plant": "ok"},
+			run: func(h *harness) {
+				// A word without a slash in an alias is a file in the
+				// worktree all the same.
+				h.hostRepo([2]string{"alias.b", "!sh build-helper.sh"})
+				h.create()
+				r := h.shell(fmt.Sprintf(`set -e
+printf 'touch %s
+' > build-helper.sh
+echo "R plant ok"`, h.gitMarker()))
+				h.expectExit(r, 0)
+				h.expect(r)
+				h.close()
+				h.expectViolation("build-helper.sh", "git-config:alias.b")
+				h.settleWorkspace()
+				_, _ = h.hostGit(h.ws, "b")
+				h.hostGitRuns()
+			},
+		},
+		{
 			name: "commit_git_work_reaches_the_host",
 			want: map[string]string{"git": "ok"},
 			run: func(h *harness) {

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,15 +58,66 @@ func (c *commit) walk(d dirState, names []string) {
 	}
 }
 
+// decision is what the rules say of one entry, for the apply walk and
+// for the removal of host trees alike (decide).
+type decision struct {
+	kind decisionKind
+	rule string // the violation rule, for the drops
+	// sc is the scope of what is below an applied entry.
+	sc scope
+}
+
+type decisionKind int
+
+const (
+	decApply     decisionKind = iota
+	decProtected              // a protected pattern matches
+	decDotGit                 // named .git, outside a git directory
+	decGit                    // in a git directory, outside the allowlist
+	decHold                   // a hidden path: held for review
+)
+
+// decide judges the entry with folded segments segs (a directory when
+// isDir) in a directory of scope sc: the protected patterns, the name
+// .git, the git directory allowlist, and the review of hidden paths, in
+// that order. It is the one place these rules are decided.
+func (c *commit) decide(sc scope, segs []string, isDir bool) decision {
+	if rule, ok := c.protectedRule(segs); ok {
+		return decision{kind: decProtected, rule: rule}
+	}
+	name := segs[len(segs)-1]
+	if sc.git == nil && !sc.private && name == gitDotGit {
+		return decision{kind: decDotGit, rule: ruleDotGit}
+	}
+	if g := sc.git; g != nil {
+		inner := g.inner(segs)
+		ok := gitFileAllowed(inner)
+		if isDir {
+			ok = gitDirAllowed(inner)
+		}
+		if !ok {
+			return decision{kind: decGit, rule: "git:" + strings.Join(inner, "/")}
+		}
+		return decision{kind: decApply, sc: sc}
+	}
+	if !sc.reviewed && hidden(name) {
+		if _, ok := c.exempt.matchFolded(segs); !ok {
+			return decision{kind: decHold, rule: "review:hidden:" + name}
+		}
+		sc.reviewed = true
+	}
+	return decision{kind: decApply, sc: sc}
+}
+
 // entry judges and applies one upper entry of the directory d; for a
 // directory to descend into it returns its frame.
 func (c *commit) entry(d *dirState, name string) *frame {
 	rel := join(d.rel, name)
-	if len(d.segs)+1 > c.maxDepth {
+	if len(d.segs)+1 > DefaultMaxDepth {
 		c.overflowed(overDepth, rel)
 		return nil
 	}
-	x, err := c.look(d.rel, d.segs, d.onHost, name)
+	x, err := c.look(d.rel, d.segs, d.onHost, name, false)
 	if err != nil {
 		c.fail(rel, err)
 		return nil
@@ -73,47 +125,50 @@ func (c *commit) entry(d *dirState, name string) *frame {
 	if x == nil {
 		return nil
 	}
-	e, h, segs := x.e, &x.h, x.segs
-	fname := segs[len(segs)-1]
-
-	if rule, ok := c.protected.rule(segs); ok {
-		c.protectedChange(x, rule)
+	e, h := x.e, &x.h
+	if a := d.scope.approval; a != nil && !a.check(x) {
+		// Below an approved change: new, or changed since it was shown.
+		if e.kind == kindDir || !same(e, h) {
+			c.violation(rel, detailNotShown, a.rule)
+		}
+		return nil
+	}
+	dec := c.decide(d.scope, x.segs, e.kind == kindDir)
+	if dec.kind == decProtected {
+		c.protectedChange(x, dec.rule)
 		return nil
 	}
 	if e.kind == kindSpecial {
 		c.violation(rel, detailSpecial, "")
 		return nil
 	}
-	if d.scope.git == nil && !d.scope.private && fname == gitDotGit {
-		return c.dotGit(d, x)
+	if d.scope.git != nil && e.kind == kindSymlink {
+		if !same(e, h) {
+			c.violation(rel, detailFor(h.exists), ruleGitSymlink)
+		}
+		return nil
 	}
-	if g := d.scope.git; g != nil {
-		inner := g.inner(segs)
-		rule := "git:" + strings.Join(inner, "/")
-		switch e.kind {
-		case kindSymlink:
-			if !same(e, h) {
-				c.violation(rel, detailFor(h.exists), ruleGitSymlink)
+	switch dec.kind {
+	case decDotGit:
+		return c.dotGit(d, x)
+	case decGit:
+		if e.kind == kindWhiteout {
+			// Removing host entries: each is judged as it is removed.
+			if h.exists {
+				c.removeTree(d, name, d.scope)
 			}
 			return nil
-		case kindFile:
-			if !gitFileAllowed(inner) {
-				if !same(e, h) {
-					c.violation(rel, detailFor(h.exists), rule)
-				}
-				return nil
-			}
-		case kindDir:
-			if !gitDirAllowed(inner) {
-				if h.isDir() && !e.opaque {
-					// The host has it: look inside, file by file, but
-					// create nothing and change no mode.
-					return c.descend(d, x, d.scope)
-				}
-				c.violation(rel, detailFor(h.exists), rule)
-				return nil
-			}
 		}
+		if e.kind == kindDir && h.isDir() && !e.opaque {
+			// The host has it: look inside, file by file, but create
+			// nothing and change no mode.
+			return c.descend(d, x, d.scope)
+		}
+		if e.kind != kindDir && same(e, h) {
+			return nil
+		}
+		c.violation(rel, detailFor(h.exists), dec.rule)
+		return nil
 	}
 	if d.shapeDrop[name] {
 		if !same(e, h) {
@@ -127,15 +182,11 @@ func (c *commit) entry(d *dirState, name string) *frame {
 		}
 		return nil
 	}
-	sc := d.scope
-	if !sc.reviewed && sc.git == nil && hidden(fname) {
-		if _, ok := c.exempt.matchFolded(segs); ok {
-			sc.reviewed = true
-		} else {
-			c.hold(d, x)
-			return nil
-		}
+	if dec.kind == decHold {
+		c.hold(d, x)
+		return nil
 	}
+	sc := dec.sc
 	switch e.kind {
 	case kindWhiteout:
 		if h.exists {
@@ -188,7 +239,9 @@ func (c *commit) dotGit(d *dirState, x *scanEntry) *frame {
 			c.violation(e.rel, detailRemove, ruleDotGit)
 		}
 	case e.kind == kindDir && h.isDir() && !e.opaque:
-		return c.descend(d, x, scope{git: &gitScope{start: len(x.segs), prefix: []string{}}})
+		sc := d.scope
+		sc.git = &gitScope{start: len(x.segs), prefix: []string{}}
+		return c.descend(d, x, sc)
 	case e.kind == kindFile && h.isReg() && c.sameFileBytes(d.rel, e.name):
 	case e.kind == kindSymlink && same(e, h):
 	default:
@@ -323,6 +376,9 @@ func (c *commit) applyFile(d *dirState, x *scanEntry) {
 		return
 	}
 	defer closeFd(ufd)
+	if c.opts.hook != nil {
+		c.opts.hook("open", e.rel)
+	}
 	src, err := unix.Openat(ufd, e.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		c.fail(e.rel, fmt.Errorf("open upper file: %w", err))
@@ -333,6 +389,24 @@ func (c *commit) applyFile(d *dirState, x *scanEntry) {
 	if err := unix.Fstat(src, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		c.fail(e.rel, errors.New("upper entry changed type while committing"))
 		return
+	}
+	// Below an approved change, the descriptor copied must be the file
+	// that was shown, before and after the copy, with the bytes shown.
+	var verify func(dst int) bool
+	if a := d.scope.approval; a != nil {
+		fp := statFP(&st)
+		if a.fps[e.rel] != fp {
+			c.violation(e.rel, detailNotShown, a.rule)
+			return
+		}
+		verify = func(dst int) bool {
+			var now unix.Stat_t
+			if unix.Fstat(src, &now) != nil || statFP(&now) != fp {
+				return false
+			}
+			want, ok := a.content[e.rel]
+			return !ok || hashFd(dst, now.Size) == want
+		}
 	}
 	// The budget takes the size of what is copied, read from the open
 	// file: a file the sandbox grows meanwhile is copied only up to it.
@@ -345,9 +419,30 @@ func (c *commit) applyFile(d *dirState, x *scanEntry) {
 		return
 	}
 	defer closeFd(hfd)
-	if err := c.copyInto(hfd, e.name, src, &st, perm, uid, gid); err != nil {
+	switch err := c.copyInto(hfd, e.name, src, &st, perm, uid, gid, verify); {
+	case errors.Is(err, errNotShown):
+		c.violation(e.rel, detailNotShown, d.scope.approval.rule)
+	case err != nil:
 		c.fail(e.rel, err)
 	}
+}
+
+// hashFd hashes the first size bytes of the file open at fd (a hole reads
+// as zeros); the zero hash when it cannot be read.
+func hashFd(fd int, size int64) [sha256.Size]byte {
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	for off := int64(0); off < size; {
+		n, err := unix.Pread(fd, buf[:min(int64(len(buf)), size-off)], off)
+		if err != nil || n == 0 {
+			return [sha256.Size]byte{}
+		}
+		h.Write(buf[:n])
+		off += int64(n)
+	}
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
 }
 
 func (c *commit) applySymlink(d *dirState, x *scanEntry) {
@@ -408,36 +503,18 @@ func (c *commit) removeTree(d *dirState, name string, sc scope) (gone, waiting b
 		if !h.exists {
 			return true, false, nil
 		}
-		if rule, ok := c.protected.rule(segs); ok {
-			c.violation(rel, detailRemove, rule)
-			return false, false, nil
-		}
-		fname := segs[len(segs)-1]
-		if dsc.git == nil && !dsc.private && fname == gitDotGit {
-			c.violation(rel, detailRemove, ruleDotGit)
-			return false, false, nil
-		}
-		if g := dsc.git; g != nil {
-			inner := g.inner(segs)
-			ok := gitFileAllowed(inner)
-			if h.isDir() {
-				ok = gitDirAllowed(inner)
-			}
-			if !ok {
-				c.violation(rel, detailRemove, "git:"+strings.Join(inner, "/"))
-				return false, false, nil
-			}
-		}
 		csc := dsc
-		if !csc.reviewed && csc.git == nil && hidden(fname) {
-			if _, ok := c.exempt.matchFolded(segs); ok {
-				csc.reviewed = true
-			} else {
-				c.holdRemoval(dirRel, dirSegs, dsc, n, &h)
-				return false, true, nil
-			}
+		switch dec := c.decide(dsc, segs, h.isDir()); dec.kind {
+		case decProtected, decDotGit, decGit:
+			c.violation(rel, detailRemove, dec.rule)
+			return false, false, nil
+		case decHold:
+			c.holdRemoval(dirRel, dirSegs, dsc, n, &h)
+			return false, true, nil
+		default:
+			csc = dec.sc
 		}
-		if len(segs) > c.maxDepth {
+		if len(segs) > DefaultMaxDepth {
 			c.overflowed(overDepth, rel)
 			return false, false, nil
 		}
@@ -570,13 +647,4 @@ func splitRel(rel string) (dir, name string) {
 		return rel[:i], rel[i+1:]
 	}
 	return "", rel
-}
-
-// bareShapedFd is bareShaped for a directory open at fd.
-func bareShapedFd(fd int) bool {
-	return gitShape(func(f string) bool {
-		r := map[string]string{"head": "HEAD", "objects": "objects", "refs": "refs", "commondir": "commondir"}[f]
-		var st unix.Stat_t
-		return unix.Fstatat(fd, r, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
-	})
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -22,14 +23,15 @@ var xattrPrefixes = []string{"trusted.overlay.", "user.overlay."}
 
 // Violation details.
 const (
-	detailCreate  = "creation of a protected path dropped"
-	detailChange  = "change to a protected path dropped"
-	detailRemove  = "removal of a protected path dropped"
-	detailSpecial = "special file (device, fifo or socket) not copied back"
-	detailDenied  = "held for review: denied"
-	detailNobody  = "held for review: nobody to review"
-	detailTooMany = "held for review: too many held changes in one commit"
-	detailKept    = "not applied: the directory it replaces keeps entries that were not removed"
+	detailCreate   = "creation of a protected path dropped"
+	detailChange   = "change to a protected path dropped"
+	detailRemove   = "removal of a protected path dropped"
+	detailSpecial  = "special file (device, fifo or socket) not copied back"
+	detailDenied   = "held for review: denied"
+	detailNobody   = "held for review: nobody to review"
+	detailTooMany  = "held for review: too many held changes in one commit"
+	detailKept     = "not applied: the directory it replaces keeps entries that were not removed"
+	detailNotShown = "not applied: changed after it was shown for review (asked about at the next commit)"
 )
 
 // Rules of the violations the .git rules report.
@@ -63,20 +65,22 @@ type Options struct {
 	// layer leaves applied on the host; entries past it are dropped. 0 is
 	// no bound.
 	Files int64
-	// MaxDepth is how many levels below the workspace root are applied;
-	// 0 means DefaultMaxDepth.
-	MaxDepth int
 	// Private marks a directory that is a sandboxed program's own state
 	// (an agent's home, Spec.StateDirs), which no host tool opens as a
-	// project: only the bounds apply (DiskBytes, Files, MaxDepth, the
-	// descriptors of the walk, never following a host symlink, no special
-	// files); protected patterns, the git rules, the host's git
+	// project: only the bounds apply (DiskBytes, Files, DefaultMaxDepth,
+	// the descriptors of the walk, never following a host symlink, no
+	// special files); protected patterns, the git rules, the host's git
 	// configuration and the review of hidden paths do not (a home is
 	// nearly all hidden paths).
 	Private bool
 
 	// gitEnv replaces the daemon user's git environment (tests).
 	gitEnv *gitEnv
+	// hook, when set, is called at fixed points of a commit (tests):
+	// "approved" with a held change's path when its approval is about to
+	// be applied, "open" with an upper file's path before it is opened to
+	// be copied.
+	hook func(point, rel string)
 }
 
 // OptionsFor returns the commit options a sandbox spec asks for.
@@ -96,6 +100,17 @@ func StateOptionsFor(spec sandbox.Spec) Options {
 	return Options{DiskBytes: spec.Limits.DiskBytes, Files: spec.Limits.Files, Private: true}
 }
 
+// compiledRules are the patterns of Options, compiled once (a Committer
+// keeps them for all its commits).
+type compiledRules struct{ protected, exempt *Matcher }
+
+func compileRules(o Options) *compiledRules {
+	if o.Private {
+		return &compiledRules{protected: NewMatcher(nil), exempt: NewMatcher(nil)}
+	}
+	return &compiledRules{protected: NewMatcher(o.Protected), exempt: NewMatcher(o.ReviewExempt)}
+}
+
 // Commit applies the overlayfs upper directory upperDir onto the host
 // directory workspace: new and changed files, directories and symlinks are
 // copied, whiteouts (0/0 character devices) delete, and opaque directories
@@ -105,7 +120,7 @@ func StateOptionsFor(spec sandbox.Spec) Options {
 //
 //   - Changes to paths matching a protected pattern (Options.Protected,
 //     and the paths the host's git configuration runs or loads: its hooks
-//     directory, included files, command paths; see hostgit.go) are
+//     directory, included files, command words; see hostgit.go) are
 //     dropped, each with a Violation (Action "dropped").
 //   - Inside a git directory only what git writes in normal work is
 //     applied (gitrules.go); creating, replacing or removing anything
@@ -113,11 +128,13 @@ func StateOptionsFor(spec sandbox.Spec) Options {
 //     git would take for a repository, is dropped.
 //   - Changes to hidden paths (a component starting with ".") not matched
 //     by Options.ReviewExempt are held and given to Options.Review, once
-//     per commit; what it does not approve is dropped and reported.
+//     per commit; what it does not approve is dropped and reported, and
+//     an approval applies only what was shown (review.go).
 //   - Options.Files and Options.DiskBytes bound what the upper layer
 //     leaves applied (entries, apparent size); the directory walk is
-//     bounded to MaxDepth levels and a fixed number of descriptors. What
-//     is past a bound is dropped with one "resource" violation per bound.
+//     bounded to DefaultMaxDepth levels and a fixed number of
+//     descriptors. What is past a bound is dropped with one "resource"
+//     violation per bound.
 //   - Devices, fifos and sockets are never copied. Sparse files keep their
 //     holes.
 //
@@ -142,34 +159,30 @@ func StateOptionsFor(spec sandbox.Spec) Options {
 // already reported and what a reviewer decided.
 //
 // A problem with one entry does not stop the others; all of them are
-// returned joined.
+// returned joined. A problem that makes the host's git configuration
+// unknowable (a workspace too large to find its repositories in, a
+// configuration too large to read) stops the commit before anything is
+// applied.
 func Commit(ctx context.Context, upperDir, workspace string, opts Options) ([]sandbox.Violation, error) {
-	var ask asker
-	if opts.Review != nil {
-		ask = func(ctx context.Context, changes []sandbox.Change, _ []string) []bool {
-			return opts.Review(ctx, changes)
-		}
-	}
-	return run(ctx, upperDir, workspace, opts, ask)
+	vs, _, err := run(ctx, upperDir, workspace, opts, compileRules(opts), nil)
+	return vs, err
 }
-
-// asker is Review with each change's key (its path, operation and the
-// fingerprint of what it would apply), so a Committer can remember answers.
-type asker func(ctx context.Context, changes []sandbox.Change, keys []string) []bool
 
 // Committer commits the same upper directory repeatedly (while the sandbox
 // runs, and once more at the end). It returns each dropped change only the
 // first time it is seen in a given state, so one write to CLAUDE.md is one
 // violation however often it is committed, and it remembers the
 // reviewer's answer for a held change, so an unchanged entry is not asked
-// about again.
+// about again. Options.Protected and Options.ReviewExempt are compiled at
+// the first Commit.
 type Committer struct {
 	Upper, Workspace string
 	Options
 
 	mu      sync.Mutex
+	rules   *compiledRules
 	seen    map[string]string // target → fingerprint of the dropped upper entry
-	answers map[string]bool   // held change key → the reviewer's answer
+	answers memory
 }
 
 // Commit runs Commit and filters out violations already reported for an
@@ -178,16 +191,13 @@ func (c *Committer) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seen == nil {
-		c.seen, c.answers = map[string]string{}, map[string]bool{}
+		c.seen, c.answers = map[string]string{}, memory{}
+		c.rules = compileRules(c.Options)
 	}
-	var ask asker
-	if c.Review != nil {
-		ask = c.remembering
-	}
-	vs, err := run(ctx, c.Upper, c.Workspace, c.Options, ask)
+	vs, fps, err := run(ctx, c.Upper, c.Workspace, c.Options, c.rules, c.answers)
 	var fresh []sandbox.Violation
-	for _, v := range vs {
-		fp := v.Detail + "|" + v.Rule + "|" + fingerprint(filepath.Join(c.Upper, filepath.FromSlash(v.Target)))
+	for i, v := range vs {
+		fp := v.Detail + "|" + v.Rule + "|" + fps[i]
 		if c.seen[v.Target] == fp {
 			continue
 		}
@@ -197,42 +207,16 @@ func (c *Committer) Commit(ctx context.Context) ([]sandbox.Violation, error) {
 	return fresh, err
 }
 
-// remembering asks Review only about changes it has no answer for.
-func (c *Committer) remembering(ctx context.Context, changes []sandbox.Change, keys []string) []bool {
-	answers := make([]bool, len(changes))
-	var ask []sandbox.Change
-	var at []int
-	for i, k := range keys {
-		if a, ok := c.answers[k]; ok {
-			answers[i] = a
-			continue
-		}
-		ask = append(ask, changes[i])
-		at = append(at, i)
-	}
-	if len(ask) == 0 {
-		return answers
-	}
-	got := c.Review(ctx, ask)
-	for j, i := range at {
-		a := j < len(got) && got[j]
-		answers[i] = a
-		// A reviewer that did not answer in time (ctx done) is not an
-		// answer to remember.
-		if ctx.Err() == nil {
-			c.answers[keys[i]] = a
-		}
-	}
-	return answers
-}
+// memory is a Committer's record of the reviewer's answers, by the key of
+// the held change (its path, operation and the fingerprints of what it
+// covers).
+type memory map[string]*answer
 
-// fingerprint identifies the state of an upper entry without following it.
-func fingerprint(p string) string {
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return "absent"
-	}
-	return statFP(&st)
+// answer is a reviewer's decision about one held change, with the hashes
+// of the file contents it was shown.
+type answer struct {
+	approved bool
+	content  map[string][sha256.Size]byte
 }
 
 func statFP(st *unix.Stat_t) string {
@@ -243,16 +227,17 @@ func statFP(st *unix.Stat_t) string {
 type commit struct {
 	ctx       context.Context
 	opts      Options
-	ask       asker
+	memory    memory // nil: remember nothing
 	protected *Matcher
+	gitRules  *Matcher // the host's git configuration's (hostgit.go)
 	exempt    *Matcher
-	maxDepth  int
 	up, host  *dirCache
 	uid, gid  int // owner given to new entries
 	rootScope scope
 
 	files, bytes int64 // spent against Options.Files and DiskBytes
 	over         [3]overflow
+	diffCells    int // spent against maxDiffCells
 
 	held       []*held
 	settled    bool     // the review is over: nothing more is held
@@ -263,56 +248,67 @@ type commit struct {
 	errs       []error
 }
 
-func run(ctx context.Context, upperDir, workspace string, opts Options, ask asker) ([]sandbox.Violation, error) {
+// run is one commit. With each violation it returns a fingerprint of the
+// upper entry it is about ("absent" when there is none), read without
+// following a symlink.
+func run(ctx context.Context, upperDir, workspace string, opts Options, rules *compiledRules, mem memory) ([]sandbox.Violation, []string, error) {
 	root, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: resolve %s: %w", workspace, err)
+		return nil, nil, fmt.Errorf("workspace: resolve %s: %w", workspace, err)
 	}
 	hostFd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: open %s: %w", root, err)
+		return nil, nil, fmt.Errorf("workspace: open %s: %w", root, err)
 	}
 	defer closeFd(hostFd)
 	upFd, err := unix.Open(upperDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: open upper dir %s: %w", upperDir, err)
+		return nil, nil, fmt.Errorf("workspace: open upper dir %s: %w", upperDir, err)
 	}
 	defer closeFd(upFd)
 	var rootSt unix.Stat_t
 	if err := unix.Fstat(hostFd, &rootSt); err != nil {
-		return nil, fmt.Errorf("workspace: stat %s: %w", root, err)
+		return nil, nil, fmt.Errorf("workspace: stat %s: %w", root, err)
 	}
 	c := &commit{
-		ctx: ctx, opts: opts, ask: ask,
-		exempt:   NewMatcher(opts.ReviewExempt),
-		maxDepth: opts.MaxDepth,
-		up:       &dirCache{root: upFd},
-		host:     &dirCache{root: hostFd},
-		uid:      int(rootSt.Uid), gid: int(rootSt.Gid),
-	}
-	if c.maxDepth <= 0 {
-		c.maxDepth = DefaultMaxDepth
+		ctx: ctx, opts: opts, memory: mem,
+		protected: rules.protected,
+		exempt:    rules.exempt,
+		gitRules:  NewMatcher(nil),
+		up:        &dirCache{root: upFd},
+		host:      &dirCache{root: hostFd},
+		uid:       int(rootSt.Uid), gid: int(rootSt.Gid),
 	}
 	defer c.up.close()
 	defer c.host.close()
 	c.rootScope = rootScope(root)
 
-	repoDirs := c.prepass()
 	if opts.Private {
-		c.protected = NewMatcher(nil)
 		c.rootScope = scope{reviewed: true, private: true}
 	} else {
-		c.protected = NewMatcher(opts.Protected)
+		// Every repository the host has in the workspace, before
+		// anything is applied: what their configuration runs is
+		// protected. One that cannot be found means a configuration
+		// that cannot be read: nothing is applied.
+		repos, err := findRepos(c.host)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workspace: %s: %w; nothing was applied", root, err)
+		}
 		env := defaultGitEnv()
 		if opts.gitEnv != nil {
 			env = *opts.gitEnv
 		}
 		alias, _ := filepath.Abs(workspace)
-		for _, r := range hostGitRules(root, alias, repoDirs, env) {
-			c.protected.Add(r.pattern, r.rule)
+		rules, err := hostGitRules(root, alias, repos, int(rootSt.Uid), env)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workspace: %s: %w; nothing was applied", root, err)
+		}
+		for _, r := range rules {
+			c.gitRules.Add(r.pattern, r.rule)
 		}
 	}
 
+	c.prepass()
 	c.walkRoot()
 	c.settleHeld()
 	c.finishPending()
@@ -323,7 +319,35 @@ func run(ctx context.Context, upperDir, workspace string, opts Options, ask aske
 	if err := ctx.Err(); err != nil {
 		c.errs = append(c.errs, fmt.Errorf("workspace: commit interrupted: %w", err))
 	}
-	return c.violations, errors.Join(c.errs...)
+	fps := make([]string, len(c.violations))
+	for i, v := range c.violations {
+		fps[i] = c.upperFP(v.Target)
+	}
+	return c.violations, fps, errors.Join(c.errs...)
+}
+
+// upperFP identifies the state of the upper entry at rel, reached through
+// the upper cache (no symlink followed on the way or at the end).
+func (c *commit) upperFP(rel string) string {
+	dir, name := splitRel(rel)
+	fd, err := c.up.open(dir)
+	if err != nil {
+		return "absent"
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "absent"
+	}
+	return statFP(&st)
+}
+
+// protectedRule returns the rule of the first protected pattern (the
+// options', then the host's git configuration's) matching folded segs.
+func (c *commit) protectedRule(segs []string) (string, bool) {
+	if r, ok := c.protected.rule(segs); ok {
+		return r, true
+	}
+	return c.gitRules.rule(segs)
 }
 
 // rootScope is the scope of the workspace root's entries: inside a git
@@ -354,6 +378,9 @@ type scope struct {
 	reviewed bool
 	// private: a state directory (Options.Private); no git rules.
 	private bool
+	// approval is set below a held change a reviewer approved: only the
+	// entries it covered, unchanged, are applied (review.go).
+	approval *approval
 }
 
 // gitScope locates a git directory: the inner path of an entry with folded
@@ -409,7 +436,7 @@ func (c *commit) reportOverflows() {
 	details := [3]string{
 		fmt.Sprintf("file-count limit (%d entries) reached", c.opts.Files),
 		fmt.Sprintf("disk limit (%d bytes of apparent size) reached", c.opts.DiskBytes),
-		fmt.Sprintf("deeper than %d levels", c.maxDepth),
+		fmt.Sprintf("deeper than %d levels", DefaultMaxDepth),
 	}
 	rules := [3]string{"limit:files", "limit:disk", "limit:depth"}
 	for i, o := range c.over {

@@ -21,10 +21,10 @@ var testProtected = []string{
 }
 
 // testOptions are commit options that read no git configuration of the
-// machine the tests run on (its global and system files could protect
-// more).
+// machine the tests run on (its global and system files, and those of the
+// workspace's owner, could protect more).
 func testOptions(protected []string) Options {
-	return Options{Protected: protected, gitEnv: &gitEnv{noSystem: true}}
+	return Options{Protected: protected, gitEnv: &gitEnv{noSystem: true, passwd: os.DevNull}}
 }
 
 // overlay mounts a real overlayfs with lower as the lower layer, the way
@@ -421,5 +421,27 @@ func TestCommitMissingDirs(t *testing.T) {
 	_, err = Commit(t.Context(), t.TempDir(), filepath.Join(t.TempDir(), "nope"), testOptions(nil))
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Commit with a missing workspace = %v, want ErrNotExist", err)
+	}
+}
+
+// TestUpperFPNeverFollowsSymlinks: a violation's upper entry is
+// fingerprinted through the upper layer's descriptors, so a directory the
+// sandbox swaps for a symlink meanwhile does not lead the daemon to stat
+// a host path.
+func TestUpperFPNeverFollowsSymlinks(t *testing.T) {
+	upper, outside := t.TempDir(), t.TempDir()
+	write(t, outside, "CLAUDE.md", "host\n", 0o644)
+	must(t, os.Symlink(outside, filepath.Join(upper, "a")))
+	write(t, upper, "b/CLAUDE.md", "x\n", 0o644)
+	fd, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	must(t, err)
+	defer unix.Close(fd)
+	c := &commit{up: &dirCache{root: fd}}
+	defer c.up.close()
+	if got := c.upperFP("a/CLAUDE.md"); got != "absent" {
+		t.Errorf("upperFP through a symlinked directory = %q, want absent", got)
+	}
+	if got := c.upperFP("b/CLAUDE.md"); got == "absent" {
+		t.Error("upperFP of a real entry is absent")
 	}
 }

@@ -9,13 +9,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// errNotShown: the copy is not of what a reviewer was shown.
+var errNotShown = errors.New("not what was shown for review")
+
 // copyInto copies the regular file open at src (stat st) to name in the
 // host directory open at dirFd: through a temporary name next to it, so
 // the final rename is atomic and a half-copied file is never seen under
 // its name. Holes stay holes (copySparse). The copy gets perm, the owner
 // uid:gid and the source's times (the mtime is what tells the next commit
-// the file is already there).
-func (c *commit) copyInto(dirFd int, name string, src int, st *unix.Stat_t, perm uint32, uid, gid int) error {
+// the file is already there). verify, when not nil, is asked about the
+// finished copy (open at dst) before it is put in place; false discards
+// it with errNotShown.
+func (c *commit) copyInto(dirFd int, name string, src int, st *unix.Stat_t, perm uint32, uid, gid int, verify func(dst int) bool) error {
 	tmp, dst, err := createTemp(dirFd)
 	if err != nil {
 		return err
@@ -29,6 +34,9 @@ func (c *commit) copyInto(dirFd int, name string, src int, st *unix.Stat_t, perm
 	}()
 	if err := copySparse(dst, src, st.Size); err != nil {
 		return fmt.Errorf("copy: %w", err)
+	}
+	if verify != nil && !verify(dst) {
+		return errNotShown
 	}
 	if err := unix.Fchmod(dst, perm); err != nil {
 		return fmt.Errorf("chmod: %w", err)
@@ -141,11 +149,12 @@ func (c *commit) removeTemp(dirFd int, tmp, rel string) {
 	}
 }
 
-// createTemp makes a new file in the directory open at dirFd.
+// createTemp makes a new file in the directory open at dirFd, open for
+// reading (a copy is verified) and writing.
 func createTemp(dirFd int) (string, int, error) {
 	for range 10 {
 		name := tempName()
-		fd, err := unix.Openat(dirFd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(dirFd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}

@@ -27,10 +27,6 @@ const (
 	kindSpecial
 )
 
-func (k entryKind) String() string {
-	return [...]string{"file", "dir", "symlink", "whiteout", "special"}[k]
-}
-
 // classify reads the upper entry name in the directory open at upFd. With
 // light, overlay xattrs are not read (no opaque or xattr-whiteout marks,
 // no refusal of redirect and metacopy entries): enough to compare the
@@ -200,42 +196,60 @@ func same(e *upperEntry, h *hostInfo) bool {
 // directories open at upFd and hostFd) hold the same bytes, reading at
 // most limit of each.
 func sameBytes(upFd, hostFd int, name string, limit int64) bool {
-	a, errA := readAt(upFd, name, limit)
-	b, errB := readAt(hostFd, name, limit)
+	a, _, errA := readFile(upFd, name, limit, false)
+	b, _, errB := readFile(hostFd, name, limit, false)
 	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
-// readAt reads a regular file (at most limit bytes; more is an error)
-// without following a symlink.
-func readAt(dirFd int, name string, limit int64) ([]byte, error) {
-	fd, err := unix.Openat(dirFd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+// errTooLarge: a file is longer than what its reader takes.
+var errTooLarge = errors.New("file too large")
+
+// readFile reads the regular file name in the directory open at dirFd
+// (unix.AT_FDCWD: name is a path), without following a symlink unless
+// follow, and returns it with the stat of the descriptor it was read
+// from. More than limit bytes is errTooLarge, and anything but a regular
+// file an error; it never blocks on a fifo or a device (opened
+// non-blocking, checked before reading).
+func readFile(dirFd int, name string, limit int64, follow bool) ([]byte, *unix.Stat_t, error) {
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Openat(dirFd, name, flags, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer closeFd(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, errors.New("not a regular file")
+		return nil, nil, errors.New("not a regular file")
 	}
 	if st.Size > limit {
-		return nil, errors.New("too large")
+		return nil, nil, errTooLarge
 	}
-	buf := make([]byte, st.Size)
+	// One byte more than the limit tells a file that grew past it.
+	buf := make([]byte, st.Size+1)
 	n := 0
 	for n < len(buf) {
 		m, err := unix.Pread(fd, buf[n:], int64(n))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if m == 0 {
 			break
 		}
 		n += m
+		if int64(n) > limit {
+			return nil, nil, errTooLarge
+		}
+		if n == len(buf) {
+			buf = append(buf, make([]byte, min(int64(len(buf)), limit+1-int64(len(buf))))...)
+		}
 	}
-	return buf[:n], nil
+	return buf[:n], &st, nil
 }
 
 func readlinkat(dirFd int, name string) (string, error) {

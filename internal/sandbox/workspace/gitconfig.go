@@ -24,11 +24,15 @@ const (
 	// maxIncludeDepth is git's own limit (MAX_INCLUDE_DEPTH).
 	maxIncludeDepth = 10
 	// maxConfigFiles bounds the files one commit reads (all repositories
-	// and includes together).
-	maxConfigFiles = 256
+	// and includes together); a workspace whose configuration holds more
+	// is not committed (hostgit.go).
+	maxConfigFiles = 4096
 )
 
-var errConfigTooBig = errors.New("git config: file too large")
+var (
+	errConfigTooBig     = errors.New("git config: file too large")
+	errConfigTooManyEnt = errors.New("git config: too many entries")
+)
 
 // configEntry is one variable: Key is "section.name" or
 // "section.subsection.name" with section and name lower-cased, as git
@@ -161,7 +165,7 @@ func (p *configParser) parse() error {
 			return p.fail()
 		}
 		if len(p.entries) > maxConfigEntries {
-			return fmt.Errorf("git config: more than %d entries", maxConfigEntries)
+			return fmt.Errorf("%w: more than %d", errConfigTooManyEnt, maxConfigEntries)
 		}
 	}
 }

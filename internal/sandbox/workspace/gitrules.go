@@ -1,6 +1,10 @@
 package workspace
 
-import "strings"
+import (
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
 
 // The .git rules. Git executes configuration and hooks from wherever a
 // repository's git directory says (config, hooks/, core.hooksPath, a
@@ -42,6 +46,12 @@ import "strings"
 // --continue" runs), rr-cache/, remotes/ and branches/ (URLs), lock files,
 // and every symlink. The nested git directories of submodules,
 // .git/modules/<name>/ (a name may hold slashes), follow the same list.
+// Because a name may hold slashes, .git/modules/a/refs/config is both a
+// ref of submodule "a" and the config of a submodule "a/refs": so no
+// directory inside a git directory's data may take a git directory's
+// layout (HEAD with objects and refs, or with commondir; git reads the
+// config of no other directory), and one the host already has is judged
+// as a git directory itself (shape, gitBoundary).
 //
 // A commit made in the sandbox therefore reaches the host, while
 // anything git would execute stays out. Configuration changes (git config,
@@ -120,18 +130,68 @@ func gitDirAllowed(inner []string) bool {
 	return false
 }
 
-// gitShapeNames are the (folded) names that make a directory a git
-// directory for git's discovery (is_git_directory in setup.c): HEAD plus
-// objects and refs, or HEAD plus commondir. Git takes such a directory,
-// found at or above where it runs, for a bare repository and reads its
-// config (core.worktree can then give it a working tree, and
-// core.fsmonitor a command to run on "git status").
-var gitShapeNames = map[string]bool{"head": true, "objects": true, "refs": true, "commondir": true}
+// gitShapeNames are the names that make a directory a git directory for
+// git (is_git_directory in setup.c: HEAD plus objects and refs, or HEAD
+// plus commondir), folded, with the spelling git looks for. Git takes such
+// a directory, found at or above where it runs, or named by a .git file or
+// --git-dir, for a repository and reads its config (core.worktree can then
+// give it a working tree, and core.fsmonitor a command to run on "git
+// status").
+var gitShapeNames = map[string]string{"head": "HEAD", "objects": "objects", "refs": "refs", "commondir": "commondir"}
 
 // gitShape reports whether a directory holding names (folded) looks like a
 // git directory.
 func gitShape(has func(string) bool) bool {
 	return has("head") && (has("commondir") || (has("objects") && has("refs")))
+}
+
+// shapeAt returns which of gitShapeNames the directory open at fd has now.
+func shapeAt(fd int) func(folded string) bool {
+	has := map[string]bool{}
+	for f, name := range gitShapeNames {
+		var st unix.Stat_t
+		has[f] = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	return func(f string) bool { return has[f] }
+}
+
+// bareShapedFd reports whether the directory open at fd has the layout of
+// a git directory.
+func bareShapedFd(fd int) bool { return gitShape(shapeAt(fd)) }
+
+// bareShaped is bareShapedFd for the directory at path dir.
+func bareShaped(dir string) bool {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer closeFd(fd)
+	return bareShapedFd(fd)
+}
+
+// gitDataDirs are the directories of a git directory the allowlist lets
+// hold files (folded).
+var gitDataDirs = map[string]bool{"objects": true, "refs": true, "logs": true, "info": true}
+
+// gitBoundary reports whether the directory at the folded path inner,
+// relative to a git directory, is a git directory's own top: the git
+// directory itself, or a submodule's (modules/<name>, the name one or
+// more segments, none of them one of gitDataDirs; nested submodules
+// included). Every other directory in a git directory holds data and
+// must never take a git directory's layout (see shape).
+func gitBoundary(inner []string) bool {
+	if len(inner) == 0 {
+		return true
+	}
+	if inner[0] != "modules" || len(inner) < 2 {
+		return false
+	}
+	for _, s := range inner[1:] {
+		if gitDataDirs[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // targetIntoGit reports whether a symlink target names a .git directory

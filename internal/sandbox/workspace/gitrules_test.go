@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,6 +250,65 @@ func TestCommitGitNotARepository(t *testing.T) {
 			}
 			if slices.ContainsFunc(names, func(n string) bool { return Fold(n) == ".git" }) {
 				t.Errorf("a .git reached the host workspace: %v", names)
+			}
+		})
+	}
+}
+
+// TestCommitGitSubmoduleNameAmbiguity: a submodule's name may hold
+// slashes, so .git/modules/a/refs/config is both a ref named "config" of
+// submodule "a" and the config of a submodule named "a/refs". Only a
+// directory git takes for a git directory has its config read, so no
+// directory inside a git directory's data may become one; where the host
+// already has one, its entries are judged as a git directory's.
+func TestCommitGitSubmoduleNameAmbiguity(t *testing.T) {
+	for _, hostHas := range []bool{false, true} {
+		t.Run(fmt.Sprint("host has the layout=", hostHas), func(t *testing.T) {
+			ws := t.TempDir()
+			write(t, ws, "a.txt", "a\n", 0o644)
+			mustGit(t, ws, "init", "-q", "-b", "main")
+			mustGit(t, ws, "add", "a.txt")
+			mustGit(t, ws, "commit", "-q", "-m", "first")
+			inner := filepath.Join(ws, ".git/modules/a/refs")
+			if hostHas {
+				write(t, ws, ".git/modules/a/refs/HEAD", "ref: refs/heads/main\n", 0o644)
+				must(t, os.MkdirAll(filepath.Join(inner, "objects"), 0o755))
+				must(t, os.MkdirAll(filepath.Join(inner, "refs"), 0o755))
+			}
+			upper, m := overlay(t, ws)
+			marker := filepath.Join(t.TempDir(), "ran")
+			write(t, m, ".git/modules/a/refs/HEAD", "ref: refs/heads/main\n", 0o644)
+			write(t, m, ".git/modules/a/refs/objects/info/packs", "\n", 0o644)
+			write(t, m, ".git/modules/a/refs/refs/heads/main", "0000000000000000000000000000000000000000\n", 0o644)
+			write(t, m, ".git/modules/a/refs/config", "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = "+ws+
+				"\n\tfsmonitor = \"touch "+marker+"; false\"\n", 0o644)
+			write(t, m, ".git/modules/a/refs/heads/x", "0000000000000000000000000000000000000000\n", 0o644)
+			vs, err := Commit(t.Context(), upper, ws, testOptions(nil))
+			must(t, err)
+			// git, told to use that directory as a repository (as a
+			// submodule named "a/refs" would), runs nothing.
+			_, _ = hostGit(t, ws, "--git-dir="+inner, "status")
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the host's git used a git directory the sandbox made inside a submodule's refs")
+			}
+			dropped := map[string]string{}
+			for _, v := range vs {
+				dropped[v.Target] = v.Rule
+			}
+			if hostHas {
+				// A git directory on the host: judged as one.
+				if dropped[".git/modules/a/refs/config"] != "git:config" {
+					t.Errorf("config of the host's git directory modules/a/refs not dropped: %+v", vs)
+				}
+				return
+			}
+			for _, p := range []string{"HEAD", "objects", "refs"} {
+				if dropped[".git/modules/a/refs/"+p] != ruleGitShape {
+					t.Errorf(".git/modules/a/refs/%s, which makes it a git directory, not dropped: %+v", p, vs)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(ws, ".git/modules/a/refs/heads/x")); err != nil {
+				t.Errorf("a ref of submodule a was not applied: %v", err)
 			}
 		})
 	}

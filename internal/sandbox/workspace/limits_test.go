@@ -179,13 +179,24 @@ func TestCommitDeepTreeBoundedDescriptors(t *testing.T) {
 		t.Error("a file beside the deep tree was not applied")
 	}
 
-	// Removing a host tree deeper than the limit keeps what is below the
-	// limit, and so the directories above it.
+	// A host workspace deeper than the limit may hold a repository the
+	// commit cannot find: a project commit fails closed, applying nothing.
 	ws2, upper2 := t.TempDir(), t.TempDir()
 	chain(t, ws2, DefaultMaxDepth+40)
 	must(t, unix.Mknod(filepath.Join(upper2, "d"), unix.S_IFCHR, 0)) // whiteout
+	if _, err := Commit(t.Context(), upper2, ws2, testOptions(nil)); err == nil || !strings.Contains(err.Error(), "deeper than") {
+		t.Errorf("commit over a host tree deeper than the limit: %v, want it refused", err)
+	}
+	if got := depthOf(t, ws2); got != DefaultMaxDepth+40 {
+		t.Errorf("a refused commit changed the host tree (%d levels left)", got)
+	}
+	// In a state directory (no repositories to find), removing a host
+	// tree deeper than the limit keeps what is below the limit, and so
+	// the directories above it.
 	restore = fdLimit(t, 64)
-	vs, err = Commit(t.Context(), upper2, ws2, testOptions(nil))
+	private := testOptions(nil)
+	private.Private = true
+	vs, err = Commit(t.Context(), upper2, ws2, private)
 	restore()
 	must(t, err)
 	if got := depthOf(t, ws2); got != DefaultMaxDepth+40 {

@@ -99,14 +99,6 @@ func (m *Matcher) Add(pattern, rule string) bool {
 	return true
 }
 
-// Len is the number of (valid) patterns.
-func (m *Matcher) Len() int {
-	if m == nil {
-		return 0
-	}
-	return len(m.pats)
-}
-
 // Match is the package-level Match on the compiled patterns: it returns
 // the first matching pattern.
 func (m *Matcher) Match(relPath string) (pattern string, ok bool) {

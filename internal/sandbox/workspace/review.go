@@ -21,17 +21,39 @@ import (
 // changed hidden file is one change (with a unified diff when it is text),
 // a hidden directory is one change covering everything below it (with a
 // list of what changed), and so is a removal. What the reviewer approves is
-// applied (protected paths and the .git rules still apply inside); the
-// rest is dropped and reported with the rule "review:hidden:<name>".
+// applied, exactly as it was shown (protected paths and the .git rules
+// still apply inside); the rest is dropped and reported with the rule
+// "review:hidden:<name>".
 // Options.ReviewExempt names hidden paths applied without review; the
 // exemption is decided at the outermost hidden component (".config/x" is
 // reviewed with ".config").
+
+// An approval applies exactly what the reviewer was shown. The sandbox
+// may still be running while its held changes are described, reviewed and
+// applied, so when a change is held, the fingerprint (type, mode, size,
+// times, inode; a symlink's target) of every upper entry it covers is
+// recorded, and the hash of the bytes of a file whose content was shown.
+// The approved change is then applied entry by entry, each only if it
+// still has its recorded fingerprint: files are checked on the descriptor
+// that is copied, before and after the copy, and their copied bytes
+// against the shown hash. Anything new or changed since is dropped and
+// reported (detailNotShown), and the next commit asks about it.
+//
+// Describing a change costs reads and a diff, so only the changes a
+// reviewer is asked about are described (at most maxHeld per commit,
+// none the Committer has an answer for, none when nobody reviews), and
+// the diffs of one commit share a bound (maxDiffCells).
 
 // Bounds of what a held change shows.
 const (
 	maxDiffInput   = 256 << 10 // larger files get a one-line summary
 	maxDiff        = 16 << 10  // a longer diff is cut
 	maxSummaryRows = 50        // lines listing a held directory's changes
+	// maxDiffCells bounds the longest-common-subsequence tables of the
+	// diffs one commit makes (lines of the changed middle of the old file
+	// times those of the new): 4 tables of textdiff's largest, 64 MiB.
+	// Past it, files are summarised.
+	maxDiffCells = 4 << 22
 )
 
 // held is one change held for review.
@@ -40,22 +62,105 @@ type held struct {
 	key    string // path, operation and fingerprint of what would be applied
 	dir    dirState
 	name   string
+	// shown is what the change covers, as it was held (nil for a
+	// removal, and for a change past maxHeld).
+	shown *approval
+	// top is the held upper entry (files are described from it).
+	top *scanEntry
 	// removal: the change removes a host entry that has no upper entry
-	// (it is below a directory the sandbox removed or replaced).
+	// (it is below a directory the sandbox removed or replaced); hostFP
+	// is that entry's fingerprint.
 	removal bool
+	hostFP  string
+}
+
+// approval is what a held change covers: the fingerprint (entryFP) of
+// every upper entry below it by path, and the hash of each file whose
+// bytes were shown. Below an approved change only these are applied.
+type approval struct {
+	rule    string // the violation rule of what is dropped
+	fps     map[string]string
+	content map[string][sha256.Size]byte
+}
+
+// entryFP fingerprints an upper entry. A directory's is its identity and
+// mode, not its times: what changes inside it is fingerprinted entry by
+// entry.
+func entryFP(e *upperEntry) string {
+	switch e.kind {
+	case kindDir:
+		return fmt.Sprintf("dir/%o/%d/%t", e.st.Mode, e.st.Ino, e.opaque)
+	case kindSymlink:
+		return statFP(&e.st) + "/" + e.target
+	case kindWhiteout:
+		return "whiteout/" + statFP(&e.st)
+	}
+	return statFP(&e.st)
+}
+
+// check reports whether the upper entry x is one the approval covers, as
+// it was shown.
+func (a *approval) check(x *scanEntry) bool {
+	fp, ok := a.fps[x.e.rel]
+	return ok && fp == entryFP(x.e)
 }
 
 // hold holds the upper entry x of directory d for review, unless applying
-// it would change nothing.
+// it would change nothing. It only looks at fingerprints (and, for a
+// directory, scans it): the description is made when the change is shown
+// (settleHeld).
 func (c *commit) hold(d *dirState, x *scanEntry) {
 	if c.settled {
 		return
 	}
-	ch, key, ok := c.describe(x)
-	if !ok {
+	e, h := x.e, &x.h
+	ch := sandbox.Change{Path: e.rel, Rule: "hidden:" + e.name, Op: "create"}
+	if h.exists {
+		ch.Op = "modify"
+	}
+	keep := len(c.held) < maxHeld // past it, the change is only reported
+	shown := &approval{rule: "review:" + ch.Rule, fps: map[string]string{e.rel: entryFP(e)}}
+	fp := entryFP(e)
+	switch e.kind {
+	case kindWhiteout:
+		if !h.exists {
+			return
+		}
+		ch.Op, ch.Diff = "delete", "delete "+h.typeName()
+		fp += "/rm/" + statFP(&h.st)
+	case kindFile:
+		if same(e, h) {
+			return
+		}
+		ch.Type, ch.Size = "file", e.st.Size
+	case kindSymlink:
+		if same(e, h) {
+			return
+		}
+		ch.Type = "symlink"
+		ch.Diff = "symlink -> " + e.target
+		if h.isLink() {
+			ch.Diff = "symlink -> " + h.target + " becomes -> " + e.target
+		}
+	case kindDir:
+		if !keep {
+			shown = nil
+		}
+		n, size, summary, sum := c.scanGroup(x, shown)
+		if n == 0 {
+			return
+		}
+		ch.Type, ch.Size, ch.Diff = "dir", size, summary
+		fp = sum
+	default:
 		return
 	}
-	c.held = append(c.held, &held{change: ch, key: key, dir: *d, name: x.e.name})
+	if !keep {
+		shown = nil
+	}
+	c.held = append(c.held, &held{
+		change: ch, key: e.rel + "|" + ch.Op + "|" + fp, dir: *d, name: e.name, shown: shown, top: x,
+	})
 }
 
 // holdRemoval holds the removal of the host entry name (stat h) of the
@@ -69,78 +174,37 @@ func (c *commit) holdRemoval(dirRel string, dirSegs []string, sc scope, name str
 	c.held = append(c.held, &held{
 		change: ch, key: rel + "|delete|rm/" + statFP(&h.st),
 		dir:  dirState{rel: dirRel, segs: dirSegs, onHost: true, scope: sc},
-		name: name, removal: true,
+		name: name, removal: true, hostFP: statFP(&h.st),
 	})
-}
-
-// describe builds the Change for an upper entry and its key; ok is false
-// when applying it would change nothing.
-func (c *commit) describe(x *scanEntry) (ch sandbox.Change, key string, ok bool) {
-	e, h := x.e, &x.h
-	ch = sandbox.Change{Path: e.rel, Rule: "hidden:" + e.name, Op: "create"}
-	if h.exists {
-		ch.Op = "modify"
-	}
-	var fp string
-	switch e.kind {
-	case kindWhiteout:
-		if !h.exists {
-			return ch, "", false
-		}
-		ch.Op, ch.Type, ch.Diff = "delete", "", "delete "+h.typeName()
-		fp = "rm/" + statFP(&h.st)
-	case kindFile:
-		if same(e, h) {
-			return ch, "", false
-		}
-		ch.Type, ch.Size = "file", e.st.Size
-		ch.Diff = c.fileDiff(e, h)
-		fp = statFP(&e.st)
-	case kindSymlink:
-		if same(e, h) {
-			return ch, "", false
-		}
-		ch.Type = "symlink"
-		ch.Diff = "symlink -> " + e.target
-		if h.isLink() {
-			ch.Diff = "symlink -> " + h.target + " becomes -> " + e.target
-		}
-		fp = statFP(&e.st) + "/" + e.target
-	case kindDir:
-		n, size, summary, sum := c.scanGroup(x)
-		if n == 0 {
-			return ch, "", false
-		}
-		ch.Type, ch.Size, ch.Diff = "dir", size, summary
-		fp = sum
-	default:
-		return ch, "", false
-	}
-	return ch, e.rel + "|" + ch.Op + "|" + fp, true
 }
 
 // scanGroup lists what applying the held upper directory x would change:
 // the count of changed entries, their total size, a bounded summary and a
-// fingerprint of every upper entry in it.
-func (c *commit) scanGroup(x *scanEntry) (n int, size int64, summary string, fp string) {
+// fingerprint of every upper entry in it; each entry's fingerprint goes
+// into shown (when not nil).
+func (c *commit) scanGroup(x *scanEntry, shown *approval) (n int, size int64, summary string, fp string) {
 	sum := sha256.New()
 	var rows []string
 	total, seen := 0, 0
 	row := func(r string) {
 		total++
-		if len(rows) < maxSummaryRows {
+		if shown != nil && len(rows) < maxSummaryRows {
 			rows = append(rows, r)
 		}
 	}
 	note := func(y *scanEntry) {
-		_, _ = fmt.Fprintf(sum, "%s\x00%s\x00%s\x00", y.e.rel, statFP(&y.e.st), y.e.target)
+		efp := entryFP(y.e)
+		_, _ = fmt.Fprintf(sum, "%s\x00%s\x00", y.e.rel, efp)
+		if shown != nil {
+			shown.fps[y.e.rel] = efp
+		}
 		if y != x {
 			seen++
 		}
 		if same(y.e, &y.h) {
 			return
 		}
-		if rule, ok := c.protected.rule(y.segs); ok && y.e.kind != kindDir {
+		if rule, ok := c.protectedRule(y.segs); ok && y.e.kind != kindDir {
 			// Never applied, whatever the review says: reported now,
 			// under its own rule, and not shown for review.
 			detail := detailFor(y.h.exists)
@@ -195,52 +259,93 @@ func (c *commit) scanGroup(x *scanEntry) (n int, size int64, summary string, fp 
 	return n, size, strings.Join(rows, "\n"), hex.EncodeToString(sum.Sum(nil))
 }
 
-// fileDiff is a unified diff of a held text file, or a one-line summary.
-func (c *commit) fileDiff(e *upperEntry, h *hostInfo) string {
-	dir, _ := splitRel(e.rel)
+// describeFile makes the diff of a held file, to show it: a unified diff
+// of text, or a one-line summary. What it reads becomes what was shown:
+// the fingerprint of the descriptor it read and the hash of the bytes.
+func (c *commit) describeFile(h *held) {
+	e, host := h.top.e, &h.top.h
 	summary := fmt.Sprintf("file of %d bytes", e.st.Size)
-	if e.st.Size > maxDiffInput || (h.isReg() && h.st.Size > maxDiffInput) {
-		return summary + " (too large to show)"
+	h.change.Diff = summary
+	if e.st.Size > maxDiffInput || (host.isReg() && host.st.Size > maxDiffInput) {
+		h.change.Diff = summary + " (too large to show)"
+		return
 	}
+	dir, _ := splitRel(e.rel)
 	ufd, err := c.upDir(dir)
 	if err != nil {
-		return summary
+		return
 	}
-	defer closeFd(ufd)
-	newB, err := readAt(ufd, e.name, maxDiffInput)
+	newB, st, err := readFile(ufd, e.name, maxDiffInput, false)
+	closeFd(ufd)
 	if err != nil {
-		return summary
+		return
 	}
+	// What is shown is what was read: the change's fingerprint is that
+	// of the descriptor the bytes came from.
+	fp := statFP(st)
+	h.shown.fps[e.rel] = fp
+	h.key = e.rel + "|" + h.change.Op + "|" + fp
+	h.change.Size = st.Size
+	h.shown.content = map[string][sha256.Size]byte{e.rel: sha256.Sum256(newB)}
 	var oldB []byte
-	if h.isReg() {
+	if host.isReg() {
 		hfd, err := c.hostDir(dir)
 		if err != nil {
-			return summary
+			return
 		}
-		oldB, err = readAt(hfd, e.name, maxDiffInput)
+		oldB, _, err = readFile(hfd, e.name, maxDiffInput, false)
 		closeFd(hfd)
 		if err != nil {
-			return summary
+			return
 		}
 	}
 	if !text(newB) || !text(oldB) {
-		return fmt.Sprintf("binary file of %d bytes", e.st.Size)
+		h.change.Diff = fmt.Sprintf("binary file of %d bytes", st.Size)
+		return
 	}
-	d := textdiff.Unified(e.rel, string(oldB), string(newB), !h.exists)
+	if cells := diffCells(string(oldB), string(newB)); cells > 0 {
+		if c.diffCells+cells > maxDiffCells {
+			h.change.Diff = summary + " (not shown: this commit's diffs reached their bound)"
+			return
+		}
+		c.diffCells += cells
+	}
+	d := textdiff.Unified(e.rel, string(oldB), string(newB), !host.exists)
 	if d == "" {
-		return fmt.Sprintf("mode %o", e.st.Mode&0o777)
+		d = fmt.Sprintf("mode %o", e.st.Mode&0o777)
 	}
 	if len(d) > maxDiff {
 		cut := strings.LastIndexByte(d[:maxDiff], '\n') + 1
 		d = d[:cut] + fmt.Sprintf("… diff cut at %d of %d bytes\n", cut, len(d))
 	}
-	return d
+	h.change.Diff = d
+}
+
+// diffCells is the size of the table textdiff fills to diff old and new:
+// the lines of their changed middle (common first and last lines left
+// out), one more each, multiplied.
+func diffCells(old, new string) int {
+	a, b := textdiff.Lines(old), textdiff.Lines(new)
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	la, lb := len(a)-pre-suf, len(b)-pre-suf
+	if la == 0 || lb == 0 {
+		return 0 // only added or only removed lines: no table
+	}
+	return (la + 1) * (lb + 1)
 }
 
 func text(b []byte) bool { return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 }
 
-// settleHeld asks the reviewer about every held change at once, applies
-// what it approves (if unchanged since it was shown) and reports the rest.
+// settleHeld asks the reviewer about every held change it has no answer
+// for at once, applies what is approved (only as it was shown) and
+// reports the rest.
 func (c *commit) settleHeld() {
 	c.settled = true
 	hs := c.held
@@ -253,60 +358,73 @@ func (c *commit) settleHeld() {
 		}
 		hs = hs[:maxHeld]
 	}
-	changes := make([]sandbox.Change, len(hs))
-	keys := make([]string, len(hs))
+	answers := make([]*answer, len(hs))
+	var ask []int
 	for i, h := range hs {
-		changes[i], keys[i] = h.change, h.key
+		if a, ok := c.memory[h.key]; ok {
+			answers[i] = a
+			continue
+		}
+		ask = append(ask, i)
 	}
-	var answers []bool
-	if c.ask != nil && c.ctx.Err() == nil {
-		answers = c.ask(c.ctx, changes, keys)
+	if len(ask) > 0 && c.opts.Review != nil && c.ctx.Err() == nil {
+		changes := make([]sandbox.Change, len(ask))
+		for j, i := range ask {
+			h := hs[i]
+			if !h.removal && h.top.e.kind == kindFile {
+				c.describeFile(h)
+			}
+			changes[j] = h.change
+		}
+		got := c.opts.Review(c.ctx, changes)
+		for j, i := range ask {
+			a := &answer{approved: j < len(got) && got[j]}
+			if sh := hs[i].shown; sh != nil {
+				a.content = sh.content
+			}
+			answers[i] = a
+			// A reviewer that did not answer in time (ctx done) is not
+			// an answer to remember.
+			if c.memory != nil && c.ctx.Err() == nil {
+				c.memory[hs[i].key] = a
+			}
+		}
 	}
 	for i, h := range hs {
-		if i >= len(answers) || !answers[i] {
+		if a := answers[i]; a == nil || !a.approved {
 			detail := detailDenied
-			if c.ask == nil {
+			if c.opts.Review == nil {
 				detail = detailNobody
 			}
 			c.violation(h.change.Path, detail, "review:"+h.change.Rule)
 			continue
 		}
-		if c.currentKey(h) != h.key {
-			// Changed since it was shown: not what was approved. The
-			// next commit asks about the new state.
-			continue
+		if c.opts.hook != nil {
+			c.opts.hook("approved", h.change.Path)
 		}
 		d := h.dir
 		d.scope.reviewed = true
 		if h.removal {
+			if !c.hostUnchanged(h) {
+				// Not what was shown; the next commit asks again.
+				continue
+			}
 			c.removeTree(&d, h.name, d.scope)
-		} else {
-			c.walk(d, []string{h.name})
+			continue
 		}
+		d.scope.approval = &approval{rule: h.shown.rule, fps: h.shown.fps, content: answers[i].content}
+		c.walk(d, []string{h.name})
 	}
 }
 
-// currentKey is the key a held change would have now.
-func (c *commit) currentKey(h *held) string {
-	if h.removal {
-		hfd, err := c.hostDir(h.dir.rel)
-		if err != nil {
-			return ""
-		}
-		defer closeFd(hfd)
-		hi, err := lookupHost(hfd, h.name)
-		if err != nil || !hi.exists {
-			return ""
-		}
-		return h.change.Path + "|delete|rm/" + statFP(&hi.st)
+// hostUnchanged reports whether the host entry a held removal deletes is
+// still the one that was shown.
+func (c *commit) hostUnchanged(h *held) bool {
+	hfd, err := c.hostDir(h.dir.rel)
+	if err != nil {
+		return false
 	}
-	x, err := c.look(h.dir.rel, h.dir.segs, h.dir.onHost, h.name)
-	if err != nil || x == nil {
-		return ""
-	}
-	_, key, ok := c.describe(x)
-	if !ok {
-		return ""
-	}
-	return key
+	defer closeFd(hfd)
+	hi, err := lookupHost(hfd, h.name)
+	return err == nil && hi.exists && statFP(&hi.st) == h.hostFP
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
@@ -294,5 +296,201 @@ func TestCommitHeldBound(t *testing.T) {
 		if v.Detail != detailTooMany {
 			t.Errorf("violation %+v", v)
 		}
+	}
+}
+
+// overlayOnTmpfs is overlay with the upper layer on a tmpfs of its own,
+// as the runtimes mount it.
+func overlayOnTmpfs(t *testing.T, lower string) (upper, merged string) {
+	t.Helper()
+	base := t.TempDir()
+	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "size=64m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(base, unix.MNT_DETACH) })
+	upper, work, merged := filepath.Join(base, "upper"), filepath.Join(base, "work"), filepath.Join(base, "merged")
+	for _, d := range []string{upper, work, merged} {
+		must(t, os.Mkdir(d, 0o755))
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,metacopy=off", lower, upper, work)
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		t.Skipf("cannot mount overlayfs here (needs root and the overlay module): %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(merged, unix.MNT_DETACH) })
+	return upper, merged
+}
+
+// TestCommitApprovalAppliesOnlyWhatWasShown: the sandbox keeps running
+// while its held changes are reviewed and applied. What it writes after
+// the reviewer saw a change (after the answer, between a check and the
+// copy, through a shared mapping that changes no time stamp) is not part
+// of the approval: it is dropped, reported, and asked about next time.
+func TestCommitApprovalAppliesOnlyWhatWasShown(t *testing.T) {
+	approveAll := func(sandbox.Change) bool { return true }
+	t.Run("added to an approved directory after the answer", func(t *testing.T) {
+		ws := t.TempDir()
+		upper, m := overlay(t, ws)
+		for i := range 50 {
+			write(t, m, fmt.Sprintf(".cfg/f%03d", i), "shown\n", 0o644)
+		}
+		r := &reviewer{answer: approveAll}
+		opts := hiddenOptions(r)
+		opts.hook = func(point, rel string) {
+			if point == "approved" && rel == ".cfg" {
+				write(t, m, ".cfg/zzz-not-shown", "not shown\n", 0o644)
+				write(t, m, ".cfg/f001", "changed after the answer\n", 0o644)
+			}
+		}
+		c := &Committer{Upper: upper, Workspace: ws, Options: opts}
+		vs, err := c.Commit(t.Context())
+		must(t, err)
+		tr := tree(t, ws)
+		for _, p := range []string{".cfg/zzz-not-shown", ".cfg/f001"} {
+			if got, ok := tr[p]; ok {
+				t.Errorf("%s reached the host (%q) although the reviewer never saw it", p, got)
+			}
+		}
+		if tr[".cfg/f000"] != "file 644 shown\n" || tr[".cfg/f049"] != "file 644 shown\n" {
+			t.Errorf("what was shown and approved was not applied: %v", tr)
+		}
+		got := map[string]string{}
+		for _, v := range vs {
+			got[v.Target] = v.Detail
+		}
+		for _, p := range []string{".cfg/zzz-not-shown", ".cfg/f001"} {
+			if got[p] != detailNotShown {
+				t.Errorf("violation of %s: %q, want %q (all: %+v)", p, got[p], detailNotShown, vs)
+			}
+		}
+		// The next commit asks about what is new.
+		opts.hook = nil
+		c.Options = opts
+		r.changes = nil
+		_, err = c.Commit(t.Context())
+		must(t, err)
+		if len(r.changes) != 1 || r.changes[0].Path != ".cfg" || !strings.Contains(r.changes[0].Diff, ".cfg/zzz-not-shown") {
+			t.Fatalf("second commit asked about %+v, want .cfg with the new file", r.changes)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, ".cfg/zzz-not-shown")); string(b) != "not shown\n" {
+			t.Errorf("after its own approval, .cfg/zzz-not-shown on the host = %q", b)
+		}
+	})
+	t.Run("changed between its check and its copy", func(t *testing.T) {
+		ws := t.TempDir()
+		upper, m := overlay(t, ws)
+		write(t, m, ".tool.json", "shown\n", 0o644)
+		opts := hiddenOptions(&reviewer{answer: approveAll})
+		opts.hook = func(point, rel string) {
+			if point == "open" && rel == ".tool.json" {
+				write(t, m, ".tool.json", "swapped in after the check\n", 0o644)
+			}
+		}
+		vs, err := Commit(t.Context(), upper, ws, opts)
+		must(t, err)
+		if b, err := os.ReadFile(filepath.Join(ws, ".tool.json")); err == nil {
+			t.Fatalf("a file changed after its check was applied: %q", b)
+		}
+		if len(vs) != 1 || vs[0].Detail != detailNotShown {
+			t.Errorf("violations %+v, want one %q", vs, detailNotShown)
+		}
+	})
+	t.Run("content changed through a mapping", func(t *testing.T) {
+		ws := t.TempDir()
+		upper, m := overlayOnTmpfs(t, ws)
+		shown, evil := "{\"hooks\": []}\n", "{\"hooks\": [1]}\n"
+		write(t, m, ".tool.json", shown, 0o644)
+		fd, err := unix.Open(filepath.Join(m, ".tool.json"), unix.O_RDWR, 0)
+		must(t, err)
+		defer unix.Close(fd)
+		mem, err := unix.Mmap(fd, 0, len(shown), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		must(t, err)
+		defer unix.Munmap(mem)
+		copy(mem, shown) // the first write through the mapping sets the times
+		var before, after unix.Stat_t
+		must(t, unix.Lstat(filepath.Join(upper, ".tool.json"), &before))
+		r := &reviewer{answer: func(c sandbox.Change) bool {
+			if !strings.Contains(c.Diff, "+{\"hooks\": []}") {
+				t.Errorf("the reviewer was shown %q", c.Diff)
+			}
+			return true
+		}}
+		opts := hiddenOptions(r)
+		opts.hook = func(point, rel string) {
+			if point == "open" && rel == ".tool.json" {
+				copy(mem, evil)
+				must(t, unix.Lstat(filepath.Join(upper, ".tool.json"), &after))
+				if statFP(&after) != statFP(&before) {
+					t.Skip("this kernel updates the times of a file written through a mapping")
+				}
+			}
+		}
+		vs, err := Commit(t.Context(), upper, ws, opts)
+		must(t, err)
+		if b, err := os.ReadFile(filepath.Join(ws, ".tool.json")); err == nil {
+			t.Fatalf("bytes the reviewer never saw were applied: %q", b)
+		}
+		if len(vs) != 1 || vs[0].Detail != detailNotShown {
+			t.Errorf("violations %+v, want one %q", vs, detailNotShown)
+		}
+	})
+}
+
+// TestCommitHeldDescribeCostBounded: describing held changes (reading
+// files, diffing them) costs memory; a commit spends it only on the
+// changes it shows a reviewer, within a bound, never on the changes
+// nobody is asked about.
+func TestCommitHeldDescribeCostBounded(t *testing.T) {
+	ws := t.TempDir()
+	// 300 hidden files of 2000 short lines each, every line changed: a
+	// full diff of each would need a 16 MB table.
+	lines := func(prefix string) string {
+		var b strings.Builder
+		for i := range 2000 {
+			fmt.Fprintf(&b, "%s%07d\n", prefix, i)
+		}
+		return b.String()
+	}
+	old, changed := lines("a"), lines("b")
+	for i := range 300 {
+		write(t, ws, fmt.Sprintf(".f%03d", i), old, 0o644)
+	}
+	upper, m := overlay(t, ws)
+	for i := range 300 {
+		write(t, m, fmt.Sprintf(".f%03d", i), changed, 0o644)
+	}
+	base := hiddenOptions(nil)
+	const bound = 256 << 20
+	allocated := func(commit func()) uint64 {
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		commit()
+		runtime.ReadMemStats(&b)
+		return b.TotalAlloc - a.TotalAlloc
+	}
+	for _, tc := range []struct {
+		name string
+		r    *reviewer
+	}{{"no reviewer", nil}, {"reviewer", &reviewer{answer: func(sandbox.Change) bool { return false }}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := base
+			if tc.r != nil {
+				opts.Review = tc.r.review
+			}
+			c := &Committer{Upper: upper, Workspace: ws, Options: opts}
+			for round := range 2 {
+				n := allocated(func() {
+					if _, err := c.Commit(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				})
+				if n > bound {
+					t.Errorf("commit %d allocated %d MiB, want at most %d MiB", round+1, n>>20, bound>>20)
+				}
+			}
+			if tc.r != nil && len(tc.r.changes) != maxHeld {
+				t.Errorf("the reviewer was asked %d times, want %d (the held bound, once)", len(tc.r.changes), maxHeld)
+			}
+		})
 	}
 }

@@ -2,8 +2,6 @@ package workspace
 
 import (
 	"fmt"
-
-	"golang.org/x/sys/unix"
 )
 
 // scanEntry is one upper entry a read-only scan visits, with what the host
@@ -12,11 +10,9 @@ type scanEntry struct {
 	e    *upperEntry
 	h    hostInfo
 	segs []string // folded
-	// onHost: the host has the entry's parent directory.
-	onHost bool
 }
 
-// scanFrame is one directory of a scan (or of the apply walk).
+// scanFrame is one directory of a scan.
 type scanFrame struct {
 	rel    string
 	segs   []string
@@ -73,22 +69,23 @@ func (c *commit) scan(rel string, segs []string, onHost, light bool, pre func(*s
 }
 
 // look classifies the upper entry name of the directory rel and looks up
-// the host's (light: see classify). It returns nil for an entry past the
-// depth bound. It uses the caches' descriptors directly: nothing between
-// opening and using them touches a cache.
-func (c *commit) look(dirRel string, dirSegs []string, onHost bool, name string, light ...bool) (*scanEntry, error) {
-	if len(dirSegs)+1 > c.maxDepth {
+// the host's, when onHost (the host has the directory; light: see
+// classify). It returns nil for an entry past the depth bound. It uses the
+// caches' descriptors directly: nothing between opening and using them
+// touches a cache.
+func (c *commit) look(dirRel string, dirSegs []string, onHost bool, name string, light bool) (*scanEntry, error) {
+	if len(dirSegs)+1 > DefaultMaxDepth {
 		return nil, nil
 	}
 	ufd, err := c.up.open(dirRel)
 	if err != nil {
 		return nil, fmt.Errorf("open upper dir: %w", err)
 	}
-	e, err := classify(ufd, name, join(dirRel, name), len(light) > 0 && light[0])
+	e, err := classify(ufd, name, join(dirRel, name), light)
 	if err != nil {
 		return nil, err
 	}
-	x := &scanEntry{e: e, segs: appendSeg(dirSegs, Fold(name)), onHost: onHost}
+	x := &scanEntry{e: e, segs: appendSeg(dirSegs, Fold(name))}
 	if onHost {
 		hfd, err := c.host.open(dirRel)
 		if err != nil {
@@ -110,23 +107,13 @@ func (c *commit) upNames(rel string) ([]string, error) {
 	return readDirNames(fd)
 }
 
-// prepass reads the whole upper layer once before anything is applied. It
-// finds the directories it touches where the host has a .git (their
-// repositories' configuration is read, hostgit.go), and counts against the
-// budgets what is already on the host unchanged (applied by an earlier
-// commit of the same upper layer, or never changed): the budgets bound
-// what the upper layer leaves applied, not what one commit writes.
-func (c *commit) prepass() (repoDirs []string) {
+// prepass reads the whole upper layer once before anything is applied,
+// and counts against the budgets what is already on the host unchanged
+// (applied by an earlier commit of the same upper layer, or never
+// changed): the budgets bound what the upper layer leaves applied, not
+// what one commit writes.
+func (c *commit) prepass() {
 	c.scan("", nil, true, true, func(x *scanEntry) bool {
-		if x.e.kind == kindDir && x.h.isDir() {
-			if hfd, err := c.hostDir(x.e.rel); err == nil {
-				var st unix.Stat_t
-				if unix.Fstatat(hfd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-					repoDirs = append(repoDirs, x.e.rel)
-				}
-				closeFd(hfd)
-			}
-		}
 		if x.e.kind != kindWhiteout && x.e.kind != kindSpecial && (same(x.e, &x.h) || (x.e.kind == kindDir && x.h.isDir())) {
 			c.files++
 			if x.e.kind == kindFile {
@@ -135,7 +122,6 @@ func (c *commit) prepass() (repoDirs []string) {
 		}
 		return true
 	}, nil)
-	return repoDirs
 }
 
 // reportTree reports every change below the protected upper directory at
@@ -147,7 +133,7 @@ func (c *commit) reportTree(x *scanEntry, rule string) {
 	type mark struct{ before int }
 	marks := map[string]mark{}
 	c.scan(x.e.rel, x.segs, x.h.isDir() && !x.e.opaque, false, func(y *scanEntry) bool {
-		r, ok := c.protected.rule(y.segs)
+		r, ok := c.protectedRule(y.segs)
 		if !ok {
 			r = rule
 		}
@@ -166,7 +152,7 @@ func (c *commit) reportTree(x *scanEntry, rule string) {
 		}
 		return false
 	}, func(y *scanEntry) {
-		r, ok := c.protected.rule(y.segs)
+		r, ok := c.protectedRule(y.segs)
 		if !ok {
 			r = rule
 		}
@@ -179,19 +165,21 @@ func (c *commit) reportTree(x *scanEntry, rule string) {
 // shape decides, for a directory about to be walked, whether its entries
 // are in a git directory (the host already has one there) and which of
 // its upper entries would turn it into one (gitShape): those are dropped.
+// Inside a git directory the same holds for every directory but a git
+// directory's own top (gitBoundary): a submodule's name may hold slashes,
+// so a directory in a repository's data (modules/a/refs) must not become
+// a repository git would read a config from.
 func (c *commit) shape(d *dirState, names []string, opaque bool) {
-	if d.scope.git != nil || d.scope.private {
+	if d.scope.private || (d.scope.git != nil && gitBoundary(d.scope.git.inner(d.segs))) {
 		return
 	}
 	upper := map[string]bool{}    // markers the upper layer has
 	whiteout := map[string]bool{} // markers it deletes
 	var candidates []string
 	for _, n := range names {
-		f := Fold(n)
-		if !gitShapeNames[f] {
-			continue
+		if gitShapeNames[Fold(n)] != "" {
+			candidates = append(candidates, n)
 		}
-		candidates = append(candidates, n)
 	}
 	if len(candidates) == 0 {
 		return
@@ -215,31 +203,27 @@ func (c *commit) shape(d *dirState, names []string, opaque bool) {
 			folded[n] = f
 		}
 	}
-	real := map[string]string{"head": "HEAD", "objects": "objects", "refs": "refs", "commondir": "commondir"}
-	host := map[string]bool{}
+	host := func(string) bool { return false }
 	if d.onHost {
 		if hfd, err := c.hostDir(d.rel); err == nil {
-			for f, r := range real {
-				var st unix.Stat_t
-				host[f] = unix.Fstatat(hfd, r, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
-			}
+			host = shapeAt(hfd)
 			closeFd(hfd)
 		}
 	}
-	hostHas := func(f string) bool { return host[f] }
-	if gitShape(hostHas) {
-		// The host has a git directory here (a bare repository): its
-		// entries are judged by the allowlist.
+	if gitShape(host) {
+		// The host has a git directory here (a bare repository, or one
+		// inside another's data): its entries are judged by the
+		// allowlist as a git directory's.
 		d.scope.git = &gitScope{start: len(d.segs), prefix: []string{}}
 		return
 	}
-	merged := func(f string) bool { return upper[f] || (host[f] && !whiteout[f] && !opaque) }
+	merged := func(f string) bool { return upper[f] || (host(f) && !whiteout[f] && !opaque) }
 	if !gitShape(merged) {
 		return
 	}
 	d.shapeDrop = map[string]bool{}
 	for n, f := range folded {
-		if !host[f] || opaque {
+		if !host(f) || opaque {
 			d.shapeDrop[n] = true
 		}
 	}

@@ -7,11 +7,12 @@ import (
 )
 
 // DefaultMaxDepth is how many levels below the workspace root a commit
-// applies when Options.MaxDepth is 0. Deeper entries are dropped and
-// reported (one resource violation per commit). Real trees stay far below
-// it (node_modules, Java packages and generated code rarely pass 40
-// levels); Linux cannot even name a path much deeper than 2000 levels
-// (PATH_MAX).
+// applies, and reads of the host workspace to find its repositories
+// (findRepos: a deeper host tree fails the commit). Deeper upper entries
+// are dropped and reported (one resource violation per commit). Real
+// trees stay far below it (node_modules, Java packages and generated code
+// rarely pass 40 levels); Linux cannot even name a path much deeper than
+// 2000 levels (PATH_MAX).
 const DefaultMaxDepth = 256
 
 // dirCacheSize bounds the directory descriptors one side of a commit
