@@ -405,14 +405,14 @@ func (l *egressListener) connect(peer sandbox.Peer) error {
 	}
 	pc := &peerConn{UnixConn: c, peer: peer, l: l}
 	l.open.Add(1)
-	if err := l.reply(connReply, fd); err != nil {
-		_ = pc.Close()
-		return err
-	}
+	// Queued before the forwarder hears of it: once it has its end, Accept
+	// yields ours. Should the reply fail, the queued end reads end of
+	// stream, which the proxy serves as a client gone.
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		_ = pc.Close()
+		_ = unix.Close(fd)
 		return net.ErrClosed
 	}
 	select {
@@ -420,7 +420,8 @@ func (l *egressListener) connect(peer sandbox.Peer) error {
 	default:
 		_ = pc.Close()
 	}
-	return nil
+	l.mu.Unlock()
+	return l.reply(connReply, fd)
 }
 
 // fail records err as why l stopped and closes it.
