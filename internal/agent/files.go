@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // HomeDir makes an adapter's own directory: dir when it is set, else a new
@@ -21,10 +22,17 @@ func HomeDir(dir, prefix string) (string, error) {
 // sandboxed session's home: see StateRemover). sessionID must be one path
 // element; a missing directory is not an error.
 func RemoveSessionDir(parent, sessionID string) error {
-	if sessionID == "" || sessionID != filepath.Base(sessionID) || sessionID == "." || sessionID == ".." {
+	if !PlainName(sessionID) {
 		return fmt.Errorf("agent: %q is not a session id", sessionID)
 	}
 	return os.RemoveAll(filepath.Join(parent, sessionID))
+}
+
+// PlainName reports whether name can name a directory of its own below
+// another (a session's home, an agent's directory): one path element,
+// not "." or "..".
+func PlainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\x00")
 }
 
 // ReadFileIn reads the file at path when it is inside dir (symbolic links

@@ -265,7 +265,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := registerCustom(cfg.Agents, custom); err != nil {
+	if err := registerCustom(cfg.Agents, custom, cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if cfg.Token == "" && !cfg.InsecureNoAuth && httpapi.RequireToken(cfg.Listen) {
