@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/acp"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 )
 
@@ -87,5 +88,92 @@ func TestAgentsFileHomesUnderDataDir(t *testing.T) {
 	want := filepath.Join(dataDir, "agents", "mine", "sessions", "ses_1")
 	if len(write) != 1 || write[0] != want {
 		t.Errorf("the session's home: %v, want %s", write, want)
+	}
+}
+
+// TestEveryAgentHomeIsRemoved runs over every agent the daemon registers
+// (the built-in ones and one of the agents file): each that hands out
+// write paths for a sandboxed session keeps them under the data dir and
+// removes them when asked, whatever the agent left in them (a symbolic
+// link where the adapter writes its settings, a read-only directory),
+// without touching another session's; removing the state of a session
+// that has none makes nothing.
+func TestEveryAgentHomeIsRemoved(t *testing.T) {
+	dataDir, outside := t.TempDir(), t.TempDir()
+	fresh := func(dataDir string) *agent.Registry {
+		r := Agents(dataDir, func(string) string { return "" })
+		if err := registerCustom(r, []acp.Custom{{Name: "mine", Command: "/bin/true"}}, dataDir); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := fresh(dataDir)
+	needers := 0
+	for _, name := range r.Names() {
+		a, _ := r.Get(name)
+		n, ok := a.(agent.SandboxNeeder)
+		if !ok {
+			continue
+		}
+		needers++
+		t.Run(name, func(t *testing.T) {
+			_, write := n.SandboxPaths(agent.Config{SessionID: "ses_purged", Cwd: t.TempDir()})
+			_, kept := n.SandboxPaths(agent.Config{SessionID: "ses_kept", Cwd: t.TempDir()})
+			if len(write) == 0 {
+				t.Skip("no write paths")
+			}
+			for _, p := range append(append([]string(nil), write...), kept...) {
+				if rel, err := filepath.Rel(dataDir, p); err != nil || !filepath.IsLocal(rel) {
+					t.Errorf("write path %s is not under the data dir %s", p, dataDir)
+				}
+			}
+			for _, p := range write {
+				for _, name := range []string{".gemini", ".claude", "config.toml", "opencode.json"} {
+					_ = os.RemoveAll(filepath.Join(p, name))
+					if err := os.Symlink(outside, filepath.Join(p, name)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.MkdirAll(filepath.Join(p, "ro", "sub"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(filepath.Join(p, "ro"), 0o500); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := n.RemoveState("ses_purged"); err != nil {
+				t.Errorf("RemoveState: %v", err)
+			}
+			for _, p := range write {
+				if _, err := os.Lstat(p); !os.IsNotExist(err) {
+					t.Errorf("%s is still there after RemoveState (%v)", p, err)
+				}
+			}
+			for _, p := range kept {
+				if _, err := os.Stat(p); err != nil {
+					t.Errorf("another session's %s: %v", p, err)
+				}
+			}
+		})
+	}
+	if needers < 3 {
+		t.Errorf("only %d agents hand out sandbox paths", needers)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("an adapter wrote through a symlink of the agent's: %v", entries)
+	}
+	// A fresh daemon purging a session of a previous run: nothing made.
+	empty := t.TempDir()
+	r = fresh(empty)
+	for _, name := range r.Names() {
+		a, _ := r.Get(name)
+		if n, ok := a.(agent.SandboxNeeder); ok {
+			if err := n.RemoveState("ses_gone"); err != nil {
+				t.Errorf("%s: RemoveState of a session without a home: %v", name, err)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("RemoveState made %v", entries)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -104,51 +102,21 @@ func New(spec Agent, opts Options) agent.Adapter {
 	if opts.CloseGrace <= 0 {
 		opts.CloseGrace = DefaultCloseGrace
 	}
-	a := &adapter{spec: spec, opts: opts}
-	a.dir = sync.OnceValues(a.makeDir)
-	return a
+	return &adapter{spec: spec, opts: opts, dir: &agent.Dir{Path: spec.Dir, TempBase: spec.TempDir, Prefix: "agentbox-" + spec.Name + "-"}}
 }
 
 type adapter struct {
 	spec Agent
 	opts Options
 
-	// dir returns Agent.Dir, made on first use (a private temporary
-	// directory when it is "").
-	dir func() (string, error)
-	// madeDir is dir's result once made ("" before): where RemoveState
-	// looks, without making anything.
-	madeDir atomic.Pointer[string]
-}
-
-// makeDir makes the directory of the adapter's homes.
-func (a *adapter) makeDir() (string, error) {
-	dir := a.spec.Dir
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", err
-		}
-	} else {
-		base := a.spec.TempDir
-		if base != "" {
-			if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
-				base = ""
-			}
-		}
-		d, err := os.MkdirTemp(base, "agentbox-"+a.spec.Name+"-")
-		if err != nil {
-			return "", err
-		}
-		dir = d
-	}
-	a.madeDir.Store(&dir)
-	return dir, nil
+	// dir holds the agent's homes (Agent.Dir), made on first use.
+	dir *agent.Dir
 }
 
 // home makes a home below the adapter's directory (rel: "home", or
 // "sessions/ID") and sets it up.
 func (a *adapter) home(rel string) (string, error) {
-	dir, err := a.dir()
+	dir, err := a.dir.Make()
 	if err != nil {
 		return "", err
 	}
@@ -162,18 +130,6 @@ func (a *adapter) home(rel string) (string, error) {
 		}
 	}
 	return home, nil
-}
-
-// sessionsDir is where sandboxed sessions' homes are, one per session id;
-// "" while the adapter has made none. It makes nothing.
-func (a *adapter) sessionsDir() string {
-	if p := a.madeDir.Load(); p != nil {
-		return filepath.Join(*p, "sessions")
-	}
-	if a.spec.Dir != "" {
-		return filepath.Join(a.spec.Dir, "sessions")
-	}
-	return ""
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -247,15 +203,12 @@ func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 	return a.spec.Providers(cfg)
 }
 
-// RemoveState implements agent.StateRemover: the home of a sandboxed
+// RemoveState implements agent.SandboxNeeder: the home of a sandboxed
 // session, where sessionHome makes it; nothing is made or written.
 func (a *adapter) RemoveState(sessionID string) error {
-	dir := a.sessionsDir()
-	if dir == "" {
-		if !agent.PlainName(sessionID) {
-			return fmt.Errorf("acp: %q is not a session id", sessionID)
-		}
-		return nil // this adapter never made a home
+	dir := a.dir.Made()
+	if dir != "" {
+		dir = filepath.Join(dir, "sessions")
 	}
 	return agent.RemoveSessionDir(dir, sessionID)
 }

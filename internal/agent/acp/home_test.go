@@ -112,7 +112,7 @@ func TestRemoveStateLeavesNoHome(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(home, ".gemini")); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.(agent.StateRemover).RemoveState("ses_a"); err != nil {
+	if err := a.(agent.SandboxNeeder).RemoveState("ses_a"); err != nil {
 		t.Errorf("RemoveState: %v", err)
 	}
 	if _, err := os.Lstat(home); !os.IsNotExist(err) {
@@ -121,14 +121,14 @@ func TestRemoveStateLeavesNoHome(t *testing.T) {
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("RemoveState wrote through the agent's symlink: %v", entries)
 	}
-	if err := a.(agent.StateRemover).RemoveState("ses_none"); err != nil {
+	if err := a.(agent.SandboxNeeder).RemoveState("ses_none"); err != nil {
 		t.Errorf("RemoveState of a session without a home: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(filepath.Dir(home), "ses_none")); !os.IsNotExist(err) {
 		t.Errorf("RemoveState made a home (%v)", err)
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "../x", "/"} {
-		if err := a.(agent.StateRemover).RemoveState(bad); err == nil {
+		if err := a.(agent.SandboxNeeder).RemoveState(bad); err == nil {
 			t.Errorf("RemoveState(%q) was accepted", bad)
 		}
 	}
