@@ -17,6 +17,7 @@
 //	owners/ID/N.json   one record per artefact, written before the
 //	                   artefact exists and removed once it is gone
 //	owners/.new-*      a lock being set up (renamed to ID.lock once held)
+//	owners/.reap       flocked by the process reaping (one at a time)
 //	slots/POOL/N       slot N of POOL, flocked by whoever holds it
 package owner
 
@@ -75,6 +76,9 @@ type Host struct {
 	slots map[string]map[int]*os.File // pool → slot → its locked file
 
 	ensured sync.Map // directories ensureDir checked
+	// reaped is set once this process has started a ReapDead: Self's
+	// tidying is then left undone (one scan per process).
+	reaped atomic.Bool
 }
 
 // NewHost returns the host directory dir (created on first use).
@@ -161,11 +165,14 @@ func (h *Host) Self() (*Owner, error) {
 		o, err := newOwner(owners)
 		if err == nil {
 			h.self = o
-			// Dead owners that left nothing (every process that ever
+			// In a process that reaps nothing itself (a test binary),
+			// dead owners that left nothing (every process that ever
 			// made a sandbox has one) go now rather than pile up until
 			// the next daemon start; those with records are kept for a
-			// reaper that knows their kinds.
-			go func() { _, _ = h.ReapDead() }() // best effort: tidying only
+			// reaper that knows their kinds. A daemon reaps at start
+			// (ReapDead), so this is skipped there; and skipped when
+			// another process is reaping (it removes those too).
+			go h.tidy()
 			return o, nil
 		}
 		errs = append(errs, err)
@@ -258,10 +265,30 @@ const staleSetup = time.Minute
 // alive, kind by kind in the order of reapers, then forgets the owner. An
 // owner whose artefacts could not all be removed keeps the rest for a
 // later call. Owners that are alive (their lock is held), this process
-// among them, are never touched. Reapers take turns (a host-wide lock), so
-// an owner lock found held is always a live process's, never another
-// reaper's.
+// among them, are never touched. Reapers take turns (a host-wide lock,
+// which ReapDead waits for), so an owner lock found held is always a live
+// process's, never another reaper's. Nothing needs to wait for it: a dead
+// process's slots are free already (flocks), and every artefact has a
+// name of its own; a daemon runs it in the background.
 func (h *Host) ReapDead(reapers ...Reaper) (Report, error) {
+	h.reaped.Store(true)
+	return h.reapDead(true, reapers)
+}
+
+// tidy forgets the dead owners that left nothing, unless this process
+// has reaped already or another process is reaping now.
+func (h *Host) tidy() {
+	if !h.reaped.Load() {
+		_, _ = h.reapDead(false, nil) // best effort: tidying only
+	}
+}
+
+// errBusy: another process holds the reaping turn.
+var errBusy = errors.New("owner: another process is reaping")
+
+// reapDead is ReapDead; without wait, it returns errBusy at once when
+// another process holds the reaping turn.
+func (h *Host) reapDead(wait bool, reapers []Reaper) (Report, error) {
 	var rep Report
 	owners, err := h.ensureDir("owners")
 	if err != nil {
@@ -272,7 +299,13 @@ func (h *Host) ReapDead(reapers ...Reaper) (Report, error) {
 		return rep, fmt.Errorf("owner: %w", err)
 	}
 	defer turn.Close() // ends our turn
-	if err := flockRetry(turn, unix.LOCK_EX); err != nil {
+	how := unix.LOCK_EX
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	if err := flockRetry(turn, how); errors.Is(err, unix.EWOULDBLOCK) {
+		return rep, errBusy
+	} else if err != nil {
 		return rep, fmt.Errorf("owner: wait for the reaping turn: %w", err)
 	}
 	entries, err := os.ReadDir(owners)
