@@ -77,11 +77,7 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	// Written down before any of it exists: if this process dies, the
 	// container outlives it (runsc run --detach), and the next agentbox
 	// to start removes the container, its cgroups, mounts and directory.
-	o, err := owner.Default().Self()
-	if err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	if b.record, err = o.Record(owner.Record{Kind: KindSandbox, Name: cgName, Path: b.dir}); err != nil {
+	if b.record, err = owner.Default().Record(owner.Record{Kind: KindSandbox, Name: cgName, Path: b.dir}); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {

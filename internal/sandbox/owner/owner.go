@@ -23,7 +23,6 @@ package owner
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,7 +182,7 @@ func (h *Host) Self() (*Owner, error) {
 // newOwner takes a fresh lock under a temporary name, then publishes it:
 // a reaper never sees the final name without the lock held.
 func newOwner(owners string) (*Owner, error) {
-	id := strconv.Itoa(os.Getpid()) + "-" + randHex(6)
+	id := strconv.Itoa(os.Getpid()) + "-" + rand.Text()
 	tmp := filepath.Join(owners, ".new-"+id)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -216,9 +215,18 @@ type Entry struct {
 	once sync.Once
 }
 
-// Record writes r down before the artefact exists: if this process dies
-// from now on, the next ReapDead removes it. Release the entry once the
-// artefact is gone.
+// Record writes r down as this process's (Self) before the artefact
+// exists: if this process dies from now on, the next ReapDead removes it.
+// Release the entry once the artefact is gone.
+func (h *Host) Record(r Record) (*Entry, error) {
+	o, err := h.Self()
+	if err != nil {
+		return nil, err
+	}
+	return o.Record(r)
+}
+
+// Record writes r down before the artefact exists (see Host.Record).
 func (o *Owner) Record(r Record) (*Entry, error) {
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -514,10 +522,4 @@ func UnmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
 }

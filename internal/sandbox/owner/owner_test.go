@@ -58,7 +58,7 @@ func runChild(h *Host, do, arg string) {
 			fail(err)
 		}
 		for _, p := range strings.Split(arg, ",") {
-			if _, err := o.Record(Record{Kind: KindDir, Path: p}); err != nil {
+			if _, err := h.Record(Record{Kind: KindDir, Path: p}); err != nil {
 				fail(err)
 			}
 			if err := os.MkdirAll(filepath.Join(p, "sub"), 0o700); err != nil {

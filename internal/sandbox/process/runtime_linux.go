@@ -191,8 +191,8 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		name := "agentbox-" + b.id
 		// Written down before it exists: if this process dies, the
 		// next agentbox to start removes the group and what runs in it.
-		if b.cgRecord, err = recordArtefact(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
-			return nil, err
+		if b.cgRecord, err = owner.Default().Record(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
+			return nil, fmt.Errorf("process sandbox: %w", err)
 		}
 		go func() {
 			cg, err := newCgroup(name, spec.Limits)
@@ -263,7 +263,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
 	}
 	addMount(lower, spec.WorkspaceDir, "lower")
-	upper, err := newTmpfs(spec.Limits.DiskBytes, inodes(spec.Limits.Files, inodesUpper), 0o755, rootUID, rootUID)
+	upper, err := newTmpfs(spec.Limits.DiskBytes, sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
@@ -281,13 +281,13 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 
 	// Scratch: /tmp and $HOME, each capped at the disk and file limits.
-	tmp, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o1777, rootUID, rootUID)
+	tmp, err := newTmpfs(tmpSize(spec), sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesTmpfs), 0o1777, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
 	b.tmp = tmp
 	addMount(tmp, "/tmp", "")
-	home, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o700, userUID, userUID)
+	home, err := newTmpfs(tmpSize(spec), sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesTmpfs), 0o700, userUID, userUID)
 	if err != nil {
 		return nil, err
 	}
@@ -370,11 +370,11 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 	}
 	addMount(lower, "", "state-lower")
 	cfg.Mounts[len(cfg.Mounts)-1].Index = i
-	size, files, err := stateRoom(p, b.spec.Limits)
+	room, err := sandbox.StateRoom(p, b.spec.Limits)
 	if err != nil {
 		return fmt.Errorf("state directory %s: %w", p, err)
 	}
-	upper, err := newTmpfs(size, inodes(files, inodesUpper), 0o755, rootUID, rootUID)
+	upper, err := newTmpfs(room.DiskBytes, sandbox.TmpfsInodes(room.Files, sandbox.InodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return err
 	}
@@ -394,33 +394,6 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 		Options:   workspace.StateOptionsFor(b.spec),
 	})
 	return nil
-}
-
-// stateRoom is the size and the entries a state directory's writable
-// layer may hold: the limits less what the host directory holds already
-// (at least a page and one entry, so the bound is never "none").
-func stateRoom(dir string, l sandbox.Limits) (size, files int64, err error) {
-	u, err := sandbox.UsageOf(dir, l.DiskBytes, l.Files)
-	if err != nil {
-		return 0, 0, err
-	}
-	if l.DiskBytes > 0 {
-		size = max(l.DiskBytes-u.Bytes, int64(os.Getpagesize()))
-	}
-	if l.Files > 0 {
-		files = max(l.Files-u.Files, 1)
-	}
-	return size, files, nil
-}
-
-// recordArtefact writes down a host artefact of this process (package
-// owner) before it is made.
-func recordArtefact(r owner.Record) (*owner.Entry, error) {
-	o, err := owner.Default().Self()
-	if err != nil {
-		return nil, fmt.Errorf("process sandbox: %w", err)
-	}
-	return o.Record(r)
 }
 
 // idmappedClone clones path with its owner mapped to the sandbox user.
@@ -522,17 +495,12 @@ func normalize(spec *sandbox.Spec) error {
 			}
 		}
 	}
-	for i, p := range spec.StateDirs {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("process sandbox: state directory %q must be absolute", p)
-		}
-		spec.StateDirs[i] = filepath.Clean(p)
-		p = spec.StateDirs[i]
-		if p == "/" || reserved(p) || within(p, spec.Workspace) || within(spec.Workspace, p) || within(p, spec.WorkspaceDir) || within(spec.WorkspaceDir, p) {
-			return fmt.Errorf("process sandbox: state directory %q cannot be bound into a sandbox (reserved, or overlapping the workspace)", p)
-		}
-		if st, err := os.Stat(p); err != nil || !st.IsDir() {
-			return fmt.Errorf("process sandbox: state directory %q is not a directory", p)
+	if err := sandbox.CheckStateDirs(spec); err != nil {
+		return fmt.Errorf("process sandbox: %w", err)
+	}
+	for _, p := range spec.StateDirs {
+		if reserved(p) {
+			return fmt.Errorf("process sandbox: state directory %q cannot be bound into a sandbox (reserved)", p)
 		}
 	}
 	if spec.Hostname == "" {
@@ -552,16 +520,11 @@ func normalize(spec *sandbox.Spec) error {
 	return nil
 }
 
-// within reports whether p is dir or below it.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
 // reserved reports whether p is, or is inside, a directory the sandbox
 // builds itself.
 func reserved(p string) bool {
 	for _, r := range []string{"/proc", "/dev", "/tmp", "/etc", "/usr", sandboxHome} {
-		if p == r || strings.HasPrefix(p, r+"/") {
+		if sandbox.Within(p, r) {
 			// Paths under /tmp are fine (they are mounted on the
 			// sandbox's /tmp), and so are paths under /usr or /etc
 			// for ReadPaths; only the directories themselves are not.
