@@ -490,6 +490,10 @@ func (p *proc) wait(procFile string) {
 	after, _ := p.box.cg.Stats()
 	e.Usage = sandbox.Usage{MaxRSSBytes: after.MemoryMaxBytes, CPUMillis: after.CPUMillis - p.before.CPUMillis}
 	failed := e.Code != 0 || e.Signal != ""
+	full := ""
+	if failed {
+		full = p.box.filesFull()
+	}
 	switch {
 	case p.timedOut.Load():
 		e.Reason, e.Message = sandbox.ReasonTimeout, fmt.Sprintf("killed after the %v timeout", p.timeout)
@@ -498,8 +502,8 @@ func (p *proc) wait(procFile string) {
 		p.box.dead.Store(!p.box.running())
 	case failed && after.PidsMaxHits > p.before.PidsMaxHits:
 		e.Reason, e.Message = sandbox.ReasonPids, fmt.Sprintf("process limit of %d exceeded", p.box.spec.Limits.Pids)
-	case failed && p.box.filesFull() != "":
-		e.Reason = p.box.filesFull()
+	case full != "":
+		e.Reason = full
 		if e.Reason == sandbox.ReasonDisk {
 			e.Message = fmt.Sprintf("disk limit of %d bytes reached (/tmp, home or workspace writes)", p.box.spec.Limits.DiskBytes)
 		} else {

@@ -104,9 +104,6 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), "agentbox-"+strconv.Itoa(os.Geteuid()))
 }
 
-// Dir returns the host directory.
-func (h *Host) Dir() string { return h.dir }
-
 // ensureDir creates dir (and the host directory) mode 0700 and checks
 // that it is a real directory of ours that nobody else can write: anyone
 // who could create files there could hold every slot, or plant records.
@@ -496,7 +493,7 @@ func RemoveTree(dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err := UnmountUnder(dir); err != nil {
+	if err := unmountUnder(dir); err != nil {
 		return err
 	}
 	left, err := mountinfo.Under(dir)
@@ -509,8 +506,8 @@ func RemoveTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// UnmountUnder detaches every mount at or below dir, deepest first.
-func UnmountUnder(dir string) error {
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
 	mounts, err := mountinfo.Under(dir)
 	if err != nil {
 		return err

@@ -44,7 +44,7 @@ func runSecondProcess(n string) {
 			os.Exit(1)
 		}
 		boxes = append(boxes, sb)
-		fmt.Println("slot", sb.(*box).slotSeen)
+		fmt.Println("slot", sb.(*box).slot)
 	}
 	fmt.Println("ready")
 	time.Sleep(time.Hour)
@@ -84,7 +84,7 @@ func TestSlotsAreHostWide(t *testing.T) {
 	}
 	for range n {
 		sb, _ := newBox(t, nil)
-		if s := sb.(*box).slotSeen; slices.Contains(theirs, s) {
+		if s := sb.(*box).slot; slices.Contains(theirs, s) {
 			t.Errorf("slot %d (host uids %d and %d) is in use by a sandbox of the other process too (its slots: %v)",
 				s, 100000+s, 101000+s, theirs)
 		}

@@ -167,7 +167,6 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, err
 	}
 	b.slot = b.uidSlot.N
-	b.slotSeen = b.slot
 	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
 	rootUID := r.opts.UIDBase + b.slot
 	userUID := r.opts.UIDBase + sandboxUID + b.slot
@@ -241,10 +240,12 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		AllowDegraded:        spec.AllowDegraded,
 	}
 	var files []*os.File
-	addMount := func(f *os.File, target, role string) {
+	// addMount passes f to the init, to be mounted at target in role
+	// (index: which state directory, for the state roles).
+	addMount := func(f *os.File, target, role string, index int) {
 		files = append(files, f)
 		b.closers = append(b.closers, f)
-		cfg.Mounts = append(cfg.Mounts, detachedMount{Target: target, Role: role})
+		cfg.Mounts = append(cfg.Mounts, detachedMount{Target: target, Role: role, Index: index})
 	}
 
 	// Workspace: overlay of an idmapped lower and a sized tmpfs upper.
@@ -262,13 +263,13 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if idmapped {
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
 	}
-	addMount(lower, spec.WorkspaceDir, "lower")
+	addMount(lower, spec.WorkspaceDir, "lower", 0)
 	upper, err := newTmpfs(spec.Limits.DiskBytes, sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
 	b.upper = upper
-	addMount(upper, spec.WorkspaceDir, "upper")
+	addMount(upper, spec.WorkspaceDir, "upper", 0)
 	if err := prepareUpper(upper, spec.Workspace, rootUID, userUID); err != nil {
 		return nil, err
 	}
@@ -286,27 +287,27 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, err
 	}
 	b.tmp = tmp
-	addMount(tmp, "/tmp", "")
+	addMount(tmp, "/tmp", "", 0)
 	home, err := newTmpfs(tmpSize(spec), sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesTmpfs), 0o700, userUID, userUID)
 	if err != nil {
 		return nil, err
 	}
 	b.home = home
-	addMount(home, sandboxHome, "")
+	addMount(home, sandboxHome, "", 0)
 
 	if spec.ReadOutsideWorkspace {
 		root, err := cloneTree("/", true, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1)
 		if err != nil {
 			return nil, err
 		}
-		addMount(root, "/", "root")
+		addMount(root, "/", "root", 0)
 	}
 	for _, p := range spec.ReadPaths {
 		f, err := cloneTree(p, true, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1)
 		if err != nil {
 			return nil, fmt.Errorf("read path: %w", err)
 		}
-		addMount(f, p, "")
+		addMount(f, p, "", 0)
 	}
 	for i, p := range spec.StateDirs {
 		if err := b.addStateDir(r, i, p, rootUID, userUID, addMount, degrade, &cfg); err != nil {
@@ -323,7 +324,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 				return nil, fmt.Errorf("write path: %w", err)
 			}
 		}
-		addMount(f, p, "")
+		addMount(f, p, "", 0)
 		cfg.WritableDirs = append(cfg.WritableDirs, p)
 	}
 	cfg.WritableDirs = append(cfg.WritableDirs, spec.WorkspaceDir, "/tmp", sandboxHome, "/dev/shm")
@@ -357,7 +358,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 // layer sized by the limits less what p already holds, so that the host
 // directory, which Commit writes back to, stays within them.
 func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
-	addMount func(f *os.File, target, role string), degrade func(string, error) error, cfg *initConfig,
+	addMount func(f *os.File, target, role string, index int), degrade func(string, error) error, cfg *initConfig,
 ) error {
 	lower, err := r.idmappedClone(p, userUID, false)
 	if err != nil {
@@ -368,8 +369,7 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 			return fmt.Errorf("state directory: %w", err)
 		}
 	}
-	addMount(lower, "", "state-lower")
-	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	addMount(lower, "", "state-lower", i)
 	room, err := sandbox.StateRoom(p, b.spec.Limits)
 	if err != nil {
 		return fmt.Errorf("state directory %s: %w", p, err)
@@ -379,8 +379,7 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 		return err
 	}
 	b.stateUppers = append(b.stateUppers, upper)
-	addMount(upper, "", "state-upper")
-	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	addMount(upper, "", "state-upper", i)
 	if err := prepareUpper(upper, p, rootUID, userUID); err != nil {
 		return err
 	}
