@@ -600,6 +600,11 @@ func TestAgentHomeInSandboxLimits(t *testing.T) {
 				t.Errorf("writing 64 MiB into the agent's home under a %d-byte disk limit: %s", limit, out)
 			}
 			home := sessionHome(t, dataDir, s.ID)
+			// The fill went into the session's own home: the agent's
+			// HOME inside is that directory, bound at its host path.
+			if !slices.Contains(strings.Split(string(out), "\n"), "home="+home) {
+				t.Errorf("the agent's HOME inside the sandbox is not the session's home %s: %s", home, out)
+			}
 			// The adapter's own files, written after the sandbox was
 			// made (pi's run directory), are not the sandbox's; they are
 			// a few KiB.

@@ -177,15 +177,12 @@ type Exiter interface {
 // inside the session's sandbox: its installed binaries (read) and its
 // private state, such as a config home (write). The write paths are the
 // session's own: each counts in the sandbox's disk and file limits, and
-// an adapter that keeps them implements StateRemover.
+// RemoveState deletes them when the session is purged, whatever the agent
+// left in them, without making or writing anything (a session that has
+// none is not an error). Handing out write paths and removing them are one
+// interface so that no adapter can do the first without the second.
 type SandboxNeeder interface {
 	SandboxPaths(cfg Config) (read, write []string)
-}
-
-// StateRemover is implemented by adapters that keep host state per
-// session (a sandboxed session's own home): RemoveState deletes it, when
-// the session is purged. A session without such state is not an error.
-type StateRemover interface {
 	RemoveState(sessionID string) error
 }
 

@@ -8,21 +8,45 @@ import (
 	"testing"
 )
 
-func TestHomeDir(t *testing.T) {
+func TestDir(t *testing.T) {
 	want := filepath.Join(t.TempDir(), "a", "home")
-	if got, err := HomeDir(want, "unused-"); got != want || err != nil {
-		t.Fatalf("HomeDir(set) = %q, %v", got, err)
+	set := &Dir{Path: want, Prefix: "unused-"}
+	if got := set.Made(); got != want {
+		t.Errorf("Made(set) before Make = %q, want %q", got, want)
+	}
+	if _, err := os.Stat(want); !os.IsNotExist(err) {
+		t.Errorf("Made made the directory (%v)", err)
+	}
+	if got, err := set.Make(); got != want || err != nil {
+		t.Fatalf("Make(set) = %q, %v", got, err)
 	}
 	if fi, err := os.Stat(want); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the set home is not a private directory: %v, %v", fi, err)
 	}
-	got, err := HomeDir("", "agentbox-test-home-")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	unset := &Dir{Prefix: "agentbox-test-home-"}
+	if got := unset.Made(); got != "" {
+		t.Errorf("Made(unset) before Make = %q", got)
+	}
+	got, err := unset.Make()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(got)
-	if filepath.Dir(got) != filepath.Clean(os.TempDir()) || !strings.HasPrefix(filepath.Base(got), "agentbox-test-home-") {
-		t.Errorf("HomeDir(unset) = %q, want agentbox-test-home-* under %s", got, os.TempDir())
+	if filepath.Dir(got) != tmp || !strings.HasPrefix(filepath.Base(got), "agentbox-test-home-") {
+		t.Errorf("Make(unset) = %q, want agentbox-test-home-* under %s", got, tmp)
+	}
+	if again, _ := unset.Make(); again != got || unset.Made() != got {
+		t.Errorf("Make again = %q, Made = %q; want %q", again, unset.Made(), got)
+	}
+	// Another adapter's directory is another one: no path known in
+	// advance.
+	if other, _ := (&Dir{Prefix: "agentbox-test-home-"}).Make(); other == got {
+		t.Errorf("two adapters share %s", got)
+	}
+	// A base that is not a directory: the temp dir.
+	if d, err := (&Dir{TempBase: filepath.Join(tmp, "missing"), Prefix: "x-"}).Make(); err != nil || filepath.Dir(d) != tmp {
+		t.Errorf("Make with a missing base = %q, %v", d, err)
 	}
 }
 

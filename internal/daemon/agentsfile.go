@@ -95,14 +95,15 @@ func checkAgentEnv(env map[string]string) error {
 	return nil
 }
 
-// registerCustom adds configured ACP agents to r; a name that is taken is
-// an error, not a panic: it comes from the operator's file.
-func registerCustom(r *agent.Registry, custom []acp.Custom) error {
+// registerCustom adds configured ACP agents to r, their homes under
+// dataDir/agents/NAME; a name that is taken is an error, not a panic: it
+// comes from the operator's file.
+func registerCustom(r *agent.Registry, custom []acp.Custom, dataDir string) error {
 	for _, c := range custom {
 		if _, err := r.Get(c.Name); err == nil {
 			return fmt.Errorf("agents file: agent %q is already defined (built in or twice in the file)", c.Name)
 		}
-		a, err := acp.FromConfig(c, acp.Options{})
+		a, err := acp.FromConfig(c, dataDir, acp.Options{})
 		if err != nil {
 			return fmt.Errorf("agents file: %w", err)
 		}

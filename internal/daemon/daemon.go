@@ -188,6 +188,8 @@ type Daemon struct {
 	cancelHandler context.CancelFunc
 	shutdownOnce  sync.Once
 	shutdownErr   error
+	// reaped is closed when the start's reapDead is over.
+	reaped chan struct{}
 }
 
 // Agents returns the registry of the agents this daemon runs. dataDir holds
@@ -265,7 +267,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := registerCustom(cfg.Agents, custom); err != nil {
+	if err := registerCustom(cfg.Agents, custom, cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if cfg.Token == "" && !cfg.InsecureNoAuth && httpapi.RequireToken(cfg.Listen) {
@@ -307,7 +309,6 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.Runtimes == nil {
 		cfg.Runtimes = Runtimes(cfg.DataDir)
 	}
-	reapDead(cfg.Log)
 	aud, err := audit.Open(filepath.Join(cfg.DataDir, "audit.jsonl"), cfg.Log.With("component", "audit"))
 	if err != nil {
 		_ = st.Close() // best effort: the audit error is the one to report
@@ -371,7 +372,19 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		_ = st.Close() // best effort: the listen error is the one to report
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets, tokenFile: tokenFile}
+	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets, tokenFile: tokenFile,
+		reaped: make(chan struct{})}
+	// What dead agentbox processes left is removed in the background,
+	// once the listener is up: the start never waits for another
+	// process's reaping (the turn is host-wide) nor for the kills and
+	// removals of a crash's leftovers, and nothing here needs them gone
+	// first (a dead process's uid slots are free already, and every
+	// artefact has a name of its own). Detached from ctx on purpose: it
+	// is the daemon's, and Shutdown waits for it.
+	go func() {
+		defer close(d.reaped)
+		reapDead(cfg.Log)
+	}()
 	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
 	h := httpapi.New(httpapi.Config{
 		Token: cfg.Token, AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
@@ -410,11 +423,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 // agentbox process's artefacts are never touched. Containers go first:
 // a task workspace may be the lower layer of one's overlay.
 func reapDead(log *slog.Logger) {
-	rep, err := owner.Default().ReapDead(
-		owner.Reaper{Kind: gvisor.KindSandbox, Reap: gvisor.Reap},
-		owner.Reaper{Kind: cgroup.KindCgroup, Reap: func(r owner.Record) error { return cgroup.Remove(r.Name) }},
-		owner.Reaper{Kind: owner.KindDir, Reap: owner.ReapDir},
-	)
+	rep, err := owner.Default().ReapDead(Reapers()...)
 	if rep.Owners > 0 {
 		log.Info("removed what dead agentbox processes left on the host", "processes", rep.Owners, "removed", len(rep.Removed), "kept", len(rep.Kept))
 	}
@@ -425,6 +434,18 @@ func reapDead(log *slog.Logger) {
 	// group holds no work, whoever made it).
 	if stale, err := cgroup.RemoveStale(time.Minute); err == nil && len(stale) > 0 {
 		log.Info("removed stale sandbox cgroups", "count", len(stale))
+	}
+}
+
+// Reapers are the reapers of every kind of artefact agentbox's sandboxes
+// record (package owner), in the order they must go: gVisor containers
+// first (a task workspace may be the lower layer of one's overlay), then
+// process-runtime cgroups, then directories.
+func Reapers() []owner.Reaper {
+	return []owner.Reaper{
+		{Kind: gvisor.KindSandbox, Reap: gvisor.Reap},
+		{Kind: cgroup.KindCgroup, Reap: func(r owner.Record) error { return cgroup.Remove(r.Name) }},
+		{Kind: owner.KindDir, Reap: owner.ReapDir},
 	}
 }
 
@@ -544,6 +565,14 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			errs = append(errs, err, d.srv.Close())
 		}
 		d.egress.Close()
+		// The start's reaping is bounded (kills, rmdirs, removals); one
+		// cut short by the timeout leaves the rest recorded for the next
+		// start.
+		select {
+		case <-d.reaped:
+		case <-ctx.Done():
+			d.log.Warn("shutting down before the removal of dead processes' leftovers ended")
+		}
 		errs = append(errs, d.st.Close(), d.audit.Close())
 		d.shutdownErr = errors.Join(errs...)
 		if d.shutdownErr != nil {

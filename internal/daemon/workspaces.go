@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/session"
 )
@@ -83,7 +84,7 @@ func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error
 	roots := w.roots(global)
 	for _, r := range roots {
 		r = resolve(r)
-		if w.never(r) != "" || !within(p, r) {
+		if w.never(r) != "" || !sandbox.Within(p, r) {
 			continue // a root that now resolves somewhere forbidden holds nothing
 		}
 		rel, _ := filepath.Rel(r, p)
@@ -98,13 +99,13 @@ func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error
 // never says why p (absolute, resolved) can never be a workspace or hold
 // one, or "" when it can.
 func (w *workspaceRules) never(p string) string {
-	if within(p, w.own) {
+	if sandbox.Within(p, w.own) {
 		return "" // the daemon's own workspaces
 	}
 	switch {
-	case within(p, w.dataDir):
+	case sandbox.Within(p, w.dataDir):
 		return "is inside agentbox's data directory"
-	case within(w.dataDir, p):
+	case sandbox.Within(w.dataDir, p):
 		return "holds agentbox's data directory"
 	case slices.Contains(sharedDirs, p):
 		return "is a directory shared by the whole host"
@@ -114,7 +115,7 @@ func (w *workspaceRules) never(p string) string {
 		return "is a system path (/" + top + ")"
 	}
 	for _, d := range systemDirs {
-		if within(p, d) {
+		if sandbox.Within(p, d) {
 			return "is a system path (" + d + ")"
 		}
 	}
@@ -122,7 +123,7 @@ func (w *workspaceRules) never(p string) string {
 		switch {
 		case p == h:
 			return "is a home directory"
-		case within(h, p):
+		case sandbox.Within(h, p):
 			return "holds the home directory " + h
 		}
 	}
@@ -167,11 +168,6 @@ func resolve(p string) string {
 		return p
 	}
 	return filepath.Join(resolve(filepath.Clean(dir)), base)
-}
-
-// within reports whether p is dir or below it.
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // shown names a path as given, and where it leads when that differs.

@@ -465,10 +465,10 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	}
 	// Written down (package owner) so that if this process dies, the next
 	// agentbox to start removes it. Nothing is in it yet.
-	record, err := recordDir(ws)
+	record, err := owner.Default().Record(owner.Record{Kind: owner.KindDir, Path: ws})
 	if err != nil {
 		_ = os.Remove(ws) // empty; err is the one to report
-		return nil, err
+		return nil, fmt.Errorf("create workspace: %w", err)
 	}
 	fail := func(err error) (*box, error) {
 		if os.RemoveAll(ws) == nil { // best effort: err is the one to report
@@ -493,15 +493,6 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	b := newBox(sb, spec, ws)
 	b.record = record
 	return b, nil
-}
-
-// recordDir writes a task workspace down as this process's (package owner).
-func recordDir(dir string) (*owner.Entry, error) {
-	o, err := owner.Default().Self()
-	if err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
-	}
-	return o.Record(owner.Record{Kind: owner.KindDir, Path: dir})
 }
 
 // maxFiles bounds the files of one request.

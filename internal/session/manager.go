@@ -74,7 +74,7 @@ type Config struct {
 	OnNetworkUpdate func(sessionID string, previous, allow []string)
 	// KeepAgentState keeps what an agent keeps on the host for a session
 	// (a sandboxed session's home) when the session is purged; by default
-	// it goes with the session (agent.StateRemover).
+	// it goes with the session (agent.SandboxNeeder.RemoveState).
 	KeepAgentState bool
 }
 
@@ -558,7 +558,7 @@ func (m *Manager) removeAgentState(s store.Session) {
 	if err != nil {
 		return
 	}
-	if r, ok := a.(agent.StateRemover); ok {
+	if r, ok := a.(agent.SandboxNeeder); ok {
 		if err := r.RemoveState(s.ID); err != nil {
 			m.log.Warn("removing the agent's state of a purged session", "session", s.ID, "agent", s.Agent, "err", err)
 		}

@@ -97,7 +97,7 @@ type SandboxPaths struct {
 	Read []string
 	// Write are the agent's own state directories (its home): they
 	// count in the sandbox's limits (sandbox.Spec.StateDirs) and are
-	// removed when the session is purged (agent.StateRemover).
+	// removed when the session is purged (agent.SandboxNeeder).
 	Write []string
 }
 

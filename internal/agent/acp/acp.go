@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -34,12 +33,18 @@ type Agent struct {
 	// complete environment (nothing is inherited), given the executable
 	// and the adapter's private home directory (made on first use).
 	Command func(cfg agent.Config, bin, home string) (args []string, env map[string]string, err error)
-	// Home makes a private home directory (nil: a temporary directory)
-	// and may write the agent's config files into it. With session "" it
-	// is the adapter's home, made once and shared by its sessions; a
-	// sandboxed session gets a home of its own (session is its id), so
-	// that it sees no other session's files.
-	Home func(session string) (string, error)
+	// Dir holds the agent's homes: Dir/home, the adapter's own, shared
+	// by its sessions on the host, and Dir/sessions/ID, a sandboxed
+	// session's own (so that it sees no other session's files). "" is a
+	// directory the adapter makes for itself on first use (os.MkdirTemp
+	// under TempDir, the system's temp dir when ""): never a path fixed in
+	// advance, which another local user could make first and swap for a
+	// symbolic link.
+	Dir, TempDir string
+	// Setup, when set, writes the agent's config files into a home (its
+	// argument) each time a session starts in it. A session's home holds
+	// what its sandbox wrote: Setup writes through os.Root (writeIn).
+	Setup func(home string) error
 	// Caps is what the adapter claims for this agent; every true flag
 	// must be backed by a test.
 	Caps agent.Capabilities
@@ -97,27 +102,34 @@ func New(spec Agent, opts Options) agent.Adapter {
 	if opts.CloseGrace <= 0 {
 		opts.CloseGrace = DefaultCloseGrace
 	}
-	if spec.Home == nil {
-		name := spec.Name
-		spec.Home = func(session string) (string, error) {
-			if session == "" {
-				return os.MkdirTemp("", "agentbox-"+name+"-home-")
-			}
-			// The same directory on every call for one session: the
-			// sandbox binds it before the agent starts in it.
-			dir := filepath.Join(os.TempDir(), "agentbox-"+name+"-sessions", session)
-			return dir, os.MkdirAll(dir, 0o700)
-		}
-	}
-	return &adapter{spec: spec, opts: opts, homeDir: sync.OnceValues(func() (string, error) { return spec.Home("") })}
+	return &adapter{spec: spec, opts: opts, dir: &agent.Dir{Path: spec.Dir, TempBase: spec.TempDir, Prefix: "agentbox-" + spec.Name + "-"}}
 }
 
 type adapter struct {
 	spec Agent
 	opts Options
 
-	// homeDir returns the adapter's shared home, made on first use.
-	homeDir func() (string, error)
+	// dir holds the agent's homes (Agent.Dir), made on first use.
+	dir *agent.Dir
+}
+
+// home makes a home below the adapter's directory (rel: "home", or
+// "sessions/ID") and sets it up.
+func (a *adapter) home(rel string) (string, error) {
+	dir, err := a.dir.Make()
+	if err != nil {
+		return "", err
+	}
+	home := filepath.Join(dir, rel)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", err
+	}
+	if a.spec.Setup != nil {
+		if err := a.spec.Setup(home); err != nil {
+			return "", err
+		}
+	}
+	return home, nil
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -149,7 +161,7 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		}
 		return nil, fmt.Errorf("%s: the agent is not installed: %w", name, err)
 	}
-	home, err := a.sessionHome(cfg)
+	home, err := a.homeFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: home directory: %w", name, err)
 	}
@@ -166,17 +178,23 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	return startSession(ctx, a, proc, cfg, host)
 }
 
-// sessionHome is the agent's HOME for one session: the adapter's shared
+// homeFor is the agent's HOME for one session: the adapter's shared
 // home, or one of the session's own when it runs in a sandbox.
-func (a *adapter) sessionHome(cfg agent.Config) (string, error) {
+func (a *adapter) homeFor(cfg agent.Config) (string, error) {
 	if cfg.Sandbox == nil {
-		return a.homeDir()
+		return a.home("home")
 	}
-	return a.spec.Home(cfg.SessionID)
+	return a.sessionHome(cfg.SessionID)
 }
 
-// SandboxPaths implements agent.SandboxNeeder: the installed agent (read)
-// and the session's own home (write).
+// sessionHome makes (and sets up) the home of sandboxed session id.
+func (a *adapter) sessionHome(id string) (string, error) {
+	if !agent.PlainName(id) {
+		return "", fmt.Errorf("acp: %q is not a session id", id)
+	}
+	return a.home(filepath.Join("sessions", id))
+}
+
 // Providers implements agent.ProviderUser.
 func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 	if a.spec.Providers == nil {
@@ -185,21 +203,20 @@ func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 	return a.spec.Providers(cfg)
 }
 
-// RemoveState implements agent.StateRemover: the home of a sandboxed
-// session, found where Home puts it.
+// RemoveState implements agent.SandboxNeeder: the home of a sandboxed
+// session, where sessionHome makes it; nothing is made or written.
 func (a *adapter) RemoveState(sessionID string) error {
-	if sessionID == "" || sessionID != filepath.Base(sessionID) || sessionID == "." || sessionID == ".." {
-		return fmt.Errorf("acp: %q is not a session id", sessionID)
+	dir := a.dir.Made()
+	if dir != "" {
+		dir = filepath.Join(dir, "sessions")
 	}
-	dir, err := a.spec.Home(sessionID)
-	if err != nil {
-		return err
-	}
-	return os.RemoveAll(dir)
+	return agent.RemoveSessionDir(dir, sessionID)
 }
 
+// SandboxPaths implements agent.SandboxNeeder: the installed agent (read)
+// and the session's own home (write).
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
-	if home, err := a.spec.Home(cfg.SessionID); err == nil {
+	if home, err := a.sessionHome(cfg.SessionID); err == nil {
 		write = append(write, home)
 	}
 	if bin, _, err := a.spec.Binary(); err == nil && bin != "" {

@@ -26,9 +26,11 @@ const (
 // Config configures the built-in ACP agents. The composition root fills it
 // in; a session's Env overrides any variable set here.
 type Config struct {
-	// DataDir holds the agents' private homes, DataDir/agents/<name>/home.
-	// Empty means a temporary directory per adapter (for codex-acp one
-	// under /var/tmp: Codex cannot set up its sandbox under /tmp).
+	// DataDir holds the agents' private homes, DataDir/agents/<name>/home
+	// and a sandboxed session's DataDir/agents/<name>/sessions/<id>.
+	// Empty means a directory of each adapter's own, made on first use
+	// under the temp dir (for codex-acp under /var/tmp: Codex cannot set
+	// up its sandbox under /tmp).
 	DataDir string
 	// Provider defaults: the base URLs and keys the agents' model calls
 	// use (the fake LLM's in tests).
@@ -68,51 +70,13 @@ func (c Config) binary(installName string) func() (string, string, error) {
 	return install.Binary(installName)
 }
 
-// home returns the Home func of agent name: DataDir/agents/name/home (a
-// session's own: DataDir/agents/name/sessions/ID), or a temporary
-// directory under base ("" for the system's), then setup.
-func (c Config) home(name, base string, setup func(dir string) error) func(session string) (string, error) {
-	return func(session string) (string, error) {
-		var dir string
-		if c.DataDir != "" {
-			dir = filepath.Join(c.DataDir, "agents", name, "home")
-			if session != "" {
-				dir = filepath.Join(c.DataDir, "agents", name, "sessions", session)
-			}
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return "", err
-			}
-		} else {
-			if base != "" {
-				if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
-					base = ""
-				}
-			}
-			if session != "" {
-				// The same directory on every call for one session: the
-				// sandbox binds it before the agent starts in it.
-				if base == "" {
-					base = os.TempDir()
-				}
-				dir = filepath.Join(base, "agentbox-"+name+"-sessions", session)
-				if err := os.MkdirAll(dir, 0o700); err != nil {
-					return "", err
-				}
-			} else {
-				d, err := os.MkdirTemp(base, "agentbox-"+name+"-home-")
-				if err != nil {
-					return "", err
-				}
-				dir = d
-			}
-		}
-		if setup != nil {
-			if err := setup(dir); err != nil {
-				return "", err
-			}
-		}
-		return dir, nil
+// dir is where agent name keeps its homes: DataDir/agents/name (home,
+// sessions/ID), or "" for a private temporary directory.
+func (c Config) dir(name string) string {
+	if c.DataDir == "" {
+		return ""
 	}
+	return filepath.Join(c.DataDir, "agents", name)
 }
 
 // withSession adds the session's own variables on top.
@@ -147,7 +111,8 @@ func Gemini(c Config) agent.Adapter {
 	return New(Agent{
 		Name: NameGemini, Title: "Gemini CLI", Binary: c.binary("gemini"), Caps: geminiCaps,
 		ExitsOnEOF: true,
-		Home: c.home(NameGemini, "", func(dir string) error {
+		Dir:        c.dir(NameGemini),
+		Setup: func(dir string) error {
 			settings := map[string]any{
 				"security": map[string]any{
 					"auth":        map[string]any{"selectedType": "gemini-api-key"},
@@ -160,7 +125,7 @@ func Gemini(c Config) agent.Adapter {
 				settings["general"] = map[string]any{"maxAttempts": c.GeminiMaxAttempts}
 			}
 			return writeJSON(dir, ".gemini/settings.json", settings)
-		}),
+		},
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "autoEdit", "bypass": "yolo", "plan": "plan"},
 		Providers: func(cfg agent.Config) []agent.Provider {
 			return []agent.Provider{agent.Gemini(cfg.Env, c.GeminiBaseURL, c.GeminiAPIKey)}
@@ -199,7 +164,7 @@ var claudeCaps = agent.Capabilities{
 func ClaudeCode(c Config) agent.Adapter {
 	return New(Agent{
 		Name: NameClaudeCode, Title: "Claude Code (ACP)", Binary: c.binary(NameClaudeCode), Caps: claudeCaps,
-		Home: c.home(NameClaudeCode, "", nil),
+		Dir: c.dir(NameClaudeCode),
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "acceptEdits",
 			"bypass": "bypassPermissions", "plan": "plan"},
 		Providers: func(cfg agent.Config) []agent.Provider {
@@ -247,9 +212,10 @@ func Codex(c Config) agent.Adapter {
 		Name: NameCodex, Title: "Codex (ACP)", Binary: c.binary(NameCodex), Caps: codexCaps,
 		// CODEX_HOME must not be under /tmp: Codex refuses to create its
 		// sandbox helper there and every shell call then fails.
-		Home: c.home(NameCodex, "/var/tmp", func(dir string) error {
+		Dir: c.dir(NameCodex), TempDir: "/var/tmp",
+		Setup: func(dir string) error {
 			return writeIn(dir, "config.toml", []byte(codexConfig(c)))
-		}),
+		},
 		Providers: func(cfg agent.Config) []agent.Provider {
 			return []agent.Provider{agent.OpenAI(cfg.Env, c.OpenAIBaseURL, c.OpenAIAPIKey).With(
 				agent.Credential{ID: "codex-api-key", Env: "CODEX_API_KEY", Value: cfg.Env["CODEX_API_KEY"], Headers: agent.Bearer})}
@@ -327,7 +293,8 @@ func OpenCode(c Config) agent.Adapter {
 	return New(Agent{
 		Name: NameOpenCode, Title: "OpenCode (ACP)", Binary: c.binary("opencode"), Caps: openCodeCaps,
 		ExitsOnEOF: true,
-		Home: c.home(NameOpenCode, "", func(dir string) error {
+		Dir:        c.dir(NameOpenCode),
+		Setup: func(dir string) error {
 			for _, d := range []string{"home", "config", "data", "cache", "state"} {
 				if err := mkdirIn(dir, d); err != nil {
 					return err
@@ -350,7 +317,7 @@ func OpenCode(c Config) agent.Adapter {
 				"experimental": map[string]any{"continue_loop_on_deny": true},
 			}
 			return writeJSON(dir, "opencode.json", cfg)
-		}),
+		},
 		PermissionModes: map[string]string{"plan": "plan"},
 		Providers: func(cfg agent.Config) []agent.Provider {
 			return []agent.Provider{agent.OpenAI(cfg.Env, c.OpenAIBaseURL, c.OpenAIAPIKey)}
@@ -460,13 +427,20 @@ type Custom struct {
 // Agent-specific output (usage, command output, diffs) is not promised.
 var customCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, Permissions: true, Interrupt: true}
 
-// FromConfig returns the adapter of a configured ACP agent.
-func FromConfig(c Custom, opts Options) (agent.Adapter, error) {
+// FromConfig returns the adapter of a configured ACP agent. Its homes are
+// under dataDir/agents/NAME, as the built-in agents' are ("": a private
+// temporary directory).
+func FromConfig(c Custom, dataDir string, opts Options) (agent.Adapter, error) {
 	if c.Name == "" || c.Command == "" {
 		return nil, errors.New("acp: a custom agent needs a name and a command")
 	}
+	if !agent.PlainName(c.Name) {
+		// It names the directory of the agent's homes.
+		return nil, fmt.Errorf("acp: agent name %q is not a plain name", c.Name)
+	}
 	return New(Agent{
 		Name: c.Name, Title: orDefault(c.Title, c.Name), Caps: customCaps,
+		Dir: Config{DataDir: dataDir}.dir(c.Name),
 		Binary: func() (string, string, error) {
 			p, err := exec.LookPath(c.Command)
 			if err != nil {

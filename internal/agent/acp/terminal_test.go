@@ -159,7 +159,7 @@ func TestTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ad, err := FromConfig(Custom{Name: "terminal-test", Command: exe, Env: map[string]string{testAgentEnv: "terminal", "FROM_AGENT": "agent-env"},
-		Terminal: true}, Options{})
+		Terminal: true}, t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -74,15 +73,15 @@ func New(opts Options) agent.Adapter {
 		}
 	}
 	a := &adapter{opts: opts}
-	a.homeDir = sync.OnceValues(func() (string, error) { return agent.HomeDir(opts.HomeDir, "agentbox-claude-home-") })
+	a.home = &agent.Dir{Path: opts.HomeDir, Prefix: "agentbox-claude-home-"}
 	return a
 }
 
 type adapter struct {
 	opts Options
 
-	// homeDir returns the adapter's directory, made on first use.
-	homeDir func() (string, error)
+	// home is the adapter's directory, made on first use.
+	home *agent.Dir
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -228,22 +227,25 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 // sandboxed agent sees no other session's transcripts (a resumed session
 // gets the same one back: it is keyed by the agentbox session id).
 func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) {
-	home, err := a.homeDir()
+	home, err := a.home.Make()
 	if err != nil || !sandboxed {
 		return home, err
+	}
+	if !agent.PlainName(sessionID) {
+		return "", fmt.Errorf("claude: %q is not a session id", sessionID)
 	}
 	dir := filepath.Join(home, "sessions", sessionID)
 	return dir, os.MkdirAll(dir, 0o700)
 }
 
-// RemoveState implements agent.StateRemover: the home of a sandboxed
-// session.
+// RemoveState implements agent.SandboxNeeder: the home of a sandboxed
+// session, where sessionHome makes it.
 func (a *adapter) RemoveState(sessionID string) error {
-	home, err := a.homeDir()
-	if err != nil {
-		return err
+	home := a.home.Made()
+	if home != "" {
+		home = filepath.Join(home, "sessions")
 	}
-	return agent.RemoveSessionDir(filepath.Join(home, "sessions"), sessionID)
+	return agent.RemoveSessionDir(home, sessionID)
 }
 
 // Providers implements agent.ProviderUser: the Anthropic API, as the

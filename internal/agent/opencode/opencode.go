@@ -86,14 +86,14 @@ func New(opts Options) agent.Adapter {
 		}
 	}
 	return &adapter{opts: opts, servers: map[serverKey]*server{}, starting: map[serverKey]*sync.Mutex{},
-		homeDir: sync.OnceValues(func() (string, error) { return agent.HomeDir(opts.Home, "agentbox-opencode-") })}
+		home: &agent.Dir{Path: opts.Home, Prefix: "agentbox-opencode-"}}
 }
 
 type adapter struct {
 	opts Options
 
-	// homeDir returns the adapter's directory, made on first use.
-	homeDir func() (string, error)
+	// home is the adapter's directory, made on first use.
+	home *agent.Dir
 
 	mu       sync.Mutex
 	servers  map[serverKey]*server

@@ -57,7 +57,7 @@ func (a *adapter) startServer(ctx context.Context, key serverKey) (*server, erro
 		}
 		return nil, fmt.Errorf("opencode: the CLI is not installed (run `agentbox agents install opencode`): %w", err)
 	}
-	home, err := a.homeDir()
+	home, err := a.home.Make()
 	if err != nil {
 		return nil, fmt.Errorf("opencode: home directory: %w", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -98,15 +97,15 @@ func New(opts Options) agent.Adapter {
 		}
 	}
 	a := &adapter{opts: opts}
-	a.homeDir = sync.OnceValues(func() (string, error) { return agent.HomeDir(opts.Home, "agentbox-pi-") })
+	a.home = &agent.Dir{Path: opts.Home, Prefix: "agentbox-pi-"}
 	return a
 }
 
 type adapter struct {
 	opts Options
 
-	// homeDir returns the adapter's directory, made on first use.
-	homeDir func() (string, error)
+	// home is the adapter's directory, made on first use.
+	home *agent.Dir
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -134,32 +133,35 @@ func (a *adapter) Info(context.Context) agent.Info {
 // session id, so a resumed session finds its session files), so that a
 // sandboxed agent sees no other session's files.
 func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) {
-	home, err := a.homeDir()
+	home, err := a.home.Make()
 	if err != nil || !sandboxed {
 		return home, err
+	}
+	if !agent.PlainName(sessionID) {
+		return "", fmt.Errorf("pi: %q is not a session id", sessionID)
 	}
 	dir := filepath.Join(home, "sandboxed", sessionID)
 	return dir, os.MkdirAll(dir, 0o700)
 }
 
-// RemoveState implements agent.StateRemover: the home of a sandboxed
-// session.
+// RemoveState implements agent.SandboxNeeder: the home of a sandboxed
+// session, where sessionHome makes it.
 func (a *adapter) RemoveState(sessionID string) error {
-	home, err := a.homeDir()
-	if err != nil {
-		return err
+	home := a.home.Made()
+	if home != "" {
+		home = filepath.Join(home, "sandboxed")
 	}
-	return agent.RemoveSessionDir(filepath.Join(home, "sandboxed"), sessionID)
+	return agent.RemoveSessionDir(home, sessionID)
 }
 
-// SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
-// and the session's home (write).
 // Providers implements agent.ProviderUser: the OpenAI-compatible API pi
 // is configured with, from the session's Env or the adapter's defaults.
 func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 	return []agent.Provider{agent.OpenAI(cfg.Env, a.opts.BaseURL, a.opts.APIKey)}
 }
 
+// SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
+// and the session's home (write).
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
 	if home, err := a.sessionHome(cfg.SessionID, true); err == nil {
 		write = append(write, home)

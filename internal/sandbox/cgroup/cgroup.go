@@ -465,7 +465,13 @@ func Remove(name string) error {
 	if !validName(name) {
 		return fmt.Errorf("cgroup: invalid group name %q", name)
 	}
-	h, err := hierarchies()
+	// One read of the mount table for both: the hierarchies this
+	// package manages and every cgroup mount.
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	h, err := hierarchiesIn(ms)
 	if err != nil {
 		return err
 	}
@@ -482,10 +488,6 @@ func Remove(name string) error {
 		if err := g.Delete(); err != nil {
 			return err
 		}
-	}
-	ms, err := mountinfo.Read()
-	if err != nil {
-		return fmt.Errorf("cgroup: %w", err)
 	}
 	var errs []error
 	for _, mp := range allCgroupMounts(ms) {
@@ -576,11 +578,18 @@ func (h hier) version() string {
 
 // hierarchies finds the mount points of the controllers this package uses.
 func hierarchies() (hier, error) {
-	h := hier{mode: cgroups.Mode(), roots: map[string]string{}}
-	mounts, err := cgroupMounts()
+	ms, err := mountinfo.Read()
 	if err != nil {
-		return h, err
+		return hier{}, fmt.Errorf("cgroup: %w", err)
 	}
+	return hierarchiesIn(ms)
+}
+
+// hierarchiesIn is hierarchies in the mount table ms.
+func hierarchiesIn(ms []mountinfo.Mount) (hier, error) {
+	h := hier{mode: cgroups.Mode(), roots: map[string]string{}}
+	mounts := mountTable{v1: map[string]string{}}
+	mounts.add(ms)
 	switch h.mode {
 	case cgroups.Unavailable:
 		return h, errors.New("cgroup: no cgroup file system is mounted at /sys/fs/cgroup")
@@ -638,17 +647,6 @@ func enableV2(roots map[string]string) error {
 type mountTable struct {
 	v1 map[string]string // controller → mount point
 	v2 string
-}
-
-// cgroupMounts reads the cgroup mounts from /proc/self/mountinfo.
-func cgroupMounts() (mountTable, error) {
-	t := mountTable{v1: map[string]string{}}
-	ms, err := mountinfo.Read()
-	if err != nil {
-		return t, fmt.Errorf("cgroup: %w", err)
-	}
-	t.add(ms)
-	return t, nil
 }
 
 // add fills t from the cgroup mounts among ms: the first cgroup2 mount,

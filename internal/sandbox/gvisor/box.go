@@ -77,11 +77,7 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	// Written down before any of it exists: if this process dies, the
 	// container outlives it (runsc run --detach), and the next agentbox
 	// to start removes the container, its cgroups, mounts and directory.
-	o, err := owner.Default().Self()
-	if err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	if b.record, err = o.Record(owner.Record{Kind: KindSandbox, Name: cgName, Path: b.dir}); err != nil {
+	if b.record, err = owner.Default().Record(owner.Record{Kind: KindSandbox, Name: cgName, Path: b.dir}); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
@@ -494,6 +490,10 @@ func (p *proc) wait(procFile string) {
 	after, _ := p.box.cg.Stats()
 	e.Usage = sandbox.Usage{MaxRSSBytes: after.MemoryMaxBytes, CPUMillis: after.CPUMillis - p.before.CPUMillis}
 	failed := e.Code != 0 || e.Signal != ""
+	full := ""
+	if failed {
+		full = p.box.filesFull()
+	}
 	switch {
 	case p.timedOut.Load():
 		e.Reason, e.Message = sandbox.ReasonTimeout, fmt.Sprintf("killed after the %v timeout", p.timeout)
@@ -502,8 +502,8 @@ func (p *proc) wait(procFile string) {
 		p.box.dead.Store(!p.box.running())
 	case failed && after.PidsMaxHits > p.before.PidsMaxHits:
 		e.Reason, e.Message = sandbox.ReasonPids, fmt.Sprintf("process limit of %d exceeded", p.box.spec.Limits.Pids)
-	case failed && p.box.filesFull() != "":
-		e.Reason = p.box.filesFull()
+	case full != "":
+		e.Reason = full
 		if e.Reason == sandbox.ReasonDisk {
 			e.Message = fmt.Sprintf("disk limit of %d bytes reached (/tmp, home or workspace writes)", p.box.spec.Limits.DiskBytes)
 		} else {

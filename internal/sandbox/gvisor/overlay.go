@@ -42,14 +42,6 @@ func newLayered(dir, merged string) layered {
 	return l
 }
 
-// Inodes a scratch tmpfs holds besides the workload's entries: its root,
-// and in the workspace's also the overlay's upper and work directories and
-// the work directory overlayfs makes inside the latter.
-const (
-	inodesTmpfs   = 1
-	inodesScratch = 4
-)
-
 // tmpfsOptions are the options of a scratch tmpfs of mode holding extra
 // inodes of its own, bounded by the disk and file limits (0: the kernel's
 // defaults).
@@ -58,8 +50,8 @@ func tmpfsOptions(mode string, l sandbox.Limits, extra int64) string {
 	if l.DiskBytes > 0 {
 		opts += ",size=" + strconv.FormatInt(l.DiskBytes, 10)
 	}
-	if l.Files > 0 {
-		opts += ",nr_inodes=" + strconv.FormatInt(l.Files+extra, 10)
+	if n := sandbox.TmpfsInodes(l.Files, extra); n > 0 {
+		opts += ",nr_inodes=" + strconv.FormatInt(n, 10)
 	}
 	return opts
 }
@@ -136,18 +128,11 @@ func mountState(dir, src string, l sandbox.Limits) (_ *layered, err error) {
 			}
 		}
 	}()
-	u, err := sandbox.UsageOf(src, l.DiskBytes, l.Files)
+	room, err := sandbox.StateRoom(src, l)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor: state directory %s: %w", src, err)
 	}
-	room := l
-	if l.DiskBytes > 0 {
-		room.DiskBytes = max(l.DiskBytes-u.Bytes, int64(os.Getpagesize()))
-	}
-	if l.Files > 0 {
-		room.Files = max(l.Files-u.Files, 1)
-	}
-	if err := o.mountLayers(src, tmpfsOptions("0700", room, inodesScratch)); err != nil {
+	if err := o.mountLayers(src, tmpfsOptions("0700", room, sandbox.InodesUpper)); err != nil {
 		return nil, err
 	}
 	return &o, nil
@@ -173,14 +158,14 @@ func mountOverlay(dir, ws string, limits sandbox.Limits) (_ *workspaceOverlay, e
 			return nil, err
 		}
 	}
-	if err := unix.Mount("tmpfs", o.tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions("1777", limits, inodesTmpfs)); err != nil {
+	if err := unix.Mount("tmpfs", o.tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions("1777", limits, sandbox.InodesTmpfs)); err != nil {
 		return nil, fmt.Errorf("gvisor: /tmp tmpfs: %w", err)
 	}
-	homeOpts := tmpfsOptions("0700", limits, inodesTmpfs) + fmt.Sprintf(",uid=%d,gid=%d", sandboxUID, sandboxGID)
+	homeOpts := tmpfsOptions("0700", limits, sandbox.InodesTmpfs) + fmt.Sprintf(",uid=%d,gid=%d", sandboxUID, sandboxGID)
 	if err := unix.Mount("tmpfs", o.home, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, homeOpts); err != nil {
 		return nil, fmt.Errorf("gvisor: home tmpfs: %w", err)
 	}
-	if err := o.mountLayers(ws, tmpfsOptions("0700", limits, inodesScratch)); err != nil {
+	if err := o.mountLayers(ws, tmpfsOptions("0700", limits, sandbox.InodesUpper)); err != nil {
 		return nil, err
 	}
 	return o, nil

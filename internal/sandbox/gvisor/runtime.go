@@ -271,23 +271,10 @@ func checkSpec(spec *sandbox.Spec) error {
 			return fmt.Errorf("gvisor: path %q must be absolute", p)
 		}
 	}
-	for i, p := range spec.StateDirs {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("gvisor: state directory %q must be absolute", p)
-		}
-		p = filepath.Clean(p)
-		spec.StateDirs[i] = p
-		if p == "/" || within(p, spec.Workspace) || within(spec.Workspace, p) || within(p, spec.WorkspaceDir) || within(spec.WorkspaceDir, p) {
-			return fmt.Errorf("gvisor: state directory %q overlaps the workspace", p)
-		}
-		if st, err := os.Stat(p); err != nil || !st.IsDir() {
-			return fmt.Errorf("gvisor: state directory %q is not a directory", p)
-		}
+	if err := sandbox.CheckStateDirs(spec); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
 	}
 	return nil
 }
-
-// within reports whether p is dir or below it.
-func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 var errDead = errors.New("gvisor: the sandbox's container is no longer running")

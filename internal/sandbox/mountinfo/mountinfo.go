@@ -19,8 +19,6 @@ type Mount struct {
 	Point string
 	// FSType is the file system type, e.g. "cgroup2", "overlay".
 	FSType string
-	// Source is the mount source, unescaped.
-	Source string
 	// SuperOptions are the per-superblock options, e.g. the v1 cgroup
 	// controllers ("rw", "memory").
 	SuperOptions []string
@@ -51,9 +49,6 @@ func Parse(b []byte) []Mount {
 			continue
 		}
 		m := Mount{Point: unescape(f[4]), FSType: g[0]}
-		if len(g) > 1 {
-			m.Source = unescape(g[1])
-		}
 		if len(g) > 2 {
 			m.SuperOptions = strings.Split(g[2], ",")
 		}

@@ -17,12 +17,12 @@
 //	owners/ID/N.json   one record per artefact, written before the
 //	                   artefact exists and removed once it is gone
 //	owners/.new-*      a lock being set up (renamed to ID.lock once held)
+//	owners/.reap       flocked by the process reaping (one at a time)
 //	slots/POOL/N       slot N of POOL, flocked by whoever holds it
 package owner
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +75,9 @@ type Host struct {
 	slots map[string]map[int]*os.File // pool → slot → its locked file
 
 	ensured sync.Map // directories ensureDir checked
+	// reaped is set once this process has started a ReapDead: Self's
+	// tidying is then left undone (one scan per process).
+	reaped atomic.Bool
 }
 
 // NewHost returns the host directory dir (created on first use).
@@ -100,9 +103,6 @@ func DefaultDir() string {
 	}
 	return filepath.Join(os.TempDir(), "agentbox-"+strconv.Itoa(os.Geteuid()))
 }
-
-// Dir returns the host directory.
-func (h *Host) Dir() string { return h.dir }
 
 // ensureDir creates dir (and the host directory) mode 0700 and checks
 // that it is a real directory of ours that nobody else can write: anyone
@@ -161,11 +161,14 @@ func (h *Host) Self() (*Owner, error) {
 		o, err := newOwner(owners)
 		if err == nil {
 			h.self = o
-			// Dead owners that left nothing (every process that ever
+			// In a process that reaps nothing itself (a test binary),
+			// dead owners that left nothing (every process that ever
 			// made a sandbox has one) go now rather than pile up until
 			// the next daemon start; those with records are kept for a
-			// reaper that knows their kinds.
-			go func() { _, _ = h.ReapDead() }() // best effort: tidying only
+			// reaper that knows their kinds. A daemon reaps at start
+			// (ReapDead), so this is skipped there; and skipped when
+			// another process is reaping (it removes those too).
+			go h.tidy()
 			return o, nil
 		}
 		errs = append(errs, err)
@@ -176,7 +179,7 @@ func (h *Host) Self() (*Owner, error) {
 // newOwner takes a fresh lock under a temporary name, then publishes it:
 // a reaper never sees the final name without the lock held.
 func newOwner(owners string) (*Owner, error) {
-	id := strconv.Itoa(os.Getpid()) + "-" + randHex(6)
+	id := strconv.Itoa(os.Getpid()) + "-" + rand.Text()
 	tmp := filepath.Join(owners, ".new-"+id)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -209,9 +212,18 @@ type Entry struct {
 	once sync.Once
 }
 
-// Record writes r down before the artefact exists: if this process dies
-// from now on, the next ReapDead removes it. Release the entry once the
-// artefact is gone.
+// Record writes r down as this process's (Self) before the artefact
+// exists: if this process dies from now on, the next ReapDead removes it.
+// Release the entry once the artefact is gone.
+func (h *Host) Record(r Record) (*Entry, error) {
+	o, err := h.Self()
+	if err != nil {
+		return nil, err
+	}
+	return o.Record(r)
+}
+
+// Record writes r down before the artefact exists (see Host.Record).
 func (o *Owner) Record(r Record) (*Entry, error) {
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -258,10 +270,30 @@ const staleSetup = time.Minute
 // alive, kind by kind in the order of reapers, then forgets the owner. An
 // owner whose artefacts could not all be removed keeps the rest for a
 // later call. Owners that are alive (their lock is held), this process
-// among them, are never touched. Reapers take turns (a host-wide lock), so
-// an owner lock found held is always a live process's, never another
-// reaper's.
+// among them, are never touched. Reapers take turns (a host-wide lock,
+// which ReapDead waits for), so an owner lock found held is always a live
+// process's, never another reaper's. Nothing needs to wait for it: a dead
+// process's slots are free already (flocks), and every artefact has a
+// name of its own; a daemon runs it in the background.
 func (h *Host) ReapDead(reapers ...Reaper) (Report, error) {
+	h.reaped.Store(true)
+	return h.reapDead(true, reapers)
+}
+
+// tidy forgets the dead owners that left nothing, unless this process
+// has reaped already or another process is reaping now.
+func (h *Host) tidy() {
+	if !h.reaped.Load() {
+		_, _ = h.reapDead(false, nil) // best effort: tidying only
+	}
+}
+
+// errBusy: another process holds the reaping turn.
+var errBusy = errors.New("owner: another process is reaping")
+
+// reapDead is ReapDead; without wait, it returns errBusy at once when
+// another process holds the reaping turn.
+func (h *Host) reapDead(wait bool, reapers []Reaper) (Report, error) {
 	var rep Report
 	owners, err := h.ensureDir("owners")
 	if err != nil {
@@ -272,7 +304,13 @@ func (h *Host) ReapDead(reapers ...Reaper) (Report, error) {
 		return rep, fmt.Errorf("owner: %w", err)
 	}
 	defer turn.Close() // ends our turn
-	if err := flockRetry(turn, unix.LOCK_EX); err != nil {
+	how := unix.LOCK_EX
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	if err := flockRetry(turn, how); errors.Is(err, unix.EWOULDBLOCK) {
+		return rep, errBusy
+	} else if err != nil {
 		return rep, fmt.Errorf("owner: wait for the reaping turn: %w", err)
 	}
 	entries, err := os.ReadDir(owners)
@@ -455,7 +493,7 @@ func RemoveTree(dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err := UnmountUnder(dir); err != nil {
+	if err := unmountUnder(dir); err != nil {
 		return err
 	}
 	left, err := mountinfo.Under(dir)
@@ -468,8 +506,8 @@ func RemoveTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// UnmountUnder detaches every mount at or below dir, deepest first.
-func UnmountUnder(dir string) error {
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
 	mounts, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
@@ -481,10 +519,4 @@ func UnmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
 }

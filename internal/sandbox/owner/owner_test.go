@@ -58,7 +58,7 @@ func runChild(h *Host, do, arg string) {
 			fail(err)
 		}
 		for _, p := range strings.Split(arg, ",") {
-			if _, err := o.Record(Record{Kind: KindDir, Path: p}); err != nil {
+			if _, err := h.Record(Record{Kind: KindDir, Path: p}); err != nil {
 				fail(err)
 			}
 			if err := os.MkdirAll(filepath.Join(p, "sub"), 0o700); err != nil {
@@ -307,6 +307,27 @@ func TestHostDirMustBeOurs(t *testing.T) {
 	}
 	if _, err := NewHost(link).Slot("p", 1); err == nil {
 		t.Fatal("a symlinked host directory was accepted")
+	}
+	// Another user's directory, even one only it can write: that user
+	// could hold every slot or plant records.
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	for _, sub := range []string{"", "owners", "slots"} {
+		theirs := filepath.Join(t.TempDir(), "run")
+		if err := os.MkdirAll(filepath.Join(theirs, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(filepath.Join(theirs, sub), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		h := NewHost(theirs)
+		if _, err := h.Self(); err == nil && sub != "slots" {
+			t.Errorf("a host directory with %q owned by uid 65534 was accepted", "run/"+sub)
+		}
+		if _, err := h.Slot("p", 1); err == nil && sub != "owners" {
+			t.Errorf("slots in a host directory with %q owned by uid 65534 were given out", "run/"+sub)
+		}
 	}
 }
 

@@ -209,8 +209,7 @@ func CheckAllow(global *Policy, allow []string) error {
 func under(p string, roots []string) bool {
 	p = path.Clean(p)
 	for _, r := range roots {
-		r = path.Clean(r)
-		if p == r || r == "/" || strings.HasPrefix(p, r+"/") {
+		if sandbox.Within(p, path.Clean(r)) {
 			return true
 		}
 	}

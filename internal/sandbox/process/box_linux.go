@@ -26,14 +26,14 @@ import (
 
 // box is one process sandbox, seen from the supervisor.
 type box struct {
-	id      string
-	spec    sandbox.Spec
-	info    sandbox.Info
+	id   string
+	spec sandbox.Spec
+	info sandbox.Info
+	// slot is the sandbox's uid slot (kept after it is freed: tests look
+	// for processes of its uids); uidSlot holds it host-wide until
+	// destroy.
 	slot    int
-	uidSlot *owner.Slot // holds slot host-wide until destroy
-	// slotSeen is slot, kept after the slot is freed (tests look for
-	// processes of its uids).
-	slotSeen int
+	uidSlot *owner.Slot
 
 	cg               cgroupGroup
 	cgRecord         *owner.Entry // the cgroup, for whoever starts after we die
@@ -429,7 +429,7 @@ func (b *box) destroy() error {
 	b.fdMu.Unlock()
 	if b.uidSlot != nil {
 		b.uidSlot.Release()
-		b.uidSlot, b.slot = nil, -1
+		b.uidSlot = nil
 	}
 	if err != nil {
 		return fmt.Errorf("process sandbox: %w", err)

@@ -41,14 +41,6 @@ import (
 // uid/gid to the sandbox user's host ids, so the workspace looks owned by
 // the sandbox user inside, and nothing else changes ownership.
 
-// Inodes a tmpfs holds besides the workload's entries: its root, and in
-// an overlay's upper layer also the upper and work directories and the
-// work directory overlayfs makes inside the latter.
-const (
-	inodesTmpfs = 1
-	inodesUpper = 4
-)
-
 // newTmpfs creates a detached tmpfs whose root has mode and owner. size 0
 // leaves the kernel default (half of RAM); inodes bounds its entries
 // (nr_inodes: one more is ENOSPC), 0 leaves the kernel default.
@@ -171,15 +163,6 @@ func idmapUserns(k idmapKey) (int, error) {
 func runUsernsHelper() {
 	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or an error: either way the parent is done
 	os.Exit(0)
-}
-
-// inodes is the nr_inodes of a tmpfs that may hold files entries of the
-// workload besides its own extra; 0 (no limit) stays 0.
-func inodes(files, extra int64) int64 {
-	if files <= 0 {
-		return 0
-	}
-	return files + extra
 }
 
 // ownerOf returns the uid and gid owning path.

@@ -569,7 +569,7 @@ func pidNS(t testing.TB, b *box) string {
 func waitNoProcs(t testing.TB, b *box, ns string) {
 	t.Helper()
 	uids := map[string]bool{}
-	for _, u := range []int{100000 + b.slotSeen, 101000 + b.slotSeen} {
+	for _, u := range []int{100000 + b.slot, 101000 + b.slot} {
 		uids[strconv.Itoa(u)] = true
 	}
 	deadline := time.Now().Add(10 * time.Second)

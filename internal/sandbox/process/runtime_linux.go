@@ -167,7 +167,6 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, err
 	}
 	b.slot = b.uidSlot.N
-	b.slotSeen = b.slot
 	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
 	rootUID := r.opts.UIDBase + b.slot
 	userUID := r.opts.UIDBase + sandboxUID + b.slot
@@ -191,8 +190,8 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		name := "agentbox-" + b.id
 		// Written down before it exists: if this process dies, the
 		// next agentbox to start removes the group and what runs in it.
-		if b.cgRecord, err = recordArtefact(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
-			return nil, err
+		if b.cgRecord, err = owner.Default().Record(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
+			return nil, fmt.Errorf("process sandbox: %w", err)
 		}
 		go func() {
 			cg, err := newCgroup(name, spec.Limits)
@@ -241,10 +240,12 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		AllowDegraded:        spec.AllowDegraded,
 	}
 	var files []*os.File
-	addMount := func(f *os.File, target, role string) {
+	// addMount passes f to the init, to be mounted at target in role
+	// (index: which state directory, for the state roles).
+	addMount := func(f *os.File, target, role string, index int) {
 		files = append(files, f)
 		b.closers = append(b.closers, f)
-		cfg.Mounts = append(cfg.Mounts, detachedMount{Target: target, Role: role})
+		cfg.Mounts = append(cfg.Mounts, detachedMount{Target: target, Role: role, Index: index})
 	}
 
 	// Workspace: overlay of an idmapped lower and a sized tmpfs upper.
@@ -262,13 +263,13 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if idmapped {
 		b.info.Mechanisms = append(b.info.Mechanisms, "idmap")
 	}
-	addMount(lower, spec.WorkspaceDir, "lower")
-	upper, err := newTmpfs(spec.Limits.DiskBytes, inodes(spec.Limits.Files, inodesUpper), 0o755, rootUID, rootUID)
+	addMount(lower, spec.WorkspaceDir, "lower", 0)
+	upper, err := newTmpfs(spec.Limits.DiskBytes, sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
 	b.upper = upper
-	addMount(upper, spec.WorkspaceDir, "upper")
+	addMount(upper, spec.WorkspaceDir, "upper", 0)
 	if err := prepareUpper(upper, spec.Workspace, rootUID, userUID); err != nil {
 		return nil, err
 	}
@@ -281,32 +282,32 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 
 	// Scratch: /tmp and $HOME, each capped at the disk and file limits.
-	tmp, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o1777, rootUID, rootUID)
+	tmp, err := newTmpfs(tmpSize(spec), sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesTmpfs), 0o1777, rootUID, rootUID)
 	if err != nil {
 		return nil, err
 	}
 	b.tmp = tmp
-	addMount(tmp, "/tmp", "")
-	home, err := newTmpfs(tmpSize(spec), inodes(spec.Limits.Files, inodesTmpfs), 0o700, userUID, userUID)
+	addMount(tmp, "/tmp", "", 0)
+	home, err := newTmpfs(tmpSize(spec), sandbox.TmpfsInodes(spec.Limits.Files, sandbox.InodesTmpfs), 0o700, userUID, userUID)
 	if err != nil {
 		return nil, err
 	}
 	b.home = home
-	addMount(home, sandboxHome, "")
+	addMount(home, sandboxHome, "", 0)
 
 	if spec.ReadOutsideWorkspace {
 		root, err := cloneTree("/", true, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1)
 		if err != nil {
 			return nil, err
 		}
-		addMount(root, "/", "root")
+		addMount(root, "/", "root", 0)
 	}
 	for _, p := range spec.ReadPaths {
 		f, err := cloneTree(p, true, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, -1)
 		if err != nil {
 			return nil, fmt.Errorf("read path: %w", err)
 		}
-		addMount(f, p, "")
+		addMount(f, p, "", 0)
 	}
 	for i, p := range spec.StateDirs {
 		if err := b.addStateDir(r, i, p, rootUID, userUID, addMount, degrade, &cfg); err != nil {
@@ -323,7 +324,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 				return nil, fmt.Errorf("write path: %w", err)
 			}
 		}
-		addMount(f, p, "")
+		addMount(f, p, "", 0)
 		cfg.WritableDirs = append(cfg.WritableDirs, p)
 	}
 	cfg.WritableDirs = append(cfg.WritableDirs, spec.WorkspaceDir, "/tmp", sandboxHome, "/dev/shm")
@@ -357,7 +358,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 // layer sized by the limits less what p already holds, so that the host
 // directory, which Commit writes back to, stays within them.
 func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
-	addMount func(f *os.File, target, role string), degrade func(string, error) error, cfg *initConfig,
+	addMount func(f *os.File, target, role string, index int), degrade func(string, error) error, cfg *initConfig,
 ) error {
 	lower, err := r.idmappedClone(p, userUID, false)
 	if err != nil {
@@ -368,19 +369,17 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 			return fmt.Errorf("state directory: %w", err)
 		}
 	}
-	addMount(lower, "", "state-lower")
-	cfg.Mounts[len(cfg.Mounts)-1].Index = i
-	size, files, err := stateRoom(p, b.spec.Limits)
+	addMount(lower, "", "state-lower", i)
+	room, err := sandbox.StateRoom(p, b.spec.Limits)
 	if err != nil {
 		return fmt.Errorf("state directory %s: %w", p, err)
 	}
-	upper, err := newTmpfs(size, inodes(files, inodesUpper), 0o755, rootUID, rootUID)
+	upper, err := newTmpfs(room.DiskBytes, sandbox.TmpfsInodes(room.Files, sandbox.InodesUpper), 0o755, rootUID, rootUID)
 	if err != nil {
 		return err
 	}
 	b.stateUppers = append(b.stateUppers, upper)
-	addMount(upper, "", "state-upper")
-	cfg.Mounts[len(cfg.Mounts)-1].Index = i
+	addMount(upper, "", "state-upper", i)
 	if err := prepareUpper(upper, p, rootUID, userUID); err != nil {
 		return err
 	}
@@ -394,33 +393,6 @@ func (b *box) addStateDir(r *Runtime, i int, p string, rootUID, userUID int,
 		Options:   workspace.StateOptionsFor(b.spec),
 	})
 	return nil
-}
-
-// stateRoom is the size and the entries a state directory's writable
-// layer may hold: the limits less what the host directory holds already
-// (at least a page and one entry, so the bound is never "none").
-func stateRoom(dir string, l sandbox.Limits) (size, files int64, err error) {
-	u, err := sandbox.UsageOf(dir, l.DiskBytes, l.Files)
-	if err != nil {
-		return 0, 0, err
-	}
-	if l.DiskBytes > 0 {
-		size = max(l.DiskBytes-u.Bytes, int64(os.Getpagesize()))
-	}
-	if l.Files > 0 {
-		files = max(l.Files-u.Files, 1)
-	}
-	return size, files, nil
-}
-
-// recordArtefact writes down a host artefact of this process (package
-// owner) before it is made.
-func recordArtefact(r owner.Record) (*owner.Entry, error) {
-	o, err := owner.Default().Self()
-	if err != nil {
-		return nil, fmt.Errorf("process sandbox: %w", err)
-	}
-	return o.Record(r)
 }
 
 // idmappedClone clones path with its owner mapped to the sandbox user.
@@ -522,17 +494,12 @@ func normalize(spec *sandbox.Spec) error {
 			}
 		}
 	}
-	for i, p := range spec.StateDirs {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("process sandbox: state directory %q must be absolute", p)
-		}
-		spec.StateDirs[i] = filepath.Clean(p)
-		p = spec.StateDirs[i]
-		if p == "/" || reserved(p) || within(p, spec.Workspace) || within(spec.Workspace, p) || within(p, spec.WorkspaceDir) || within(spec.WorkspaceDir, p) {
-			return fmt.Errorf("process sandbox: state directory %q cannot be bound into a sandbox (reserved, or overlapping the workspace)", p)
-		}
-		if st, err := os.Stat(p); err != nil || !st.IsDir() {
-			return fmt.Errorf("process sandbox: state directory %q is not a directory", p)
+	if err := sandbox.CheckStateDirs(spec); err != nil {
+		return fmt.Errorf("process sandbox: %w", err)
+	}
+	for _, p := range spec.StateDirs {
+		if reserved(p) {
+			return fmt.Errorf("process sandbox: state directory %q cannot be bound into a sandbox (reserved)", p)
 		}
 	}
 	if spec.Hostname == "" {
@@ -552,16 +519,11 @@ func normalize(spec *sandbox.Spec) error {
 	return nil
 }
 
-// within reports whether p is dir or below it.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
 // reserved reports whether p is, or is inside, a directory the sandbox
 // builds itself.
 func reserved(p string) bool {
 	for _, r := range []string{"/proc", "/dev", "/tmp", "/etc", "/usr", sandboxHome} {
-		if p == r || strings.HasPrefix(p, r+"/") {
+		if sandbox.Within(p, r) {
 			// Paths under /tmp are fine (they are mounted on the
 			// sandbox's /tmp), and so are paths under /usr or /etc
 			// for ReadPaths; only the directories themselves are not.

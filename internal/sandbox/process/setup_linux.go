@@ -14,6 +14,8 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // Paths the init works with before pivot_root. stage is a tmpfs over /tmp
@@ -474,7 +476,7 @@ func mountDev(cfg *initConfig) error {
 	}
 	opt := "mode=1777,size=" + strconv.FormatInt(cfg.ShmBytes, 10)
 	if cfg.ShmFiles > 0 {
-		opt += ",nr_inodes=" + strconv.FormatInt(inodes(cfg.ShmFiles, inodesTmpfs), 10)
+		opt += ",nr_inodes=" + strconv.FormatInt(sandbox.TmpfsInodes(cfg.ShmFiles, sandbox.InodesTmpfs), 10)
 	}
 	if err := unix.Mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opt); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)

@@ -71,7 +71,10 @@ type Options struct {
 	// the descriptors of the walk, never following a host symlink, no
 	// special files); protected patterns, the git rules, the host's git
 	// configuration and the review of hidden paths do not (a home is
-	// nearly all hidden paths).
+	// nearly all hidden paths). The directory itself must be one nobody
+	// but root and this process's user can swap: no symbolic link, ours,
+	// below directories only we can change (privateRoot); else the
+	// commit applies nothing.
 	Private bool
 
 	// gitEnv replaces the daemon user's git environment (tests).
@@ -252,11 +255,22 @@ type commit struct {
 // upper entry it is about ("absent" when there is none), read without
 // following a symlink.
 func run(ctx context.Context, upperDir, workspace string, opts Options, rules *compiledRules, mem memory) ([]sandbox.Violation, []string, error) {
-	root, err := filepath.EvalSymlinks(workspace)
+	var root string
+	var err error
+	openFlags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if opts.Private {
+		// A state directory must be one nobody else can swap (see
+		// privateRoot); its resolved path is opened, never following
+		// a link at the end.
+		root, err = privateRoot(workspace)
+		openFlags |= unix.O_NOFOLLOW
+	} else {
+		root, err = filepath.EvalSymlinks(workspace)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspace: resolve %s: %w", workspace, err)
 	}
-	hostFd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	hostFd, err := unix.Open(root, openFlags, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspace: open %s: %w", root, err)
 	}
