@@ -79,10 +79,12 @@ func Execute(ctx context.Context, root *cobra.Command) int {
 		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine: set AGENTBOX_DATA_DIR to that data directory, or pass --token)", err)
 	}
 	// An ExitError without a cause passes a code through (agentbox exec
-	// exits with its command's status) and has nothing to say.
+	// exits with its command's status) and has nothing to say. An error may
+	// quote the agent (a failed turn's message) or the daemon: it is made
+	// inert like the rest of a session's text.
 	var ee *ExitError
 	if err != nil && (!errors.As(err, &ee) || ee.Err != nil) {
-		fmt.Fprintf(root.ErrOrStderr(), "%s: %v\n", root.Name(), err)
+		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", root.Name(), errText(err))
 	}
 	return ExitCode(err)
 }

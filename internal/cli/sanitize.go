@@ -22,6 +22,10 @@ import (
 //   - decodeForTerminal is how the renderer and the prompts of run read an
 //     event: every string of the envelope and of the payload passes through
 //     termSafe, whatever field it is in.
+//   - the stop functions of a follower get the event as decodeForTerminal
+//     returns it, so what they put in an error is inert too.
+//   - errText is how an error is printed (Execute, the follower's notes): an
+//     error may quote the agent (a failed turn's message) or the daemon.
 //   - exec passes its output through termSafe when it goes to a terminal.
 //   - jsonTerminal escapes what JSON leaves raw (DEL, C1, bidi controls) in
 //     JSON written to a terminal (--json).
@@ -66,6 +70,9 @@ func termSafe(s string) string {
 	}
 	return b.String()
 }
+
+// errText returns err's message made inert by termSafe.
+func errText(err error) string { return termSafe(err.Error()) }
 
 // safeByte reports whether c is printable ASCII, a newline or a tab.
 func safeByte(c byte) bool {
