@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/inert"
 )
 
 // Control sequences a hostile agent or command writes to take over the
@@ -90,7 +91,7 @@ func checkInert(t *testing.T, what, out string) {
 		out = strings.ReplaceAll(out, st, "")
 	}
 	for i, r := range out {
-		if r == utf8.RuneError || r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || isC1(r) || isBidiControl(r) {
+		if r == utf8.RuneError || inert.Unsafe(r) && r != '\n' && r != '\t' {
 			t.Errorf("%s: %U reaches the terminal at byte %d: %q", what, r, i, out[max(0, i-20):min(len(out), i+20)])
 			return
 		}
@@ -134,11 +135,36 @@ func TestTermSafe(t *testing.T) {
 		{"crlf\r\nline\r\n", "crlf\nline\n"},
 		{"bad \xff\x9b utf-8", `bad \xff\x9b utf-8`},
 		{"\ufffd stays", "\ufffd stays"},
+		// Characters that hide themselves or split a line in a text view.
+		{"rm\u200b -rf\u200d ~\ufeff", `rm\u200b -rf\u200d ~\ufeff`},
+		{"line\u2028sep\u2029para", `line\u2028sep\u2029para`},
+		{"pua\ue000 \U000f0000 tag\U000e0041", `pua\ue000 \U000f0000 tag\U000e0041`},
 	}
 	for _, tt := range tests {
 		if got := termSafe(tt.in); got != tt.want {
 			t.Errorf("termSafe(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestEscapeJSONControls checks the characters JSON leaves raw are escaped
+// in JSON for a terminal, and the JSON still means the same.
+func TestEscapeJSONControls(t *testing.T) {
+	t.Parallel()
+	in := "a\x7f\u009b\u202e\u200b\ufeff\U000f0000\U000e0041 ✓ 日 \U0001f600"
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := escapeJSONControls(raw)
+	want := `"a\u007f\u009b\u202e\u200b\ufeff\udb80\udc00\udb40\udc41 ✓ 日 \U0001f600"`
+	want = strings.Replace(want, `\U0001f600`, "\U0001f600", 1)
+	if string(got) != want {
+		t.Errorf("escapeJSONControls(%s) = %s, want %s", raw, got, want)
+	}
+	var back string
+	if err := json.Unmarshal(got, &back); err != nil || back != in {
+		t.Errorf("the escaped JSON decodes to %q (%v), want %q", back, err, in)
 	}
 }
 
