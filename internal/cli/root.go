@@ -166,17 +166,15 @@ func (a *app) endpoint(cmd *cobra.Command) (url, token string) {
 // client returns a client for the daemon. Without --token or
 // AGENTBOX_TOKEN, a daemon on this machine (loopback or unix socket) gets
 // the token it wrote to its data directory (AGENTBOX_DATA_DIR, else the
-// default one): see client.LocalToken.
+// default one), and only if its socket is this user's or root's: see
+// client.WithLocalToken.
 func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 	url, token := a.endpoint(cmd)
-	if token == "" {
-		tok, err := client.LocalToken(url, a.env.getenv)
-		if err != nil {
-			return nil, err
-		}
-		token = tok
+	opts := []client.Option{client.WithLocalToken(a.env.getenv), client.WithUserAgent("agentbox-cli/" + a.version)}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
 	}
-	return client.New(url, client.WithToken(token), client.WithUserAgent("agentbox-cli/"+a.version))
+	return client.New(url, opts...)
 }
 
 // colorFor says whether to colour what goes to w: only terminals, and never
