@@ -76,7 +76,7 @@ func ExitCode(err error) int {
 func Execute(ctx context.Context, root *cobra.Command) int {
 	err := root.ExecuteContext(ctx)
 	if client.IsUnauthorized(err) {
-		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine: set AGENTBOX_DATA_DIR to that data directory, or pass --token)", err)
+		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine when it may: set AGENTBOX_DATA_DIR to that data directory, run as the daemon's user (root, for sandboxes), or pass --token)", err)
 	}
 	// An ExitError without a cause passes a code through (agentbox exec
 	// exits with its command's status) and has nothing to say. An error may
