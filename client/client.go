@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 
@@ -39,10 +38,11 @@ type Client struct {
 type Option func(*config)
 
 type config struct {
-	hc         *http.Client
-	token      string
-	localToken bool
-	userAgent  string
+	hc        *http.Client
+	token     string
+	userAgent string
+	// localEnv, set by WithLocalToken, is the environment LocalToken reads.
+	localEnv func(string) string
 }
 
 // WithToken sends "Authorization: Bearer token" with every request.
@@ -73,12 +73,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, fmt.Errorf("client: base URL %q: no query, fragment or credentials allowed", baseURL)
 	}
-	if cfg.localToken && cfg.token == "" {
-		tok, err := LocalToken(baseURL, os.Getenv)
+	fromFile := false
+	if cfg.localEnv != nil && cfg.token == "" {
+		tok, err := LocalToken(baseURL, cfg.localEnv)
 		if err != nil {
 			return nil, fmt.Errorf("client: %w", err)
 		}
-		cfg.token = tok
+		cfg.token, fromFile = tok, tok != ""
 	}
 	c := &Client{token: cfg.token, userAgent: cfg.userAgent, hc: cfg.hc}
 	switch u.Scheme {
@@ -87,6 +88,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("client: base URL %q has no host", baseURL)
 		}
 		c.base = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+		if fromFile {
+			hc, err := tcpOwnerChecked(cfg.hc)
+			if err != nil {
+				return nil, err
+			}
+			c.hc = hc
+		}
 		if c.hc == nil {
 			c.hc = &http.Client{}
 		}
@@ -98,7 +106,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		if u.Host != "" || sock == "" {
 			return nil, fmt.Errorf("client: base URL %q: want unix:///absolute/path.sock", baseURL)
 		}
-		hc, err := unixClient(cfg.hc, sock)
+		hc, err := unixClient(cfg.hc, sock, fromFile)
 		if err != nil {
 			return nil, err
 		}
@@ -110,8 +118,38 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 }
 
 // unixClient returns a copy of hc (or a new client) whose transport dials
-// the unix socket at path whatever the request's host.
-func unixClient(hc *http.Client, path string) (*http.Client, error) {
+// the unix socket at path whatever the request's host; with checkOwner,
+// only a socket of this user or root (see ownerChecked).
+func unixClient(hc *http.Client, path string, checkOwner bool) (*http.Client, error) {
+	return withDial(hc, "a unix socket", func(dialFunc) dialFunc {
+		dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+		if checkOwner {
+			return ownerChecked(dial)
+		}
+		return dial
+	})
+}
+
+// tcpOwnerChecked returns a copy of hc (or a new client) that sends
+// requests only to a daemon of this user or root (see ownerChecked), and
+// never through a proxy: for a token read from the data directory.
+func tcpOwnerChecked(hc *http.Client) (*http.Client, error) {
+	return withDial(hc, "a token from the data directory", func(dial dialFunc) dialFunc {
+		if dial == nil {
+			dial = (&net.Dialer{}).DialContext
+		}
+		return ownerChecked(dial)
+	})
+}
+
+// withDial returns a copy of hc (or a new client) whose transport, a clone
+// of hc's (http.DefaultTransport's if it has none), dials with wrap of its
+// dial function and goes through no proxy. what names the need, for the
+// error when hc's transport is not an *http.Transport.
+func withDial(hc *http.Client, what string, wrap func(dialFunc) dialFunc) (*http.Client, error) {
 	var t *http.Transport
 	switch {
 	case hc == nil || hc.Transport == nil:
@@ -119,15 +157,12 @@ func unixClient(hc *http.Client, path string) (*http.Client, error) {
 	default:
 		ht, ok := hc.Transport.(*http.Transport)
 		if !ok {
-			return nil, fmt.Errorf("client: a unix socket needs an *http.Transport, not %T", hc.Transport)
+			return nil, fmt.Errorf("client: %s needs an *http.Transport, not %T", what, hc.Transport)
 		}
 		t = ht.Clone()
 	}
 	t.Proxy = nil
-	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
-	}
+	t.DialContext = wrap(t.DialContext)
 	out := &http.Client{}
 	if hc != nil {
 		*out = *hc

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -65,7 +66,8 @@ func ReadTokenFile(path string) (string, error) {
 }
 
 // LocalToken returns the token of the daemon at baseURL when that daemon
-// runs on this machine (a loopback address, localhost or a unix socket):
+// runs on this machine (see isLocalURL: a loopback address, localhost or a
+// unix socket):
 // the one in the token file of the data directory getenv names (see
 // DataDir), which a daemon started without --token writes. It returns ""
 // and no error when baseURL is not local or there is no token file: a
@@ -85,12 +87,25 @@ func LocalToken(baseURL string, getenv func(string) string) (string, error) {
 	return tok, err
 }
 
-// WithLocalToken sends the token LocalToken finds for the client's base URL
-// in the process's environment, if any; WithToken wins over it.
-func WithLocalToken() Option { return func(c *config) { c.localToken = true } }
+// WithLocalToken sends the token LocalToken finds for the client's base
+// URL in the environment getenv reads (os.Getenv when nil), if any;
+// WithToken wins over it. Such a token is sent only to a daemon whose
+// socket belongs to this user or to root, where the system can tell
+// (Linux: the peer credentials of a unix socket, the owner of a loopback
+// TCP connection's server socket): another local user who takes the
+// daemon's port while it is down gets a refused connection, not the
+// token. Elsewhere it is sent to whatever listens at the URL.
+func WithLocalToken(getenv func(string) string) Option {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return func(c *config) { c.localEnv = getenv }
+}
 
 // isLocalURL reports whether baseURL names this machine: a unix socket, a
-// loopback address or localhost.
+// loopback address, localhost, or the unspecified address (0.0.0.0, ::),
+// which a daemon listening on every address logs as its URL and which a
+// connection reaches this machine by.
 func isLocalURL(baseURL string) bool {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -112,5 +127,5 @@ func isLocalURL(baseURL string) bool {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
+	return err == nil && (ip.Unmap().IsLoopback() || ip.Unmap().IsUnspecified())
 }

@@ -3,10 +3,11 @@ package client_test
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/agentbox/agentbox/client"
@@ -93,6 +94,8 @@ func TestLocalToken(t *testing.T) {
 		"http://localhost:7777":        "local-tok",
 		"http://[::1]:7777":            "local-tok",
 		"http://127.8.9.1":             "local-tok",
+		"http://0.0.0.0:7777":          "local-tok", // a wildcard listener's own URL
+		"http://[::]:7777":             "local-tok",
 		"unix:///run/agentbox.sock":    "local-tok",
 		"https://agentbox.example.com": "",
 		"http://10.0.0.5:7777":         "",
@@ -108,30 +111,88 @@ func TestLocalToken(t *testing.T) {
 	}
 }
 
+// tokenEnv is an environment naming dir as the data directory.
+func tokenEnv(dir string) func(string) string {
+	return func(k string) string {
+		if k == "AGENTBOX_DATA_DIR" {
+			return dir
+		}
+		return ""
+	}
+}
+
+// authServer serves health on ln and records the Authorization header of
+// every request it gets.
+type authServer struct {
+	mu   sync.Mutex
+	seen []string
+	srv  *http.Server
+}
+
+func serveAuth(t *testing.T, ln net.Listener) *authServer {
+	t.Helper()
+	a := &authServer{}
+	a.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.seen = append(a.seen, r.Header.Get("Authorization"))
+		a.mu.Unlock()
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = a.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = a.srv.Close()
+		<-done
+	})
+	return a
+}
+
+func (a *authServer) last() (string, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.seen) == 0 {
+		return "", 0
+	}
+	return a.seen[len(a.seen)-1], len(a.seen)
+}
+
 func TestWithLocalToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeToken(t, dir, "from-file", 0o600)
-	t.Setenv("AGENTBOX_DATA_DIR", dir)
-	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = r.Header.Get("Authorization")
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
-	}))
-	defer srv.Close()
-	for opts, want := range map[*[]client.Option]string{
-		{client.WithLocalToken()}:                            "Bearer from-file",
-		{client.WithLocalToken(), client.WithToken("given")}: "Bearer given",
-		{}: "",
-	} {
-		c, err := client.New(srv.URL, *opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Health(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("Authorization %q, want %q", got, want)
+	env := tokenEnv(dir)
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	unix, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for url, srv := range map[string]*authServer{"http://" + tcp.Addr().String(): serveAuth(t, tcp), "unix://" + sock: serveAuth(t, unix)} {
+		for _, tt := range []struct {
+			opts []client.Option
+			want string
+		}{
+			{[]client.Option{client.WithLocalToken(env)}, "Bearer from-file"},
+			{[]client.Option{client.WithLocalToken(env), client.WithToken("given")}, "Bearer given"},
+			{nil, ""},
+		} {
+			c, err := client.New(url, tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Health(t.Context()); err != nil {
+				t.Fatalf("%s: %v", url, err)
+			}
+			if got, _ := srv.last(); got != tt.want {
+				t.Errorf("%s: Authorization %q, want %q", url, got, tt.want)
+			}
+			c.CloseIdleConnections()
 		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -212,13 +214,23 @@ func (l *Log) Settle(scope, id string) {
 	}
 }
 
-// summarize is the summary line of n deny records like sample.
-func summarize(sample Record, n int, first, last time.Time, overRate bool) Record {
+// summarize is the summary line of n deny records like sample; over the
+// sandbox's reporting rate, its reason counts their distinct kinds and
+// names the sampled ones' destinations (see sandbox.Over).
+func summarize(sample Record, n int, first, last time.Time, over *sandbox.Over[Record]) Record {
 	r := sample
 	first, last = first.UTC(), last.UTC()
 	r.Time, r.Count, r.FirstAt, r.LastAt = last, n, &first, &last
-	if overRate {
-		r.Reason = fmt.Sprintf("%d connections refused over the sandbox's reporting rate; the first: %s", n, sample.Reason)
+	if over != nil {
+		targets := make([]string, len(over.Samples))
+		for i, s := range over.Samples {
+			targets[i] = s.Addr
+			if s.Host != "" {
+				targets[i] = net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
+			}
+		}
+		r.Reason = fmt.Sprintf("%d connections refused over the sandbox's reporting rate%s; the first: %s",
+			n, sandbox.OverDetail(over.Kinds, over.KindsAtLeast, targets), sample.Reason)
 	}
 	return r
 }

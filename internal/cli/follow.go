@@ -43,8 +43,11 @@ type follower struct {
 	done          chan struct{}
 }
 
-// stopFunc is called for every event; done ends following, with err.
-type stopFunc func(ctx context.Context, ev event.Event) (done bool, err error)
+// stopFunc is called for every event, with the event and its payload as
+// decodeForTerminal returns them (p is nil when the payload does not
+// decode): whatever it puts in err reaches the terminal, so it never sees
+// the raw text. done ends following, with err.
+type stopFunc func(ctx context.Context, ev event.Event, p event.Payload) (done bool, err error)
 
 // pending is a permission request or a question waiting for the user.
 type pending struct {
@@ -88,7 +91,7 @@ func (f *follower) follow(parent context.Context, after int64) error {
 	wg.Go(func() {
 		st := f.c.Stream(ctx, f.sessionID, after, client.OnReconnect(func(attempt int, err error, d time.Duration) {
 			if attempt > 1 {
-				fmt.Fprintf(f.errw, "connection lost (%v); retrying in %s\n", err, d.Round(time.Millisecond))
+				fmt.Fprintf(f.errw, "connection lost (%s); retrying in %s\n", errText(err), d.Round(time.Millisecond))
 			}
 		}))
 		for ev, err := range st.All() {
@@ -120,7 +123,7 @@ func (f *follower) follow(parent context.Context, after int64) error {
 		ictx, icancel := context.WithTimeout(ctx, interruptTimeout)
 		defer icancel()
 		if _, err := f.c.Interrupt(ictx, f.sessionID); err != nil && !client.IsNoTurn(err) {
-			fmt.Fprintf(f.errw, "interrupt failed: %v\n", err)
+			fmt.Fprintf(f.errw, "interrupt failed: %s\n", errText(err))
 		}
 		return nil
 	}
@@ -206,7 +209,8 @@ func (f *follower) handle(ctx context.Context, ev event.Event) (done bool, err e
 	if f.stop == nil {
 		return false, nil
 	}
-	return f.stop(ctx, ev)
+	sev, p, _ := decodeForTerminal(ev)
+	return f.stop(ctx, sev, p)
 }
 
 // pendingOf reads a request to ask, with its text made inert for the
@@ -300,7 +304,7 @@ func (f *follower) answer(ctx context.Context, line string) {
 	case client.IsAlreadyResolved(err):
 		fmt.Fprintln(f.errw, "(already answered elsewhere)")
 	default:
-		fmt.Fprintf(f.errw, "answering %s failed: %v\n", p.id, err)
+		fmt.Fprintf(f.errw, "answering %s failed: %s\n", p.id, errText(err))
 	}
 }
 

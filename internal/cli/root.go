@@ -76,13 +76,15 @@ func ExitCode(err error) int {
 func Execute(ctx context.Context, root *cobra.Command) int {
 	err := root.ExecuteContext(ctx)
 	if client.IsUnauthorized(err) {
-		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine: set AGENTBOX_DATA_DIR to that data directory, or pass --token)", err)
+		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine when it may: set AGENTBOX_DATA_DIR to that data directory, run as the daemon's user (root, for sandboxes), or pass --token)", err)
 	}
 	// An ExitError without a cause passes a code through (agentbox exec
-	// exits with its command's status) and has nothing to say.
+	// exits with its command's status) and has nothing to say. An error may
+	// quote the agent (a failed turn's message) or the daemon: it is made
+	// inert like the rest of a session's text.
 	var ee *ExitError
 	if err != nil && (!errors.As(err, &ee) || ee.Err != nil) {
-		fmt.Fprintf(root.ErrOrStderr(), "%s: %v\n", root.Name(), err)
+		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", root.Name(), errText(err))
 	}
 	return ExitCode(err)
 }
@@ -164,17 +166,15 @@ func (a *app) endpoint(cmd *cobra.Command) (url, token string) {
 // client returns a client for the daemon. Without --token or
 // AGENTBOX_TOKEN, a daemon on this machine (loopback or unix socket) gets
 // the token it wrote to its data directory (AGENTBOX_DATA_DIR, else the
-// default one): see client.LocalToken.
+// default one), and only if its socket is this user's or root's: see
+// client.WithLocalToken.
 func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 	url, token := a.endpoint(cmd)
-	if token == "" {
-		tok, err := client.LocalToken(url, a.env.getenv)
-		if err != nil {
-			return nil, err
-		}
-		token = tok
+	opts := []client.Option{client.WithLocalToken(a.env.getenv), client.WithUserAgent("agentbox-cli/" + a.version)}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
 	}
-	return client.New(url, client.WithToken(token), client.WithUserAgent("agentbox-cli/"+a.version))
+	return client.New(url, opts...)
 }
 
 // colorFor says whether to colour what goes to w: only terminals, and never

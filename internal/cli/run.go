@@ -93,19 +93,21 @@ and 130 when it was interrupted.`,
 			f := a.newFollower(cmd, c, id)
 			f.prompt, f.interruptTurn, f.yes = true, true, o.yes
 			var tc event.TurnCompleted
-			f.stop = func(_ context.Context, ev event.Event) (bool, error) {
-				if !client.EndOfTurn(turn.TurnID)(ev) {
-					return false, nil
-				}
-				if ev.Type == event.TypeSessionEnded {
+			f.stop = func(_ context.Context, ev event.Event, p event.Payload) (bool, error) {
+				switch ev.Type {
+				case event.TypeSessionEnded:
 					return true, &ExitError{Code: 1, Err: fmt.Errorf("session %s ended before the turn completed", id)}
+				case event.TypeTurnCompleted:
+					done, ok := p.(*event.TurnCompleted)
+					switch {
+					case ok && (ev.TurnID == turn.TurnID || ev.TurnID == "" && done.TurnID == turn.TurnID):
+						tc = *done
+						return true, nil
+					case !ok && ev.TurnID == turn.TurnID:
+						return true, fmt.Errorf("turn %s: its turn.completed event does not decode", turn.TurnID)
+					}
 				}
-				p, err := ev.Decode()
-				if err != nil {
-					return true, err
-				}
-				tc = *p.(*event.TurnCompleted)
-				return true, nil
+				return false, nil
 			}
 			if err := f.follow(ctx, after); err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/inert"
 )
 
 // Everything a session shows (agent text, command and tool output, file
@@ -22,72 +23,33 @@ import (
 //   - decodeForTerminal is how the renderer and the prompts of run read an
 //     event: every string of the envelope and of the payload passes through
 //     termSafe, whatever field it is in.
+//   - the stop functions of a follower get the event as decodeForTerminal
+//     returns it, so what they put in an error is inert too.
+//   - errText is how an error is printed (Execute, the follower's notes): an
+//     error may quote the agent (a failed turn's message) or the daemon.
 //   - exec passes its output through termSafe when it goes to a terminal.
-//   - jsonTerminal escapes what JSON leaves raw (DEL, C1, bidi controls) in
-//     JSON written to a terminal (--json).
+//   - jsonTerminal escapes what JSON leaves raw (DEL, C1, bidi controls, ...)
+//     in JSON written to a terminal (--json).
+//
+// Which characters are unsafe is decided in one place, package inert, which
+// the sandbox's reports of its processes use too.
 
-// termSafe returns s with every character that can steer a terminal made
-// visible: C0 controls other than newline and tab as \xNN (ESC included, so
-// no escape sequence survives), DEL as \x7f, C1 controls (U+0080-U+009F) and
-// the bidirectional controls that reorder a line as \uNNNN, and bytes that
-// are not UTF-8 as \xNN. A CR right before a LF is dropped: it moves
-// nothing the LF does not.
+// termSafe returns s with every character that can steer a terminal or
+// hide itself (inert.Unsafe: C0 controls other than newline and tab, DEL,
+// C1 controls, bidi and zero-width characters, line separators, private-use
+// and unassigned code points) written as a visible escape (\x1b, \u202e),
+// and bytes that are not UTF-8 as \xNN. A CR right before a LF is dropped:
+// it moves nothing the LF does not.
 func termSafe(s string) string {
-	i := 0
-	for i < len(s) && safeByte(s[i]) {
-		i++
-	}
-	if i == len(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	b.WriteString(s[:i])
-	for i < len(s) {
-		if c := s[i]; safeByte(c) {
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-			size = 1
-		case r == '\r' && i+1 < len(s) && s[i+1] == '\n':
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case isC1(r) || isBidiControl(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
+	return inert.String(strings.ReplaceAll(s, "\r\n", "\n"), keepNewlineTab)
 }
 
-// safeByte reports whether c is printable ASCII, a newline or a tab.
-func safeByte(c byte) bool {
-	return c >= 0x20 && c < 0x7f || c == '\n' || c == '\t'
-}
+// errText returns err's message made inert by termSafe.
+func errText(err error) string { return termSafe(err.Error()) }
 
-func isC1(r rune) bool { return r >= 0x80 && r <= 0x9f }
-
-// isBidiControl reports the characters that reorder the text around them
-// (Unicode's Bidi_Control property): with them a line can display
-// differently from what it says.
-func isBidiControl(r rune) bool {
-	switch {
-	case r == 0x061c, r == 0x200e, r == 0x200f:
-		return true
-	case r >= 0x202a && r <= 0x202e:
-		return true
-	case r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
-}
+// keepNewlineTab keeps the two controls a terminal needs for text laid out
+// in lines.
+func keepNewlineTab(r rune) bool { return r == '\n' || r == '\t' }
 
 // decodeForTerminal decodes ev's payload and returns it and the envelope
 // with every string passed through termSafe, in whatever field it is, so
@@ -154,8 +116,9 @@ func sanitizeValue(v reflect.Value) {
 }
 
 // jsonTerminal returns w, or, when w is a terminal, a writer that rewrites
-// the characters JSON encoders leave raw but a terminal obeys (DEL, C1
-// controls, bidi controls) as \uNNNN escapes. The JSON means the same: such
+// the characters JSON encoders leave raw but a terminal obeys or a reader
+// cannot see (DEL, C1, bidi and zero-width characters, ...: inert.Unsafe)
+// as \uNNNN escapes. The JSON means the same: such
 // characters only ever appear inside JSON strings. Each Write must hold
 // whole JSON texts, as json.Encoder's do.
 func (a *app) jsonTerminal(w io.Writer) io.Writer {
@@ -174,9 +137,11 @@ func (j jsonEscaper) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// escapeJSONControls rewrites DEL, C1 and bidi controls in JSON text as
-// \uNNNN; bytes that are not UTF-8 become U+FFFD, as a JSON decoder would
-// read them.
+// escapeJSONControls rewrites the characters inert.Unsafe names that JSON
+// encoders leave raw (all but C0 controls, which a JSON string never holds
+// raw and which are only whitespace outside one) as \uNNNN escapes, a
+// surrogate pair above U+FFFF; bytes that are not UTF-8 become U+FFFD, as a
+// JSON decoder would read them.
 func escapeJSONControls(p []byte) []byte {
 	var out bytes.Buffer
 	for i := 0; i < len(p); {
@@ -185,8 +150,8 @@ func escapeJSONControls(p []byte) []byte {
 		case r == utf8.RuneError && size <= 1:
 			out.WriteString(`\ufffd`)
 			size = 1
-		case r == 0x7f || isC1(r) || isBidiControl(r):
-			fmt.Fprintf(&out, `\u%04x`, r)
+		case r >= 0x20 && inert.Unsafe(r):
+			out.WriteString(inert.EscapeJSON(r))
 		default:
 			out.Write(p[i : i+size])
 		}

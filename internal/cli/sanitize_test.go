@@ -3,14 +3,18 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/inert"
 )
 
 // Control sequences a hostile agent or command writes to take over the
@@ -70,7 +74,7 @@ func hostileEvents() []event.Event {
 	s.add(&event.SandboxViolation{Kind: event.ViolationFilesystem, Action: event.ActionBlocked, Detail: "write " + seqErase, Path: "/etc/" + seqC1CSI})
 	s.add(&event.Error{Code: "c" + seqTitle, Message: "error " + hostile})
 	s.add(&event.Native{NativeType: "n" + seqClipboard})
-	s.add(&event.TurnCompleted{TurnID: "turn_1", StopReason: event.StopError, Message: "stop " + seqCursor, DurationMS: 1})
+	s.add(&event.TurnCompleted{TurnID: "turn_1", StopReason: event.StopError, Message: "stop " + hostile, DurationMS: 1})
 	s.turn = ""
 	s.add(&event.SessionEnded{Reason: event.EndError, Message: "ended " + seqErase, StderrTail: "tail " + hostile})
 	return s.evs
@@ -87,7 +91,7 @@ func checkInert(t *testing.T, what, out string) {
 		out = strings.ReplaceAll(out, st, "")
 	}
 	for i, r := range out {
-		if r == utf8.RuneError || r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || isC1(r) || isBidiControl(r) {
+		if r == utf8.RuneError || inert.Unsafe(r) && r != '\n' && r != '\t' {
 			t.Errorf("%s: %U reaches the terminal at byte %d: %q", what, r, i, out[max(0, i-20):min(len(out), i+20)])
 			return
 		}
@@ -131,11 +135,36 @@ func TestTermSafe(t *testing.T) {
 		{"crlf\r\nline\r\n", "crlf\nline\n"},
 		{"bad \xff\x9b utf-8", `bad \xff\x9b utf-8`},
 		{"\ufffd stays", "\ufffd stays"},
+		// Characters that hide themselves or split a line in a text view.
+		{"rm\u200b -rf\u200d ~\ufeff", `rm\u200b -rf\u200d ~\ufeff`},
+		{"line\u2028sep\u2029para", `line\u2028sep\u2029para`},
+		{"pua\ue000 \U000f0000 tag\U000e0041", `pua\ue000 \U000f0000 tag\U000e0041`},
 	}
 	for _, tt := range tests {
 		if got := termSafe(tt.in); got != tt.want {
 			t.Errorf("termSafe(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestEscapeJSONControls checks the characters JSON leaves raw are escaped
+// in JSON for a terminal, and the JSON still means the same.
+func TestEscapeJSONControls(t *testing.T) {
+	t.Parallel()
+	in := "a\x7f\u009b\u202e\u200b\ufeff\U000f0000\U000e0041 ✓ 日 \U0001f600"
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := escapeJSONControls(raw)
+	want := `"a\u007f\u009b\u202e\u200b\ufeff\udb80\udc00\udb40\udc41 ✓ 日 \U0001f600"`
+	want = strings.Replace(want, `\U0001f600`, "\U0001f600", 1)
+	if string(got) != want {
+		t.Errorf("escapeJSONControls(%s) = %s, want %s", raw, got, want)
+	}
+	var back string
+	if err := json.Unmarshal(got, &back); err != nil || back != in {
+		t.Errorf("the escaped JSON decodes to %q (%v), want %q", back, err, in)
 	}
 }
 
@@ -237,19 +266,41 @@ func hostileScript(tn *fakeapi.Turn) {
 
 // TestRunHostile runs a session whose agent writes control sequences: the
 // rendered events on stdout and the prompts on stderr stay inert, with and
-// without colour.
+// without colour, and so does the error run prints when the turn fails with
+// the agent's own message (claude's result text, for one).
 func TestRunHostile(t *testing.T) {
 	t.Parallel()
-	for _, terminal := range []bool{false, true} {
-		t.Run(fmt.Sprint("terminal=", terminal), func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t, fakeapi.Config{Script: hostileScript})
-			h.terminal = terminal
-			r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", "go")
-			r.check(t, 0, []string{`Run ls\x1b[2K`, `\x1b]52;c;`}, []string{`Allow Run ls\x1b[2K\x0d\x1b[1A\x1b[999DRun something else\x1b]52;c;`, `1) one\u009b2J`})
-			checkInert(t, "stdout", r.stdout)
-			checkInert(t, "stderr", r.stderr)
-		})
+	tests := []struct {
+		stop event.StopReason
+		code int
+		// stderr is what the failed turn's message shows as, beyond the prompts.
+		stderr string
+	}{
+		{event.StopEndTurn, 0, ""},
+		{event.StopError, 1, `failed: boom ok \x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07`},
+	}
+	for _, tt := range tests {
+		for _, terminal := range []bool{false, true} {
+			t.Run(fmt.Sprint(tt.stop, "/terminal=", terminal), func(t *testing.T) {
+				t.Parallel()
+				script := func(tn *fakeapi.Turn) {
+					hostileScript(tn)
+					if tt.stop == event.StopError {
+						tn.Stop, tn.Message = event.StopError, "boom "+hostile
+					}
+				}
+				h := newHarness(t, fakeapi.Config{Script: script})
+				h.terminal = terminal
+				r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", "go")
+				stderr := []string{`Allow Run ls\x1b[2K\x0d\x1b[1A\x1b[999DRun something else\x1b]52;c;`, `1) one\u009b2J`}
+				if tt.stderr != "" {
+					stderr = append(stderr, tt.stderr)
+				}
+				r.check(t, tt.code, []string{`Run ls\x1b[2K`, `\x1b]52;c;`}, stderr)
+				checkInert(t, "stdout", r.stdout)
+				checkInert(t, "stderr", r.stderr)
+			})
+		}
 	}
 }
 
@@ -301,4 +352,25 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// TestExecuteErrorInert checks the last error printed, whatever command
+// returned it and whatever it quotes (a daemon's problem detail, an agent's
+// message), reaches the terminal inert.
+func TestExecuteErrorInert(t *testing.T) {
+	t.Parallel()
+	root := newRoot("test", env{getenv: func(string) string { return "" }, isTerminal: func(any) bool { return true }})
+	root.AddCommand(&cobra.Command{Use: "fail", RunE: func(*cobra.Command, []string) error {
+		return &ExitError{Code: 3, Err: fmt.Errorf("wrapped: %w", errors.New(hostile))}
+	}})
+	var stderr bytes.Buffer
+	root.SetArgs([]string{"fail"})
+	root.SetErr(&stderr)
+	if code := Execute(t.Context(), root); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
+	}
+	if !strings.Contains(stderr.String(), `wrapped: ok \x1b]52;c;`) {
+		t.Errorf("stderr lacks the error: %q", stderr.String())
+	}
+	checkInert(t, "stderr", stderr.String())
 }

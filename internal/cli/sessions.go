@@ -212,7 +212,7 @@ Ctrl-C. Requests are shown, not answered; use run to answer them.`,
 				return errors.Join(err, show(event.Event{}))
 			}
 			f := a.newFollower(cmd, c, id)
-			f.stop = func(ctx context.Context, ev event.Event) (bool, error) {
+			f.stop = func(ctx context.Context, ev event.Event, _ event.Payload) (bool, error) {
 				if ev.Type != event.TypeSessionEnded {
 					return false, nil
 				}
@@ -257,7 +257,7 @@ Continue it with: agentbox run --session ID "..."`,
 			if a.json {
 				return newJSONLines(cmd.OutOrStdout()).write(s)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "resumed %s (%s, %s)\n", s.ID, s.Agent, s.Status)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "resumed %s (%s, %s)\n", s.ID, termSafe(s.Agent), s.Status)
 			return err
 		},
 	}

@@ -48,7 +48,7 @@ func (a *app) versionCmd() *cobra.Command {
 			if daemon != nil {
 				fmt.Fprintf(out, "daemon   %s (event schema v%d) at %s\n", daemon.Version, daemon.SchemaVersion, url)
 			} else {
-				fmt.Fprintf(cmd.ErrOrStderr(), "daemon not reachable at %s: %v\n", url, probeErr)
+				fmt.Fprintf(cmd.ErrOrStderr(), "daemon not reachable at %s: %s\n", url, errText(probeErr))
 			}
 			return nil
 		},

@@ -345,9 +345,9 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	})
 	ex, err := execution.New(execution.Options{
 		Runtimes: cfg.Runtimes,
-		Resolve: func(ref execution.PolicyRef) (execution.Policy, error) {
-			return execution.PolicyResolver(global())(ref)
-		},
+		// The global policy does not change while the daemon runs: one
+		// resolver, with its hash computed once, serves every request.
+		Resolve: execution.PolicyResolver(global()),
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
 		Registerer: m.Registry, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },

@@ -16,7 +16,8 @@ import (
 // and similar local servers do: the token in DATA_DIR/token, made (32
 // random bytes, mode 0600) when there is none, and kept across restarts so
 // clients keep working. The CLI and client.WithLocalToken read the same
-// file. A token file others can read, or another user owns, is refused.
+// file (and send it only to a daemon socket of their user or root). A
+// token file others can read, or another user owns, is refused.
 func localToken(dataDir string) (tok, path string, err error) {
 	path = filepath.Join(dataDir, client.TokenFileName)
 	tok, err = client.ReadTokenFile(path)

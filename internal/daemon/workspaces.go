@@ -60,8 +60,9 @@ func (w *workspaceRules) roots(global *policy.Policy) []string {
 
 // checkRoots refuses roots that are, or hold, what is never a workspace.
 func (w *workspaceRules) checkRoots(roots []string) error {
+	homes := w.homes()
 	for i, r := range roots {
-		if why := w.never(resolve(r)); why != "" {
+		if why := w.never(resolve(r), homes); why != "" {
 			return fmt.Errorf("global policy: filesystem.workspace_roots[%d]: %s %s, which can never hold workspaces", i, r, why)
 		}
 	}
@@ -75,7 +76,8 @@ func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("%w: cwd %s: %w", session.ErrPolicy, cwd, err)
 	}
-	if why := w.never(p); why != "" {
+	homes := w.homes() // read once per check
+	if why := w.never(p, homes); why != "" {
 		return "", fmt.Errorf("%w: cwd %s: %s, which is never a workspace", session.ErrPolicy, shown(cwd, p), why)
 	}
 	if p == w.own {
@@ -84,7 +86,7 @@ func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error
 	roots := w.roots(global)
 	for _, r := range roots {
 		r = resolve(r)
-		if w.never(r) != "" || !sandbox.Within(p, r) {
+		if w.never(r, homes) != "" || !sandbox.Within(p, r) {
 			continue // a root that now resolves somewhere forbidden holds nothing
 		}
 		rel, _ := filepath.Rel(r, p)
@@ -97,8 +99,8 @@ func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error
 }
 
 // never says why p (absolute, resolved) can never be a workspace or hold
-// one, or "" when it can.
-func (w *workspaceRules) never(p string) string {
+// one, or "" when it can; homes is w.homes().
+func (w *workspaceRules) never(p string, homes []string) string {
 	if sandbox.Within(p, w.own) {
 		return "" // the daemon's own workspaces
 	}
@@ -119,7 +121,7 @@ func (w *workspaceRules) never(p string) string {
 			return "is a system path (" + d + ")"
 		}
 	}
-	for _, h := range w.homes() {
+	for _, h := range homes {
 		switch {
 		case p == h:
 			return "is a home directory"

@@ -13,7 +13,8 @@ const inlineName = "request.policy"
 // inline objects and documents parsed by policy.Parse (errors name the
 // file, line and field), each intersected with the operator's global
 // policy (nil: none) by policy.Effective. The policies' Hash keys the
-// warm pool by the global policy too.
+// warm pool by the global policy too. Build it once per global policy: the
+// global policy's hash is computed here, not per request.
 func PolicyResolver(global *policy.Policy) Resolver {
 	globalHash := "none"
 	if global != nil {

@@ -26,12 +26,14 @@ func TestWarmPoolKeyedByGlobalPolicy(t *testing.T) {
 		parse("version: 1\nresources: {memory: 8Gi}\nnetwork: {mode: none}\n"),
 		parse("version: 1\nresources: {memory: 2Gi}\nnetwork: {mode: none}\n"),
 	}
+	// One resolver per global policy, built once as the daemon does.
+	resolvers := []Resolver{PolicyResolver(globals[0]), PolicyResolver(globals[1])}
 	var current atomic.Int32
 	rt := &exectest.Runtime{Key: policy.IsolationProcess}
 	reg := sandbox.NewRegistry()
 	reg.Register(rt)
 	svc, err := New(Options{Runtimes: reg, WorkDir: t.TempDir(), PoolSize: 1, PoolIdle: time.Hour,
-		Resolve: func(ref PolicyRef) (Policy, error) { return PolicyResolver(globals[current.Load()])(ref) }})
+		Resolve: func(ref PolicyRef) (Policy, error) { return resolvers[current.Load()](ref) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -544,6 +544,11 @@ func TestHostCheck(t *testing.T) {
 		{at("LocalHost."), true},
 		{at("[::1]"), true},
 		{at("127.0.0.2"), true},
+		// The daemon's own URL when it listens on a wildcard address.
+		{at("0.0.0.0"), true},
+		{at("[::]"), true},
+		{"0.0.0.0:1", false},
+		{"[::]", false},
 		{at("attacker.example"), false},
 		{at("localhost.attacker.example"), false},
 		{at("127.0.0.1.nip.io"), false},
@@ -569,8 +574,8 @@ func TestHostCheck(t *testing.T) {
 	h.eng.mu.Lock()
 	n := len(h.eng.order)
 	h.eng.mu.Unlock()
-	if n != 5 {
-		t.Errorf("%d sessions created, want 5 (one per allowed Host)", n)
+	if n != 7 {
+		t.Errorf("%d sessions created, want 7 (one per allowed Host)", n)
 	}
 
 	// The operator's allowlist: a name for any port, or a name and port.

@@ -26,9 +26,15 @@ import (
 //     allow, even for requests CORS would let through unread (form posts).
 
 // checkHost refuses a request whose Host is not this daemon's: for a TCP
-// listener, Host must name a loopback address, localhost, the address the
-// connection arrived at, or an entry of Config.AllowedHosts, and (but for
-// an allowed name without a port) carry the listener's port. Unix socket
+// listener, Host must name a loopback address, localhost, the unspecified
+// address (0.0.0.0 or ::), the address the connection arrived at, or an
+// entry of Config.AllowedHosts, and (but for an allowed name without a
+// port) carry the listener's port. The unspecified address is the daemon's
+// own URL when it listens on a wildcard address (--listen 0.0.0.0:7777
+// logs http://[::]:7777 or http://0.0.0.0:7777, and the /v1/acp backend
+// dials it); a client that dials it reaches this host, and it is as safe
+// as a loopback address: a rebinding page's Host is its own name, never an
+// address literal. Unix socket
 // listeners are not checked: no DNS name can lead a browser to them, and
 // neither are requests served without a listener (in-process calls).
 func (s *server) checkHost(r *http.Request) *problem {
@@ -54,7 +60,7 @@ func (s *server) checkHost(r *http.Request) *problem {
 			}
 			if ip, err := netip.ParseAddr(host); err == nil {
 				ip = ip.Unmap().WithZone("")
-				if la, ok := netip.AddrFromSlice(local.IP); ip.IsLoopback() || ok && la.Unmap() == ip {
+				if la, ok := netip.AddrFromSlice(local.IP); ip.IsLoopback() || ip.IsUnspecified() || ok && la.Unmap() == ip {
 					return nil
 				}
 			}

@@ -2,7 +2,12 @@ package sandbox
 
 import (
 	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,7 +24,30 @@ const (
 	// DefaultCoalesceKinds bounds the kinds one sandbox's coalescer
 	// tracks at a time.
 	DefaultCoalesceKinds = 100
+	// MaxOverSamples is how many distinct kinds an over-rate summary names
+	// (see Over): all of them up to this many, else this many picked at
+	// random.
+	MaxOverSamples = 32
+	// MaxOverKinds bounds the distinct kinds an over-rate summary counts
+	// per class and window; past it the count is a lower bound.
+	MaxOverKinds = 4096
 )
+
+// Over is what a summary of the reports of one class over the rate limit
+// stands for, beyond their number.
+type Over[T any] struct {
+	// Samples is the first report of distinct kinds among them, in the
+	// order they came: every kind when there are at most MaxOverSamples,
+	// else MaxOverSamples of them picked uniformly at random (reservoir
+	// sampling), so that no place in a flood of decoys is sure to go
+	// unnamed.
+	Samples []T
+	// Kinds is how many distinct kinds there were; with KindsAtLeast,
+	// more than MaxOverKinds came and Kinds is a lower bound (and kinds
+	// past it are not sampled).
+	Kinds        int
+	KindsAtLeast bool
+}
 
 // CoalesceConfig configures a Coalescer of reports of type T.
 type CoalesceConfig[T any] struct {
@@ -28,10 +56,11 @@ type CoalesceConfig[T any] struct {
 	// groups, e.g. the violation kind).
 	Key func(T) (kind, class string)
 	// Summary is the one report that stands for n reports: the repeats of
-	// sample's kind or, with overRate, the reports of sample's class over
-	// the rate limit (sample is then the first of them), seen between
-	// first and last. It is only called with n > 1.
-	Summary func(sample T, n int, first, last time.Time, overRate bool) T
+	// sample's kind (over is nil) or the reports of sample's class over
+	// the rate limit (sample is then the first of them, and over names
+	// their distinct kinds), seen between first and last. It is only
+	// called with n > 1.
+	Summary func(sample T, n int, first, last time.Time, over *Over[T]) T
 	// Emit reports. It is called in order, with the Coalescer's lock
 	// held: it must not block for long nor call the Coalescer.
 	Emit func(reports ...T)
@@ -53,6 +82,15 @@ type CoalesceConfig[T any] struct {
 // reports of new kinds beyond that are counted into one summary per
 // class. So a window costs at most Rate + Kinds + (classes) reports.
 //
+// A class's over-rate summary counts the distinct kinds in it and names
+// up to MaxOverSamples of them (see Over), so a sandbox cannot hide the
+// one destination it cares about behind Rate decoys: it takes many
+// decoys per window to leave it unnamed with some probability, and the
+// summary's count of distinct kinds shows that they were made. It is a
+// bound, not a guarantee: past MaxOverSamples distinct kinds, a given one
+// may go unnamed (its number never does), and past MaxOverKinds new ones
+// are counted only as reports.
+//
 // The same mechanism serves every place violations are reported: session
 // events, execution results and the audit log.
 type Coalescer[T any] struct {
@@ -62,7 +100,8 @@ type Coalescer[T any] struct {
 	start  time.Time // of the current window
 	fresh  int       // kinds passed on at once in the current window
 	kinds  map[string]*tally[T]
-	over   map[string]*tally[T] // by class
+	over   map[string]*overTally[T] // by class
+	seed   maphash.Seed             // of the kind hashes overTally keeps
 	timer  *time.Timer
 	closed bool
 }
@@ -73,6 +112,62 @@ type tally[T any] struct {
 	n           int
 	first, last time.Time
 	seen        bool // the kind came up in the current window
+}
+
+// overTally counts the reports of one class over the rate limit, and the
+// distinct kinds among them.
+type overTally[T any] struct {
+	tally[T]
+	kinds   map[uint64]struct{} // hashes of the kinds seen, at most MaxOverKinds
+	capped  bool                // more kinds came than kinds holds
+	samples []overSample[T]     // reservoir of kinds' first reports
+}
+
+type overSample[T any] struct {
+	i int // the kind's arrival rank among distinct kinds
+	r T
+}
+
+// add counts r, of kind, into the tally: a kind not seen before may take
+// a place in the reservoir of samples (Algorithm R: the i-th distinct kind
+// replaces a random sample with probability MaxOverSamples/(i+1)).
+func (t *overTally[T]) add(r T, kind string, seed maphash.Seed, now time.Time) {
+	t.n++
+	if t.n == 1 {
+		t.first = now
+	}
+	t.last = now
+	if t.capped {
+		return
+	}
+	h := maphash.String(seed, kind)
+	if _, ok := t.kinds[h]; ok {
+		return
+	}
+	if len(t.kinds) >= MaxOverKinds {
+		t.capped = true
+		return
+	}
+	i := len(t.kinds)
+	t.kinds[h] = struct{}{}
+	switch {
+	case i < MaxOverSamples:
+		t.samples = append(t.samples, overSample[T]{i, r})
+	default:
+		if j := rand.IntN(i + 1); j < MaxOverSamples {
+			t.samples[j] = overSample[T]{i, r}
+		}
+	}
+}
+
+// over is what the summary of the tally names.
+func (t *overTally[T]) over() *Over[T] {
+	slices.SortFunc(t.samples, func(a, b overSample[T]) int { return a.i - b.i })
+	o := &Over[T]{Kinds: len(t.kinds), KindsAtLeast: t.capped, Samples: make([]T, len(t.samples))}
+	for i, s := range t.samples {
+		o.Samples[i] = s.r
+	}
+	return o
 }
 
 // NewCoalescer returns a Coalescer; cfg.Key, cfg.Summary and cfg.Emit
@@ -90,7 +185,7 @@ func NewCoalescer[T any](cfg CoalesceConfig[T]) *Coalescer[T] {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Coalescer[T]{cfg: cfg, kinds: map[string]*tally[T]{}, over: map[string]*tally[T]{}}
+	return &Coalescer[T]{cfg: cfg, kinds: map[string]*tally[T]{}, over: map[string]*overTally[T]{}, seed: maphash.MakeSeed()}
 }
 
 // Add reports r: at once, or counted into a later summary. After Close
@@ -119,14 +214,10 @@ func (c *Coalescer[T]) Add(r T) {
 	}
 	t := c.over[class]
 	if t == nil {
-		t = &tally[T]{sample: r}
+		t = &overTally[T]{tally: tally[T]{sample: r}, kinds: map[uint64]struct{}{}}
 		c.over[class] = t
 	}
-	t.n++
-	if t.n == 1 {
-		t.first = now
-	}
-	t.last = now
+	t.add(r, kind, c.seed, now)
 	c.armLocked(now)
 }
 
@@ -223,21 +314,25 @@ func (c *Coalescer[T]) flushLocked() {
 		first time.Time
 	}
 	var out []due
-	add := func(t *tally[T], overRate bool) {
+	add := func(t *tally[T], over func() *Over[T]) {
 		r := t.sample
 		if t.n > 1 {
-			r = c.cfg.Summary(t.sample, t.n, t.first, t.last, overRate)
+			var o *Over[T]
+			if over != nil {
+				o = over()
+			}
+			r = c.cfg.Summary(t.sample, t.n, t.first, t.last, o)
 		}
 		out = append(out, due{r, t.first})
 	}
 	for _, t := range c.kinds {
 		if t.n > 0 {
-			add(t, false)
+			add(t, nil)
 			t.n = 0
 		}
 	}
 	for class, t := range c.over {
-		add(t, true)
+		add(&t.tally, t.over)
 		delete(c.over, class)
 	}
 	if len(out) == 0 {
@@ -265,13 +360,67 @@ func NewViolationCoalescer(emit func(...Violation)) *Coalescer[Violation] {
 }
 
 // SummarizeViolations is the summary of n violations like sample seen
-// between first and last; with overRate they are the violations of
-// sample's kind over the sandbox's reporting rate, sample the first.
-func SummarizeViolations(sample Violation, n int, first, last time.Time, overRate bool) Violation {
+// between first and last; with over they are the violations of sample's
+// kind over the sandbox's reporting rate, sample the first, and the
+// detail counts their distinct kinds and names the sampled ones' targets
+// (ViolationTarget).
+func SummarizeViolations(sample Violation, n int, first, last time.Time, over *Over[Violation]) Violation {
 	v := sample
 	v.Count, v.First, v.Last = n, first.UTC(), last.UTC()
-	if overRate {
-		v.Detail = fmt.Sprintf("%d %s violations over the sandbox's reporting rate; the first: %s", n, v.Kind, sample.Detail)
+	if over != nil {
+		targets := make([]string, len(over.Samples))
+		for i, s := range over.Samples {
+			targets[i] = ViolationTarget(s)
+		}
+		v.Detail = fmt.Sprintf("%d %s violations over the sandbox's reporting rate%s", n, v.Kind, OverDetail(over.Kinds, over.KindsAtLeast, targets))
 	}
 	return v
+}
+
+// maxTargetLen bounds each target an over-rate summary names, in bytes.
+const maxTargetLen = 128
+
+// OverDetail is how an over-rate summary's detail goes on after its count:
+// the number of distinct kinds and the targets of the sampled ones, e.g.
+// ", of 57 distinct kinds; 32 picked at random: a:443, b:22, …".
+func OverDetail(kinds int, atLeast bool, targets []string) string {
+	var b strings.Builder
+	b.WriteString(", of ")
+	if atLeast {
+		b.WriteString("at least ")
+	}
+	b.WriteString(strconv.Itoa(kinds))
+	b.WriteString(" distinct kinds")
+	switch {
+	case len(targets) == 0:
+		return b.String()
+	case len(targets) < kinds || atLeast:
+		fmt.Fprintf(&b, "; %d picked at random: ", len(targets))
+	default:
+		b.WriteString(": ")
+	}
+	for i, t := range targets {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if len(t) > maxTargetLen {
+			t = strings.ToValidUTF8(t[:maxTargetLen], "") + "…"
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// ViolationTarget names what a violation was about, for a summary's list:
+// its destination (host:port), else its path or target, else its rule.
+func ViolationTarget(v Violation) string {
+	switch {
+	case v.Host != "" && v.Port != 0:
+		return net.JoinHostPort(v.Host, strconv.Itoa(v.Port))
+	case v.Host != "":
+		return v.Host
+	case v.Target != "":
+		return v.Target
+	}
+	return v.Rule
 }

@@ -2,6 +2,8 @@ package sandbox_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,5 +198,92 @@ func TestCoalescerTimer(t *testing.T) {
 	<-done                   // the test's own deadline bounds the wait
 	if n, v := s.total(); n != 2 || v != 3 {
 		t.Fatalf("%d reports counting %d violations, want the first and a summary of 2", n, v)
+	}
+}
+
+// TestCoalescerDecoys is a sandbox hiding the destination it cares about
+// behind decoys: enough new kinds to spend the window's rate first, then
+// the one that matters. The over-rate summary counts the distinct kinds
+// and names them, all of them up to sandbox.MaxOverSamples, else that many
+// picked at random, so the decoys show and the real one is named with a
+// probability that only more decoys lower.
+func TestCoalescerDecoys(t *testing.T) {
+	const rate = sandbox.DefaultCoalesceRate
+	const exfil = "exfil.example:443"
+	run := func(decoys int) (summary sandbox.Violation, reports int) {
+		t.Helper()
+		clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		s := &sink{}
+		c := sandbox.NewCoalescer(sandbox.CoalesceConfig[sandbox.Violation]{
+			Key: func(v sandbox.Violation) (string, string) {
+				return fmt.Sprintf("%s|%s|%s|%d", v.Kind, v.Rule, v.Host, v.Port), v.Kind
+			},
+			Summary: sandbox.SummarizeViolations, Emit: s.emit,
+			Window: time.Hour, Now: clk.Now,
+		})
+		for i := range rate + decoys {
+			c.Add(netViolation(fmt.Sprintf("decoy-%d.example", i), 443))
+		}
+		c.Add(netViolation("exfil.example", 443))
+		c.Add(netViolation("exfil.example", 443)) // a repeat is no new kind
+		c.Close()
+		var found int
+		for _, v := range s.got {
+			if strings.Contains(v.Detail, "over the sandbox's reporting rate") {
+				summary = v
+				found++
+			}
+		}
+		if found != 1 {
+			t.Fatalf("%d over-rate summaries, want 1: %+v", found, s.got)
+		}
+		if n, total := s.total(); total != rate+decoys+2 {
+			t.Fatalf("%d reports counting %d violations, want %d", n, total, rate+decoys+2)
+		}
+		return summary, len(s.got)
+	}
+	targets := func(detail string) []string {
+		_, list, ok := strings.Cut(detail, ": ")
+		if !ok {
+			return nil
+		}
+		return strings.Split(list, ", ")
+	}
+
+	// A few decoys past the rate: every kind over it is named.
+	v, reports := run(10)
+	if !strings.Contains(v.Detail, "of 11 distinct kinds: ") || !slices.Contains(targets(v.Detail), exfil) || len(targets(v.Detail)) != 11 {
+		t.Errorf("summary after 10 decoys over the rate does not name all 11 kinds: %q", v.Detail)
+	}
+	if reports != rate+1 {
+		t.Errorf("%d reports, want %d", reports, rate+1)
+	}
+
+	// Many decoys: 32 named at random, all counted; over many runs the
+	// real one is named about 32 times in 101.
+	named := 0
+	for range 100 {
+		v, _ := run(100)
+		got := targets(v.Detail)
+		if !strings.Contains(v.Detail, fmt.Sprintf("of 101 distinct kinds; %d picked at random: ", sandbox.MaxOverSamples)) || len(got) != sandbox.MaxOverSamples {
+			t.Fatalf("summary of 101 kinds: %q", v.Detail)
+		}
+		if slices.Contains(got, exfil) {
+			named++
+		}
+	}
+	// P(never named in 100 runs) = (69/101)^100 < 1e-16.
+	if named == 0 {
+		t.Errorf("the real destination was never named in 100 floods of 100 decoys")
+	}
+
+	// More kinds than are counted: a lower bound, and the detail stays
+	// bounded.
+	v, _ = run(sandbox.MaxOverKinds + 10)
+	if !strings.Contains(v.Detail, fmt.Sprintf("of at least %d distinct kinds", sandbox.MaxOverKinds)) {
+		t.Errorf("summary of too many kinds: %q", v.Detail)
+	}
+	if len(v.Detail) > sandbox.MaxOverSamples*(128+len("…, "))+200 {
+		t.Errorf("the summary's detail is %d bytes", len(v.Detail))
 	}
 }

@@ -1,10 +1,10 @@
 package sandbox
 
 import (
-	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentbox/agentbox/internal/inert"
 )
 
 // Limits of a Peer's text, in bytes.
@@ -20,11 +20,12 @@ const (
 // so that whatever a sandboxed process names itself reaches an event, an
 // audit record or a terminal only as inert, bounded text.
 //
-// The text is valid UTF-8; control characters (C0, DEL, C1), invisible
-// formatting characters (bidi overrides and isolates, zero-width
-// characters and the rest of Unicode's Cf category) and line and
-// paragraph separators are written as escapes (\x1b, \u202e), and invalid
-// bytes as \xNN; the name is cut to MaxPeerName bytes and the command line
+// The text is valid UTF-8; the characters inert.Unsafe names (control
+// characters: C0, DEL, C1; invisible formatting characters: bidi overrides
+// and isolates, zero-width characters and the rest of Unicode's Cf
+// category; line and paragraph separators; private-use and unassigned code
+// points) are written as escapes (\x1b, \u202e), and invalid bytes as
+// \xNN; the name is cut to MaxPeerName bytes and the command line
 // to MaxPeerCommandLine, at a character boundary, ending in "…" when cut.
 func NewPeer(pid int, name, commandLine string) Peer {
 	if pid < 0 {
@@ -47,11 +48,9 @@ func CleanReported(s string, limit int) string {
 		var piece string
 		switch {
 		case r == utf8.RuneError && size <= 1:
-			piece = fmt.Sprintf(`\x%02x`, s[i])
-		case r < 0x20 || r == 0x7f:
-			piece = fmt.Sprintf(`\x%02x`, r)
-		case unsafeRune(r):
-			piece = fmt.Sprintf(`\u%04x`, r)
+			piece = inert.EscapeByte(s[i])
+		case inert.Unsafe(r):
+			piece = inert.Escape(r)
 		default:
 			piece = s[i : i+size]
 		}
@@ -75,23 +74,4 @@ func CleanReported(s string, limit int) string {
 	}
 	b.WriteString(ellipsis)
 	return b.String()
-}
-
-// unsafeRune reports whether r changes how a terminal or a text view shows
-// what surrounds it, or hides itself: C1 controls, formatting characters
-// (bidi controls, zero-width characters), line and paragraph separators,
-// and unassigned or private-use code points, which a font may draw as
-// anything.
-func unsafeRune(r rune) bool {
-	switch {
-	case r >= 0x80 && r < 0xa0:
-		return true
-	case unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
-		return true
-	case unicode.Is(unicode.Co, r), unicode.Is(unicode.Cs, r):
-		return true
-	case !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs):
-		return true // unassigned
-	}
-	return false
 }

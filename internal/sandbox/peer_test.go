@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/agentbox/agentbox/internal/inert"
 )
 
 func TestCleanReported(t *testing.T) {
@@ -60,7 +62,7 @@ func checkClean(t testing.TB, s string, limit int) {
 		t.Errorf("%q is %d bytes, over %d", s, len(s), limit)
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || unsafeRune(r) && r != '…' {
+		if inert.Unsafe(r) {
 			t.Errorf("%q holds %U", s, r)
 		}
 	}

@@ -69,6 +69,70 @@ func TestPendingPermissionCap(t *testing.T) {
 	}
 }
 
+// TestPendingCapQuestions checks that questions count against the same
+// cap as permission requests: with both asked at once, exactly the cap's
+// worth wait for an answer, the rest are refused at once (questions as
+// cancelled) and reported, by kind.
+func TestPendingCapQuestions(t *testing.T) {
+	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
+	ctx := t.Context()
+	s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("flood-mixed")}); err != nil {
+		t.Fatal(err)
+	}
+	const limit = session.DefaultMaxPendingRequests
+	// Wait until every ask has been admitted or refused: the refusals are
+	// reported, coalesced, so count the admitted ones and the reports.
+	var pending []store.Request
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		pending, _ = m.Requests(ctx, s.ID, store.StatePending)
+		if len(pending) >= limit || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(pending) != limit {
+		t.Fatalf("%d requests pending, want %d", len(pending), limit)
+	}
+	var questions int
+	for _, r := range pending {
+		switch r.Kind {
+		case store.KindQuestion:
+			questions++
+			_, err = m.AnswerQuestion(ctx, s.ID, r.ID, agent.Answer{OptionID: "r"})
+		default:
+			_, err = m.AnswerPermission(ctx, s.ID, r.ID, agent.PermissionAnswer{Decision: event.DecisionAllow})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if questions == 0 || questions == limit {
+		t.Fatalf("%d of the %d pending requests are questions: the test wants both kinds admitted", questions, limit)
+	}
+	evs := waitFor(t, m, s.ID, 0, event.TypeTurnCompleted)
+	deniedPerms, deniedQuestions := floodAsks/2-(limit-questions), floodAsks/2-questions
+	if got, want := lastText(t, evs), fmt.Sprintf("daemon denied %d permissions and %d questions", deniedPerms, deniedQuestions); got != want {
+		t.Fatalf("agent saw %q, want %q", got, want)
+	}
+	// Every refusal is reported, under the kind it was.
+	byTarget := map[string]int{}
+	for _, e := range evs {
+		if e.Type == event.TypeSandboxViolation {
+			p, _ := e.Decode()
+			if v := p.(*event.SandboxViolation); v.Rule == "session.max_pending_requests" {
+				byTarget[v.Path] += max(v.Count, 1)
+			}
+		}
+	}
+	if byTarget["question"] != deniedQuestions || byTarget[string(event.PermCommand)] != deniedPerms {
+		t.Fatalf("reported refusals %v; want %d questions and %d %s", byTarget, deniedQuestions, deniedPerms, event.PermCommand)
+	}
+}
+
 // countText counts the completed items whose text is text.
 func countText(t *testing.T, evs []event.Event, text string) int {
 	t.Helper()

@@ -436,13 +436,9 @@ func (l *live) requestPermission(ctx context.Context, req agent.PermissionReques
 	req.ExpiresAt = &exp
 
 	ch := make(chan agent.PermissionAnswer, 1)
-	l.mu.Lock()
-	if n := len(l.pending) + len(l.questions); n >= l.m.cfg.MaxPendingRequests {
-		l.mu.Unlock()
-		return l.overCap(string(req.Kind), req.Title, n), nil
+	if denied, ok := l.admit(string(req.Kind), req.Title, func() { l.pending[req.ID] = ch }); !ok {
+		return denied, nil
 	}
-	l.pending[req.ID] = ch
-	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
 		delete(l.pending, req.ID)
@@ -481,6 +477,22 @@ func (l *live) requestPermission(ctx context.Context, req agent.PermissionReques
 	l.m.cfg.Metrics.PermissionWait.WithLabelValues(string(req.Kind)).Observe(time.Since(start).Seconds())
 	l.m.cfg.Metrics.PermissionRequests.WithLabelValues(string(req.Kind), string(ans.Decision), string(ans.By)).Inc()
 	return ans, nil
+}
+
+// admit is the session's pending cap, for permission requests and
+// questions together: it registers a request of kind (permission kind, or
+// "question") with add, under l.mu, when fewer than MaxPendingRequests are
+// waiting; otherwise it returns the denial overCap made, and ok false.
+func (l *live) admit(kind, title string, add func()) (denied agent.PermissionAnswer, ok bool) {
+	l.mu.Lock()
+	n := len(l.pending) + len(l.questions)
+	if n < l.m.cfg.MaxPendingRequests {
+		add()
+		l.mu.Unlock()
+		return agent.PermissionAnswer{}, true
+	}
+	l.mu.Unlock()
+	return l.overCap(kind, title, n), false
 }
 
 // overCap denies a request of kind (permission kind, or "question") that
@@ -541,14 +553,9 @@ func (l *live) AskQuestion(ctx context.Context, q agent.Question) (agent.Answer,
 	exp := time.Now().Add(timeout).UTC()
 	q.ExpiresAt = &exp
 	ch := make(chan agent.Answer, 1)
-	l.mu.Lock()
-	if n := len(l.pending) + len(l.questions); n >= l.m.cfg.MaxPendingRequests {
-		l.mu.Unlock()
-		l.overCap("question", q.Prompt, n)
+	if _, ok := l.admit("question", q.Prompt, func() { l.questions[q.ID] = ch }); !ok {
 		return agent.Answer{Cancelled: true}, nil
 	}
-	l.questions[q.ID] = ch
-	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
 		delete(l.questions, q.ID)

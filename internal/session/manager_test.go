@@ -79,6 +79,28 @@ func (s *testSession) Prompt(ctx context.Context, in agent.Input) (agent.Result,
 		}
 		wg.Wait()
 		return agent.Result{}, s.say(context.WithoutCancel(ctx), fmt.Sprintf("daemon denied %d", byDaemon.Load()))
+	case "flood-mixed":
+		// Asks floodAsks/2 permissions and floodAsks/2 questions at once,
+		// and reports how many of each the daemon refused without asking.
+		var wg sync.WaitGroup
+		var perms, questions atomic.Int32
+		for i := range floodAsks {
+			wg.Go(func() {
+				if i%2 == 0 {
+					ans, err := s.h.RequestPermission(ctx, agent.PermissionRequest{Kind: event.PermCommand, Title: "run ls"})
+					if err == nil && ans.By == event.ByDaemon && ctx.Err() == nil {
+						perms.Add(1)
+					}
+					return
+				}
+				ans, err := s.h.AskQuestion(ctx, agent.Question{Prompt: "colour?", Options: []event.QuestionOption{{ID: "r", Label: "red"}}})
+				if err == nil && ans.Cancelled && ctx.Err() == nil {
+					questions.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		return agent.Result{}, s.say(context.WithoutCancel(ctx), fmt.Sprintf("daemon denied %d permissions and %d questions", perms.Load(), questions.Load()))
 	case "question":
 		ans, err := s.h.AskQuestion(ctx, agent.Question{Prompt: "colour?", Options: []event.QuestionOption{{ID: "r", Label: "red"}}})
 		if err != nil {

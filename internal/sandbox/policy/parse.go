@@ -87,15 +87,9 @@ func (es Errors) Error() string {
 // read "file:line:col: field.path: message".
 func Parse(filename string, data []byte) (*Policy, error) {
 	d := &doc{file: filename, root: &posNode{}}
-	if len(data) > MaxSize {
-		return nil, Errors{{File: filename, Line: 1, Column: 1, Message: fmt.Sprintf("policy is %d bytes; the limit is %d", len(data), MaxSize)}}
-	}
-	if err := doclimit.Check(data, Limits); err != nil {
-		var le *doclimit.Error
-		if errors.As(err, &le) {
-			return nil, Errors{{File: filename, Line: le.Line, Column: le.Column, Message: le.Message}}
-		}
-		return nil, Errors{{File: filename, Message: err.Error()}}
+	if err := doclimit.Check(data, Limits); err != nil { // MaxSize too: Limits.Bytes
+		le := err.(*doclimit.Error) // Check's only kind of error
+		return nil, Errors{{File: filename, Line: le.Line, Column: le.Column, Message: le.Message}}
 	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {

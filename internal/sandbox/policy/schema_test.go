@@ -133,7 +133,7 @@ func ourErrors(v any) []string {
 // instance converts a policy document the way Parse does before
 // validation; ok is false when Parse would stop earlier.
 func instance(data []byte) (v any, ok bool) {
-	if len(data) > MaxSize || doclimit.Check(data, Limits) != nil {
+	if doclimit.Check(data, Limits) != nil {
 		return nil, false
 	}
 	f, err := parser.ParseBytes(data, 0)
