@@ -88,7 +88,7 @@ func (es Errors) Error() string {
 func Parse(filename string, data []byte) (*Policy, error) {
 	d := &doc{file: filename, root: &posNode{}}
 	if err := doclimit.Check(data, Limits); err != nil { // MaxSize too: Limits.Bytes
-		le := err.(*doclimit.Error) // Check's only kind of error
+		le := err.(*doclimit.Error) //nolint:errorlint,forcetypeassert // Check returns only an unwrapped *doclimit.Error (its contract, tested there)
 		return nil, Errors{{File: filename, Line: le.Line, Column: le.Column, Message: le.Message}}
 	}
 	f, err := parser.ParseBytes(data, 0)
