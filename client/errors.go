@@ -27,7 +27,7 @@ const (
 	ProblemUnknownAgent         = ProblemTypeBase + "unknown-agent"          // 422: no agent with that name
 	ProblemBusy                 = ProblemTypeBase + "busy"                   // 409: a turn is already running
 	ProblemNoTurn               = ProblemTypeBase + "no-turn"                // 409: interrupt with no turn running
-	ProblemLive                 = ProblemTypeBase + "live"                   // 409: resume of a session that is live
+	ProblemLive                 = ProblemTypeBase + "live"                   // 409: resume of a session that is live: send messages to it directly
 	ProblemNotResumable         = ProblemTypeBase + "not-resumable"          // 409: the agent cannot resume the session
 	ProblemNotLive              = ProblemTypeBase + "not-live"               // 409: the session has ended
 	ProblemNoSandbox            = ProblemTypeBase + "no-sandbox"             // 409: the session has no sandbox (so no network rules)
@@ -36,6 +36,7 @@ const (
 	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
+	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
 	ProblemCancelled            = ProblemTypeBase + "cancelled"              // 499: the client went away (logs and metrics only)
 	ProblemInternal             = ProblemTypeBase + "internal"               // 500: see the daemon log
@@ -192,6 +193,16 @@ func IsUnavailable(err error) bool { return HasProblemType(err, ProblemUnavailab
 // IsTooManyRequests reports whether err says the daemon runs as many
 // sandboxed tasks as it allows; retry after the Retry-After delay.
 func IsTooManyRequests(err error) bool { return HasProblemType(err, ProblemTooManyRequests) }
+
+// IsTooManyLiveSessions reports a create, resume or message refused
+// because as many sessions have a live agent process as the daemon allows
+// (serve --max-live-sessions); end one, or retry after the Retry-After
+// delay.
+func IsTooManyLiveSessions(err error) bool { return HasProblemType(err, ProblemTooManyLiveSessions) }
+
+// IsLive reports a resume of a session that is live: send messages to it
+// directly instead.
+func IsLive(err error) bool { return HasProblemType(err, ProblemLive) }
 
 // IsShuttingDown reports whether err says the daemon is stopping.
 func IsShuttingDown(err error) bool { return HasProblemType(err, ProblemShuttingDown) }

@@ -58,6 +58,9 @@ const (
 	StatusEnded       = "ended"
 	StatusFailed      = "failed"
 	StatusInterrupted = "interrupted"
+	// StatusStopped: the session's idle agent process was stopped (serve
+	// --idle-timeout); its next message resumes it.
+	StatusStopped = "stopped"
 )
 
 // Session is a session as the API reports it.
@@ -69,12 +72,26 @@ type Session struct {
 	PermissionMode  string            `json:"permission_mode,omitempty"`
 	Cwd             string            `json:"cwd,omitempty"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
-	Status          string            `json:"status" enum:"starting,idle,running,ended,failed,interrupted"`
+	Status          string            `json:"status" enum:"starting,idle,running,ended,failed,interrupted,stopped" doc:"stopped: the idle agent process was stopped (serve --idle-timeout); the next message resumes the session."`
 	NativeSessionID string            `json:"native_session_id,omitempty"`
 	CurrentTurnID   string            `json:"current_turn_id,omitempty"`
 	CreatedAt       time.Time         `json:"created_at"`
 	UpdatedAt       time.Time         `json:"updated_at"`
 	EndedAt         *time.Time        `json:"ended_at,omitempty"`
+	// Sandboxed says whether the session's agent runs inside a sandbox;
+	// Sandbox then says under what.
+	Sandboxed bool            `json:"sandboxed" doc:"Whether the session's agent runs inside a sandbox."`
+	Sandbox   *SessionSandbox `json:"sandbox,omitempty" doc:"The session's sandbox; absent when its agent runs on the host."`
+}
+
+// SessionSandbox describes a sandboxed session's isolation.
+type SessionSandbox struct {
+	Runtime    string `json:"runtime" doc:"Isolation runtime the session's policy asks for: process, gvisor or microvm." example:"process"`
+	PolicyHash string `json:"policy_hash" doc:"Hex SHA-256 identifying what the session's effective policy means (the same for policies differing only in order or spelled-out defaults)."`
+	// Mechanisms are those in force while the agent runs (as in its last
+	// session.started event); absent when the session is not live.
+	Mechanisms []string `json:"mechanisms,omitempty" doc:"Mechanisms in force while the agent runs (as in session.started); absent when the session is not live."`
+	Degraded   []string `json:"degraded,omitempty" doc:"What the policy asked for but this host could not enforce."`
 }
 
 // Permission modes a session can be created with.

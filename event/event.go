@@ -177,6 +177,7 @@ const (
 	EndTerminated  EndReason = "terminated"  // deleted through the API or daemon shutdown
 	EndError       EndReason = "error"       // the agent process failed
 	EndInterrupted EndReason = "interrupted" // the daemon stopped while it ran (crash or restart)
+	EndIdle        EndReason = "idle"        // the daemon stopped the idle agent process (its next message resumes the session)
 )
 
 // SessionEnded is the last event of a session run.

@@ -24,6 +24,8 @@ func serveCommand() *cobra.Command {
 		cors         string
 		allowedHosts string
 		logLevel     string
+		maxLive      int
+		idleTimeout  time.Duration
 		envErrs      []error
 	)
 	envDuration := func(name string, def time.Duration) time.Duration {
@@ -58,6 +60,21 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 			if len(envErrs) > 0 {
 				return envErrs[0]
 			}
+			// The flags' defaults are the daemon's, so a zero here was
+			// given: it means no cap, never an agent stopped for idling.
+			switch {
+			case maxLive < 0:
+				return fmt.Errorf("--max-live-sessions %d: want 0 (no cap) or more", maxLive)
+			case idleTimeout < 0:
+				return fmt.Errorf("--idle-timeout %s: want 0 (never) or more", idleTimeout)
+			}
+			cfg.MaxLiveSessions, cfg.IdleTimeout = maxLive, idleTimeout
+			if maxLive == 0 {
+				cfg.MaxLiveSessions = -1
+			}
+			if idleTimeout == 0 {
+				cfg.IdleTimeout = -1
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
@@ -89,6 +106,8 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&cors, "cors-origins", env("AGENTBOX_CORS_ORIGINS", ""), "comma-separated browser origins allowed to call the API (CORS), or *; browser requests from other origins are refused [AGENTBOX_CORS_ORIGINS]")
 	f.DurationVar(&cfg.PermissionTimeout, "permission-timeout", envDuration("AGENTBOX_PERMISSION_TIMEOUT", 5*time.Minute), "deny unanswered permission requests after this [AGENTBOX_PERMISSION_TIMEOUT]")
 	f.IntVar(&cfg.MaxPendingRequests, "max-pending-requests", envInt("AGENTBOX_MAX_PENDING_REQUESTS", daemon.DefaultMaxPendingRequests), "permission requests and questions one session may have waiting at once; further ones are denied by the daemon and reported [AGENTBOX_MAX_PENDING_REQUESTS]")
+	f.IntVar(&maxLive, "max-live-sessions", envInt("AGENTBOX_MAX_LIVE_SESSIONS", daemon.DefaultMaxLiveSessions), "sessions with a live agent process at once; a create, resume or message past it gets 429 with Retry-After; 0: no cap [AGENTBOX_MAX_LIVE_SESSIONS]")
+	f.DurationVar(&idleTimeout, "idle-timeout", envDuration("AGENTBOX_IDLE_TIMEOUT", daemon.DefaultIdleTimeout), "stop an agent process idle this long (agents that can resume); its session's next message resumes it; 0: never [AGENTBOX_IDLE_TIMEOUT]")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", envDuration("AGENTBOX_SHUTDOWN_TIMEOUT", daemon.DefaultShutdownTimeout), "graceful shutdown deadline; agents are killed after it [AGENTBOX_SHUTDOWN_TIMEOUT]")
 	f.DurationVar(&cfg.Heartbeat, "sse-heartbeat", envDuration("AGENTBOX_SSE_HEARTBEAT", 15*time.Second), "SSE keep-alive interval [AGENTBOX_SSE_HEARTBEAT]")
 	f.BoolVar(&cfg.SyncNormal, "sync-normal", os.Getenv("AGENTBOX_SYNC_NORMAL") == "1", "SQLite synchronous=NORMAL: faster; a power loss may drop the last commits (a crash never does) [AGENTBOX_SYNC_NORMAL=1]")

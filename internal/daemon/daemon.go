@@ -53,6 +53,13 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxPendingRequests bounds the requests waiting per session.
 	DefaultMaxPendingRequests = session.DefaultMaxPendingRequests
+	// DefaultMaxLiveSessions bounds the sessions with a live agent
+	// process: agents are large (a Node agent is ~200 MB), and a daemon
+	// must never pile them up without bound.
+	DefaultMaxLiveSessions = 64
+	// DefaultIdleTimeout is how long an agent process may sit idle
+	// before it is stopped (its session resumes on its next message).
+	DefaultIdleTimeout = 5 * time.Minute
 )
 
 // Config is the daemon's configuration; the zero value of each field means
@@ -84,6 +91,14 @@ type Config struct {
 	// one session waiting at once; further ones are denied by the daemon
 	// (default session.DefaultMaxPendingRequests).
 	MaxPendingRequests int
+	// MaxLiveSessions bounds the sessions with a live agent process; a
+	// create, resume or message past it answers 429 (default
+	// DefaultMaxLiveSessions; negative: no cap).
+	MaxLiveSessions int
+	// IdleTimeout stops an agent process idle that long, keeping its
+	// session resumable: the next message resumes it (default
+	// DefaultIdleTimeout; negative: never).
+	IdleTimeout time.Duration
 	// ShutdownTimeout bounds graceful shutdown; agents still running then
 	// are killed.
 	ShutdownTimeout time.Duration
@@ -336,6 +351,8 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
 		MaxPendingRequests: cfg.MaxPendingRequests,
+		MaxLive:            orDefault(cfg.MaxLiveSessions, DefaultMaxLiveSessions),
+		IdleTimeout:        orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
 		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
 			egress: eg, askTimeout: cfg.NetworkAskTimeout, workspaces: ws,
 			secrets: secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: caDir},
@@ -582,4 +599,15 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 	})
 	return d.shutdownErr
+}
+
+// orDefault is v, def when v is zero, and zero (none) when v is negative.
+func orDefault[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }

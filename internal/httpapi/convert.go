@@ -6,6 +6,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -47,15 +48,46 @@ func toSession(s store.Session) client.Session {
 		CreatedAt:       s.CreatedAt,
 		UpdatedAt:       s.UpdatedAt,
 		EndedAt:         s.EndedAt,
+		Sandboxed:       len(s.Policy) > 0,
+		Sandbox:         sandboxOf(s.Policy),
 	}
 }
 
-func toSessions(in []store.Session) []client.Session {
-	out := make([]client.Session, len(in))
-	for i, s := range in {
-		out[i] = toSession(s)
+func sandboxOf(raw json.RawMessage) *client.SessionSandbox {
+	if len(raw) == 0 {
+		return nil
+	}
+	return toSandbox(raw)
+}
+
+// toSession is toSession with what the sandbox of a live session has in
+// force, when the engine can tell.
+func (s *server) toSession(ss store.Session) client.Session {
+	out := toSession(ss)
+	if out.Sandbox == nil {
+		return out
+	}
+	if ls, ok := s.eng.(LiveSandboxes); ok {
+		if info, live := ls.LiveSandbox(ss.ID); live {
+			if info.Runtime != "" {
+				out.Sandbox.Runtime = info.Runtime
+			}
+			out.Sandbox.Mechanisms, out.Sandbox.Degraded = info.Mechanisms, info.Degraded
+		}
 	}
 	return out
+}
+
+// toSandbox describes the sandbox of a session with an effective policy:
+// the runtime the policy asks for and the policy's hash. The stored policy
+// is the daemon's own output, so it is decoded without the schema check
+// of a client's policy.
+func toSandbox(raw json.RawMessage) *client.SessionSandbox {
+	var p policy.Policy
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return &client.SessionSandbox{}
+	}
+	return &client.SessionSandbox{Runtime: p.Isolation(), PolicyHash: p.Hash()}
 }
 
 func toRequest(r store.Request) client.Request {

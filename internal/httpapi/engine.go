@@ -33,4 +33,14 @@ type Engine interface {
 	SetNetwork(ctx context.Context, id string, allow []string) (session.Network, error)
 }
 
-var _ Engine = (*session.Manager)(nil)
+// LiveSandboxes is an optional ability of an Engine: what the sandbox of a
+// live session has in force (as its session.started said). ok is false when
+// the session is not live or runs on the host.
+type LiveSandboxes interface {
+	LiveSandbox(id string) (info event.SandboxInfo, ok bool)
+}
+
+var (
+	_ Engine        = (*session.Manager)(nil)
+	_ LiveSandboxes = (*session.Manager)(nil)
+)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -167,6 +168,14 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
 	case errors.Is(err, session.ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, msg)
+	case errors.Is(err, session.ErrTooManyLive):
+		retry := session.DefaultLiveRetryAfter
+		var ce *session.LiveCapError
+		if errors.As(err, &ce) && ce.RetryAfter > 0 {
+			retry = ce.RetryAfter
+		}
+		return newProblem(http.StatusTooManyRequests, client.ProblemTooManyLiveSessions, msg).
+			withHeader("Retry-After", strconv.Itoa(int((max(time.Second, retry)+time.Second-1)/time.Second)))
 	case errors.Is(err, session.ErrShuttingDown), errors.Is(err, store.ErrClosed):
 		return newProblem(http.StatusServiceUnavailable, client.ProblemShuttingDown, "The daemon is shutting down.").
 			withHeader("Retry-After", "5")

@@ -42,7 +42,7 @@ type resumeInput struct {
 }
 
 type listSessionsInput struct {
-	Status string `query:"status" enum:"starting,idle,running,ended,failed,interrupted" doc:"Only sessions in this state."`
+	Status string `query:"status" enum:"starting,idle,running,ended,failed,interrupted,stopped" doc:"Only sessions in this state."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size."`
 	Before string `query:"before" maxLength:"128" doc:"Only sessions created before this session ID (next_before of the previous page)."`
 }
@@ -149,11 +149,13 @@ func (s *server) register(api huma.API) {
 
 	huma.Register(api, huma.Operation{
 		OperationID: "createSession", Method: http.MethodPost, Path: "/v1/sessions", Tags: []string{"sessions"},
-		Summary: "Start a session", Description: "Starts an agent session. The session is usable once its status leaves starting; follow its events.",
+		Summary: "Start a session",
+		Description: "Starts an agent session. The session is usable once its status leaves starting; follow its events. " +
+			"Answers 429 (too-many-live-sessions, with Retry-After) when as many sessions have a live agent process as the daemon allows.",
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  s.cfg.MaxBodyBytes + 1, // huma rejects a body of exactly MaxBodyBytes
 		Errors: errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
-			http.StatusServiceUnavailable),
+			http.StatusTooManyRequests, http.StatusServiceUnavailable),
 	}, s.createSession)
 
 	huma.Register(api, huma.Operation{
@@ -178,24 +180,28 @@ func (s *server) register(api huma.API) {
 
 	huma.Register(api, huma.Operation{
 		OperationID: "sendMessage", Method: http.MethodPost, Path: "/v1/sessions/{id}/messages", Tags: []string{"sessions"},
-		Summary:       "Send a message",
-		Description:   "Starts a turn with the message and returns its ID at once; the turn's progress arrives as events. Exactly one of text and content must be set.",
+		Summary: "Send a message",
+		Description: "Starts a turn with the message and returns its ID at once; the turn's progress arrives as events. Exactly one of text and content must be set. " +
+			"A session whose idle agent was stopped (status stopped) is resumed first (session.started with resumed true), " +
+			"which may answer 429 (too-many-live-sessions, with Retry-After).",
 		DefaultStatus: http.StatusAccepted,
 		MaxBodyBytes:  s.cfg.MaxMessageBytes + 1,
 		// Large bodies (inline images) may come slowly.
 		BodyReadTimeout: 30 * time.Second,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
-			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
 	}, s.sendMessage)
 
 	huma.Register(api, huma.Operation{
 		OperationID: "resumeSession", Method: http.MethodPost, Path: "/v1/sessions/{id}/resume", Tags: []string{"sessions"},
 		Summary: "Resume a session",
-		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended or failed), " +
-			"continuing the agent's own conversation; session.started with resumed true follows. Needs an agent with the resume capability.",
+		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended, failed or stopped), " +
+			"continuing the agent's own conversation; session.started with resumed true follows. Needs an agent with the resume capability. " +
+			"A live session answers 409 (live): send it messages directly. Answers 429 (too-many-live-sessions, with Retry-After) " +
+			"when as many sessions have a live agent process as the daemon allows.",
 		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
-			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
 	}, s.resumeSession)
 
 	huma.Register(api, huma.Operation{
@@ -268,7 +274,7 @@ func (s *server) createSession(ctx context.Context, in *createSessionInput) (*cr
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &createdOutput{Location: "/v1/sessions/" + url.PathEscape(ss.ID), Body: toSession(ss)}, nil
+	return &createdOutput{Location: "/v1/sessions/" + url.PathEscape(ss.ID), Body: s.toSession(ss)}, nil
 }
 
 func (s *server) listSessions(ctx context.Context, in *listSessionsInput) (*sessionsOutput, error) {
@@ -281,7 +287,10 @@ func (s *server) listSessions(ctx context.Context, in *listSessionsInput) (*sess
 		list = list[:in.Limit]
 		out.NextBefore = list[len(list)-1].ID
 	}
-	out.Sessions = toSessions(list)
+	out.Sessions = make([]client.Session, len(list))
+	for i, ss := range list {
+		out.Sessions[i] = s.toSession(ss)
+	}
 	return &sessionsOutput{Body: out}, nil
 }
 
@@ -290,7 +299,7 @@ func (s *server) getSession(ctx context.Context, in *sessionPath) (*sessionOutpu
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &sessionOutput{Body: toSession(ss)}, nil
+	return &sessionOutput{Body: s.toSession(ss)}, nil
 }
 
 func (s *server) resumeSession(ctx context.Context, in *resumeInput) (*sessionOutput, error) {
@@ -302,7 +311,7 @@ func (s *server) resumeSession(ctx context.Context, in *resumeInput) (*sessionOu
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
-	return &sessionOutput{Body: toSession(ss)}, nil
+	return &sessionOutput{Body: s.toSession(ss)}, nil
 }
 
 func (s *server) deleteSession(ctx context.Context, in *deleteSessionInput) (*struct{}, error) {

@@ -1,6 +1,10 @@
 package session
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Errors returned (wrapped) by the Manager. The HTTP layer maps them to
 // status codes in one place; see internal/httpapi.
@@ -25,7 +29,27 @@ var (
 	ErrNoSandbox = errors.New("session has no sandbox")
 	// ErrShuttingDown: the daemon is stopping and takes no new work.
 	ErrShuttingDown = errors.New("daemon is shutting down")
+	// ErrTooManyLive: starting another agent process would exceed the
+	// daemon's cap on live sessions (Config.MaxLive); see LiveCapError.
+	ErrTooManyLive = errors.New("too many live sessions")
 )
+
+// LiveCapError is the error (wrapping ErrTooManyLive) of a create, resume
+// or message that would bring a session live beyond Config.MaxLive.
+type LiveCapError struct {
+	// Max is the cap.
+	Max int
+	// RetryAfter is when a slot may be free: the earliest idle stop of a
+	// live session, or a default when none is due.
+	RetryAfter time.Duration
+}
+
+func (e *LiveCapError) Error() string {
+	return fmt.Sprintf("%d sessions have a live agent process, the most this daemon allows (serve --max-live-sessions); "+
+		"end one (DELETE /v1/sessions/{id}) or retry later", e.Max)
+}
+
+func (e *LiveCapError) Unwrap() error { return ErrTooManyLive }
 
 // endingError is the cause with which a session's teardown cancels its
 // running turn.

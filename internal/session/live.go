@@ -24,8 +24,10 @@ type live struct {
 	id    string
 	agent string
 	sess  agent.Session
-	// sb is the session's sandbox, nil when the agent runs on the host.
-	sb sandbox.Sandbox
+	// sb is the session's sandbox, nil when the agent runs on the host;
+	// sbInfo says what it has in force (set before the session is live).
+	sb     sandbox.Sandbox
+	sbInfo *event.SandboxInfo
 	// setAllow replaces its egress proxy's allow rules; nil without one.
 	setAllow func([]string) error
 	// ctx ends when the session is torn down.
@@ -37,6 +39,12 @@ type live struct {
 	// reports coalesces the violations of the session's sandbox (and the
 	// requests over the pending cap) into events and audit records.
 	reports *sandbox.Coalescer[sandbox.Violation]
+	// env is the env the client gave (never stored), kept for the resume
+	// after an idle stop.
+	env map[string]string
+	// canPark: the agent can resume the session, so its idle agent
+	// process may be stopped.
+	canPark bool
 
 	mu         sync.Mutex
 	native     string
@@ -48,6 +56,12 @@ type live struct {
 	// open holds the items started and not yet completed: for tool-call
 	// durations, and so a turn never ends with an item left open.
 	open map[string]*openItem
+	// idleAt is when the session last became idle, zero while a turn
+	// runs; idleTimer fires Config.IdleTimeout later. stopping is set
+	// once the idle stop has begun: no turn starts after it.
+	idleAt    time.Time
+	idleTimer *time.Timer
+	stopping  bool
 
 	// The event queue; see pump.
 	queue    []batch
@@ -62,6 +76,58 @@ var _ agent.Host = (*live)(nil)
 
 // errClosing is the cause of a live session's closing context.
 var errClosing = errors.New("the session is closing")
+
+// errStopping refuses a turn in a session whose idle agent is being
+// stopped; Send then resumes the session.
+var errStopping = errors.New("the session's idle agent is being stopped")
+
+// idleLocked records that the session became idle and (re)arms the idle
+// timer. Called with l.mu held.
+func (l *live) idleLocked() {
+	l.idleAt = time.Now()
+	d := l.m.cfg.IdleTimeout
+	if d <= 0 || !l.canPark || l.stopping {
+		return
+	}
+	if l.idleTimer == nil {
+		l.idleTimer = time.AfterFunc(d, l.idleExpired)
+		return
+	}
+	l.idleTimer.Reset(d)
+}
+
+// busyLocked records that a turn started. Called with l.mu held.
+func (l *live) busyLocked() {
+	l.idleAt = time.Time{}
+	if l.idleTimer != nil {
+		l.idleTimer.Stop()
+	}
+}
+
+// idleDue reports how long until the idle stop of l, when one is due.
+func (l *live) idleDue(now time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idleTimer == nil || l.idleAt.IsZero() || l.stopping {
+		return 0, false
+	}
+	return l.idleAt.Add(l.m.cfg.IdleTimeout).Sub(now), true
+}
+
+// idleExpired stops the agent when the session is still idle (a stale
+// timer, or one whose session started a turn meanwhile, does nothing) and
+// the agent has given the native id a resume needs.
+func (l *live) idleExpired() {
+	l.mu.Lock()
+	if l.stopping || l.turnCancel != nil || l.idleAt.IsZero() || time.Since(l.idleAt) < l.m.cfg.IdleTimeout ||
+		l.native == "" || len(l.pending)+len(l.questions) > 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.stopping = true
+	l.mu.Unlock()
+	l.m.stopIdle(l)
+}
 
 func (l *live) nativeID() string {
 	l.mu.Lock()
@@ -290,10 +356,15 @@ func (l *live) SetNativeSessionID(ctx context.Context, id string) error {
 // turn in its own goroutine.
 func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (string, error) {
 	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		return "", errStopping
+	}
 	if l.turnCancel != nil {
 		l.mu.Unlock()
 		return "", fmt.Errorf("%w in session %s (turn %s)", ErrBusy, l.id, l.turnID)
 	}
+	l.busyLocked()
 	turnID := ids.New(ids.Turn)
 	// The turn's context descends from the session, not from the request:
 	// the request returns as soon as the turn is recorded.
@@ -305,6 +376,7 @@ func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (stri
 	fail := func(err error) (string, error) {
 		l.mu.Lock()
 		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
+		l.idleLocked()
 		l.mu.Unlock()
 		cancel(err)
 		close(done)
@@ -403,6 +475,7 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	b, backlog, err := l.pushLocked(append(l.closeOpenItems("the turn ended before the agent completed this item"), completed), true)
 	if l.turnID == turnID {
 		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
+		l.idleLocked()
 	}
 	l.mu.Unlock()
 	if err == nil {

@@ -76,7 +76,21 @@ type Config struct {
 	// (a sandboxed session's home) when the session is purged; by default
 	// it goes with the session (agent.SandboxNeeder.RemoveState).
 	KeepAgentState bool
+	// MaxLive bounds the sessions with an agent process (starting or
+	// live): a create, resume or message that would start one more fails
+	// with a *LiveCapError. Sessions whose idle agent was stopped do not
+	// count. Zero means no cap.
+	MaxLive int
+	// IdleTimeout stops the agent process of a session that has been idle
+	// (no turn running) that long, when its agent can resume it: the
+	// session becomes stopped (session.ended, reason idle) and its next
+	// message resumes it. Zero never stops an idle agent.
+	IdleTimeout time.Duration
 }
+
+// DefaultLiveRetryAfter is the Retry-After of a LiveCapError when no live
+// session is due to be stopped for idleness sooner.
+const DefaultLiveRetryAfter = 10 * time.Second
 
 // CreateParams are the inputs of Create.
 type CreateParams struct {
@@ -112,8 +126,17 @@ type Manager struct {
 	netMu    sync.Mutex // serialises SetNetwork
 	live     map[string]*live
 	resuming map[string]bool
-	closing  bool
-	wg       sync.WaitGroup
+	// starting counts the agent processes being started (Create, Resume):
+	// with the live set, what Config.MaxLive bounds.
+	starting int
+	// stopping holds the sessions whose idle agent is being stopped, until
+	// they are; a message for one waits, then resumes it.
+	stopping map[string]*live
+	// parked keeps, in memory only, the env a client gave a session whose
+	// idle agent was stopped, for the resume its next message makes.
+	parked  map[string]map[string]string
+	closing bool
+	wg      sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -137,7 +160,8 @@ func New(cfg Config) *Manager {
 		cfg.Metrics = metrics.New()
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}, resuming: map[string]bool{}}
+	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}, resuming: map[string]bool{},
+		stopping: map[string]*live{}, parked: map[string]map[string]string{}}
 }
 
 // Agents lists the registered agents.
@@ -262,6 +286,21 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 		return store.Session{}, err
 	}
 
+	// A slot under the live cap, held until the agent has started (launch
+	// takes it over) or the create fails.
+	m.mu.Lock()
+	err = m.reserveLocked()
+	m.mu.Unlock()
+	if err != nil {
+		return store.Session{}, err
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			m.release()
+		}
+	}()
+
 	now := time.Now().UTC()
 	s := store.Session{
 		ID: ids.New(ids.Session), Agent: p.Agent, Model: p.Model, Mode: p.Mode,
@@ -279,16 +318,72 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	}
 	m.cfg.Metrics.SessionsCreated.Inc()
 
-	return m.launch(ctx, s, a, p.Env, false)
+	reserved = false
+	return m.launch(ctx, s, a, p.Env, launchOpts{canResume: a.Info(ctx).Capabilities.Resume, armIdle: true})
+}
+
+// launchOpts are the options of launch.
+type launchOpts struct {
+	// resumed: continue the agent's conversation from its native id.
+	resumed bool
+	// canResume: the agent can resume the session, so its idle agent
+	// process may be stopped (Config.IdleTimeout).
+	canResume bool
+	// armIdle starts the idle timer at once; false when a turn follows
+	// (a message resuming a stopped session).
+	armIdle bool
+}
+
+// reserveLocked takes a slot under Config.MaxLive for an agent process
+// about to start. Called with m.mu held.
+func (m *Manager) reserveLocked() error {
+	if m.cfg.MaxLive > 0 && len(m.live)+m.starting >= m.cfg.MaxLive {
+		m.log.Warn("live session cap reached", "max_live_sessions", m.cfg.MaxLive)
+		return &LiveCapError{Max: m.cfg.MaxLive, RetryAfter: m.retryAfterLocked()}
+	}
+	m.starting++
+	return nil
+}
+
+// release gives back a slot reserveLocked took, for a start that failed.
+func (m *Manager) release() {
+	m.mu.Lock()
+	m.starting--
+	m.mu.Unlock()
+}
+
+// retryAfterLocked is when a live slot may be free: the earliest idle stop
+// due among the live sessions, or DefaultLiveRetryAfter. Called with m.mu
+// held.
+func (m *Manager) retryAfterLocked() time.Duration {
+	best := DefaultLiveRetryAfter
+	if m.cfg.IdleTimeout <= 0 {
+		return best
+	}
+	now := time.Now()
+	for _, l := range m.live {
+		if due, ok := l.idleDue(now); ok && due < best {
+			best = due
+		}
+	}
+	return max(best, time.Second)
 }
 
 // launch starts the agent of a stored session (new, or resumed from its
 // native session id), joins it to the live set and records session.started.
-func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, env map[string]string, resumed bool) (store.Session, error) {
+// It takes over the slot under the live cap its caller reserved.
+func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, env map[string]string, o launchOpts) (store.Session, error) {
+	resumed := o.resumed
+	joined := false
+	defer func() {
+		if !joined {
+			m.release()
+		}
+	}()
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
+	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, canPark: o.canResume, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
 		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
 	// closing ends when the session starts to end (not when it has ended,
 	// as ctx does): requests raised while it ends are denied at once.
@@ -331,6 +426,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		}
 		info := sb.Info()
 		sbInfo = &event.SandboxInfo{Runtime: info.Runtime, Mechanisms: info.Mechanisms, Degraded: info.Degraded}
+		l.sbInfo = sbInfo
 		if len(info.Degraded) > 0 {
 			m.log.Warn("session sandbox is degraded", "session", s.ID, "missing", info.Degraded)
 		}
@@ -355,8 +451,11 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// it there sees its agent.
 	m.mu.Lock()
 	closing := m.closing
+	m.starting--
+	joined = true
 	if !closing {
 		m.live[s.ID] = l
+		delete(m.parked, s.ID)
 		m.cfg.Metrics.SessionsActive.Inc()
 	}
 	m.mu.Unlock()
@@ -379,6 +478,11 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		return store.Session{}, fmt.Errorf("record session start: %w", err)
 	}
 	s.NativeSessionID = l.nativeID()
+	if o.armIdle {
+		l.mu.Lock()
+		l.idleLocked()
+		l.mu.Unlock()
+	}
 	if ex, ok := sess.(agent.Exiter); ok {
 		m.wg.Add(1)
 		go m.watchExit(l, ex)
@@ -446,6 +550,10 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 	// denied by the daemon.
 	l.stopClosing(errClosing)
 	l.mu.Lock()
+	l.stopping = true
+	if l.idleTimer != nil {
+		l.idleTimer.Stop()
+	}
 	turnDone := l.turnDone
 	if l.turnCancel != nil {
 		cause := &endingError{msg: ended.Message, agentFailed: ended.Reason == event.EndError}
@@ -537,6 +645,22 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*DefaultCloseTimeout)
 		m.terminate(tctx, l, event.EndTerminated, "terminated through the API", store.StatusEnded)
 		cancel()
+	} else if err := m.waitStopped(ctx, id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.parked, id)
+	m.mu.Unlock()
+	if !purge && s.Status == store.StatusStopped {
+		// Ended for good: its next message no longer resumes it.
+		if _, err := m.st.UpdateSession(ctx, id, func(s *store.Session) error {
+			if s.Status == store.StatusStopped {
+				s.Status, s.UpdatedAt = store.StatusEnded, time.Now().UTC()
+			}
+			return nil
+		}); err != nil {
+			return notFound(err, "session", id)
+		}
 	}
 	if purge {
 		if err := m.st.DeleteSession(ctx, id); err != nil {
@@ -563,6 +687,17 @@ func (m *Manager) removeAgentState(s store.Session) {
 			m.log.Warn("removing the agent's state of a purged session", "session", s.ID, "agent", s.Agent, "err", err)
 		}
 	}
+}
+
+// LiveSandbox returns what the sandbox of live session id has in force, as
+// its session.started said; ok is false when the session is not live or
+// runs on the host.
+func (m *Manager) LiveSandbox(id string) (event.SandboxInfo, bool) {
+	l := m.lookup(id)
+	if l == nil || l.sbInfo == nil {
+		return event.SandboxInfo{}, false
+	}
+	return *l.sbInfo, true
 }
 
 func (m *Manager) lookup(id string) *live {
@@ -602,11 +737,86 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 			return "", fmt.Errorf("%w: content[%d].type %q is not text, image or file", ErrInvalid, i, p.Type)
 		}
 	}
-	l, err := m.liveSession(ctx, id)
+	if l := m.lookup(id); l != nil && l.sess != nil {
+		turn, err := l.startTurn(ctx, content)
+		if !errors.Is(err, errStopping) {
+			return turn, err
+		}
+	}
+	// Not live, or its idle agent is being stopped: wait for that, then
+	// resume a stopped session transparently.
+	if err := m.waitStopped(ctx, id); err != nil {
+		return "", err
+	}
+	s, err := m.Get(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	return l.startTurn(ctx, content)
+	raced := false
+	if s.Status == store.StatusStopped {
+		if _, err := m.resume(ctx, id, nil, false); err != nil {
+			if !errors.Is(err, ErrLive) {
+				return "", err
+			}
+			raced = true // another message resumed it first
+		}
+	}
+	l, err := m.liveSession(ctx, id)
+	if err != nil {
+		if raced && errors.Is(err, ErrNotLive) {
+			return "", fmt.Errorf("%w: session %s is being resumed; send the message again", ErrBusy, id)
+		}
+		return "", err
+	}
+	turn, err := l.startTurn(ctx, content)
+	if errors.Is(err, errStopping) {
+		return "", fmt.Errorf("%w: session %s is being stopped; send the message again", ErrBusy, id)
+	}
+	return turn, err
+}
+
+// waitStopped waits until the idle agent of session id, if it is being
+// stopped, has stopped.
+func (m *Manager) waitStopped(ctx context.Context, id string) error {
+	m.mu.Lock()
+	l := m.stopping[id]
+	m.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	select {
+	case <-l.pumpDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopIdle stops the agent process of live session l, idle for
+// Config.IdleTimeout: the session becomes stopped, its client's env is kept
+// in memory for the resume its next message makes. It runs on the idle
+// timer's goroutine, detached from any request.
+func (m *Manager) stopIdle(l *live) {
+	m.mu.Lock()
+	if m.closing || m.live[l.id] != l {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.live, l.id)
+	m.cfg.Metrics.SessionsActive.Dec()
+	m.stopping[l.id] = l
+	m.parked[l.id] = l.env
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.stopping, l.id)
+		m.mu.Unlock()
+		m.wg.Done()
+	}()
+	m.log.Info("stopping an idle agent", "session", l.id, "agent", l.agent, "idle_timeout", m.cfg.IdleTimeout)
+	msg := fmt.Sprintf("the agent process was stopped after %s idle; the next message resumes the session", m.cfg.IdleTimeout)
+	m.endStarted(l, event.SessionEnded{Reason: event.EndIdle, Message: msg}, store.StatusStopped, DefaultCloseTimeout)
 }
 
 // Interrupt cancels the running turn and returns its id.
@@ -693,7 +903,27 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // own conversation through its native session id. env is handed to the
 // agent like at create (it was never stored, so a client that passed keys
 // passes them again).
+//
+// A session whose idle agent was stopped (status stopped) is resumed the
+// same way, with the env its client gave before when env is nil; its next
+// message does that by itself.
 func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) (store.Session, error) {
+	return m.resume(ctx, id, env, true)
+}
+
+// liveError is the error of a resume of a session that is live: it says
+// what to do instead.
+func liveError(id string, status store.Status) error {
+	return fmt.Errorf("%w: session %s is %s, its agent is running: send messages to it directly (POST /v1/sessions/%s/messages); "+
+		"resume is for a session that is not live", ErrLive, id, status, id)
+}
+
+func (m *Manager) resume(ctx context.Context, id string, env map[string]string, armIdle bool) (store.Session, error) {
+	if env == nil {
+		m.mu.Lock()
+		env = m.parked[id]
+		m.mu.Unlock()
+	}
 	s, err := m.Get(ctx, id)
 	if err != nil {
 		return store.Session{}, err
@@ -708,7 +938,7 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 	info := a.Info(ctx)
 	switch {
 	case s.Status.Live():
-		return store.Session{}, fmt.Errorf("%w: session %s is %s", ErrLive, id, s.Status)
+		return store.Session{}, liveError(id, s.Status)
 	case !info.Capabilities.Resume:
 		return store.Session{}, fmt.Errorf("%w: agent %s cannot resume sessions", ErrNotResumable, s.Agent)
 	case s.NativeSessionID == "":
@@ -721,14 +951,25 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 	case m.closing:
 		m.mu.Unlock()
 		return store.Session{}, ErrShuttingDown
-	case m.live[id] != nil || m.resuming[id]:
+	case m.live[id] != nil:
 		m.mu.Unlock()
-		return store.Session{}, fmt.Errorf("%w: session %s is being resumed", ErrLive, id)
+		return store.Session{}, liveError(id, store.StatusIdle)
+	case m.resuming[id]:
+		m.mu.Unlock()
+		return store.Session{}, fmt.Errorf("%w: session %s is being resumed: send messages to it once its session.started event arrives", ErrLive, id)
 	}
+	if err := m.reserveLocked(); err != nil {
+		m.mu.Unlock()
+		return store.Session{}, err
+	}
+	reserved := true
 	m.resuming[id] = true
 	m.wg.Add(1)
 	m.mu.Unlock()
 	defer func() {
+		if reserved {
+			m.release()
+		}
 		m.mu.Lock()
 		delete(m.resuming, id)
 		m.mu.Unlock()
@@ -740,7 +981,7 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 	}
 	s, err = m.st.UpdateSession(ctx, id, func(s *store.Session) error {
 		if s.Status.Live() {
-			return fmt.Errorf("%w: session %s is %s", ErrLive, id, s.Status)
+			return liveError(id, s.Status)
 		}
 		s.Status, s.UpdatedAt = store.StatusStarting, time.Now().UTC()
 		if policy != nil {
@@ -751,7 +992,8 @@ func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) 
 	if err != nil {
 		return store.Session{}, notFound(err, "session", id)
 	}
-	return m.launch(ctx, s, a, env, true)
+	reserved = false
+	return m.launch(ctx, s, a, env, launchOpts{resumed: true, canResume: true, armIdle: armIdle})
 }
 
 // rebind checks a stored session against the operator's global policy as

@@ -27,6 +27,7 @@ type testAgent struct {
 	noResume bool
 	mu       sync.Mutex
 	resumed  []string // native ids it was asked to resume
+	envs     []map[string]string
 }
 
 func (a *testAgent) Info(context.Context) agent.Info {
@@ -34,11 +35,12 @@ func (a *testAgent) Info(context.Context) agent.Info {
 }
 
 func (a *testAgent) Start(_ context.Context, cfg agent.Config, h agent.Host) (agent.Session, error) {
+	a.mu.Lock()
 	if cfg.NativeSessionID != "" {
-		a.mu.Lock()
 		a.resumed = append(a.resumed, cfg.NativeSessionID)
-		a.mu.Unlock()
 	}
+	a.envs = append(a.envs, cfg.Env)
+	a.mu.Unlock()
 	if err := h.SetNativeSessionID(context.Background(), "native-1"); err != nil {
 		return nil, err
 	}

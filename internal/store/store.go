@@ -35,6 +35,7 @@ const (
 	StatusEnded       Status = "ended"       // finished normally or terminated
 	StatusFailed      Status = "failed"      // the agent failed
 	StatusInterrupted Status = "interrupted" // the daemon stopped while the session was live
+	StatusStopped     Status = "stopped"     // its idle agent process was stopped; the next message resumes it
 )
 
 // Live reports whether a session in this state has (or should have) an agent
