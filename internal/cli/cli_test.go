@@ -216,6 +216,13 @@ func TestRunFailedTurn(t *testing.T) {
 	h := newHarness(t, fakeapi.Config{Script: script})
 	r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
 	r.check(t, 1, []string{"✗ error [boom]: the model API failed", "✗ error: upstream error"}, []string{"agentbox: turn turn_2 failed: upstream error"})
+
+	// --rm removes the session however the turn ended; the exit code stays.
+	r = h.run(t.Context(), nil, "run", "--rm", "--agent", "mock", "go")
+	r.check(t, 1, nil, []string{"failed: upstream error"})
+	if _, err := h.client().GetSession(t.Context(), "ses_0002"); !client.IsNotFound(err) {
+		t.Fatalf("session after a failed run --rm: %v", err)
+	}
 }
 
 // blockingScript waits for the turn to be interrupted, or for release when
@@ -374,7 +381,17 @@ func TestSessionsCommands(t *testing.T) {
 	}
 
 	r = h.run(ctx, nil, "sessions", "show", ids[0])
-	r.check(t, 0, []string{"ID:", ids[0], "Agent:", "mock", "Status:", "idle", "Metadata.team:", "Cwd:"}, nil)
+	r.check(t, 0, []string{"ID:", ids[0], "Agent:", "mock", "Status:", "idle", "Metadata.team:", "Cwd:", "Sandboxed:", "no (the agent runs on the host)"}, nil)
+	sb, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock", Policy: json.RawMessage(`"agent-default"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(ctx, nil, "sessions", "show", sb.ID)
+	r.check(t, 0, []string{"Sandboxed:", "yes", "Sandbox runtime:", "process", "Sandbox mechanisms:", "userns, landlock:abi7, seccomp",
+		"Policy hash:", strings.Repeat("ab", 32)}, nil)
+	if err := c.DeleteSession(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
 	r = h.run(ctx, nil, "--json", "sessions", "show", ids[0])
 	var s client.Session
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.ID != ids[0] {
@@ -587,4 +604,34 @@ func TestTokenFile(t *testing.T) {
 	}
 	r = h.run(t.Context(), nil, "agents")
 	r.check(t, 1, nil, []string{"chmod 600"})
+}
+
+// TestRunRm: run --rm removes the session after its turn, also when the
+// turn fails; without it, run says how to continue, resume or remove it.
+func TestRunRm(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{})
+	r := h.run(t.Context(), nil, "run", "--agent", "mock", "hello")
+	r.check(t, 0, nil, []string{
+		"session ses_0001 is kept",
+		`agentbox run --session ses_0001 "..."`,
+		"agentbox sessions resume ses_0001",
+		"agentbox sessions rm --purge ses_0001",
+	})
+
+	r = h.run(t.Context(), nil, "run", "--rm", "--agent", "mock", "hello")
+	r.check(t, 0, []string{"echo: hello"}, nil)
+	if strings.Contains(r.stderr, "is kept") {
+		t.Errorf("run --rm says the session is kept:\n%s", r.stderr)
+	}
+	if _, err := h.client().GetSession(t.Context(), "ses_0002"); !client.IsNotFound(err) {
+		t.Fatalf("session after run --rm: %v", err)
+	}
+
+	// --rm on a continued session removes it too.
+	r = h.run(t.Context(), nil, "run", "--rm", "--session", "ses_0001", "again")
+	r.check(t, 0, []string{"echo: again"}, nil)
+	if _, err := h.client().GetSession(t.Context(), "ses_0001"); !client.IsNotFound(err) {
+		t.Fatalf("continued session after run --rm: %v", err)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +22,7 @@ func (a *app) runCmd() *cobra.Command {
 	var o struct {
 		agent, model, permissionMode, cwd, session, policy string
 		env                                                []string
-		yes                                                bool
+		yes, rm                                            bool
 	}
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROMPT...",
@@ -32,13 +34,18 @@ shown as it happens; permission requests are asked at the terminal (or denied,
 unless --yes, when stdin is not a terminal) and questions are answered from a
 typed line. Ctrl-C once interrupts the turn, twice quits.
 
+The session is kept after the turn (run prints how to continue, resume or
+remove it) unless --rm, which ends and removes it, log included, once the turn
+is over however it ended.
+
 The exit code is 0 when the turn ends normally, 1 when it ends with an error
 and 130 when it was interrupted.`,
 		Example: `  agentbox run --agent claude "fix the failing test"
   agentbox run --session ses_0190... "now add a changelog entry"
+  agentbox run --rm --agent mock "a one-off question"
   agentbox run --agent codex --json "explain main.go" | jq .type`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			prompt := strings.Join(args, " ")
 			if strings.TrimSpace(prompt) == "" {
 				return errors.New("the prompt is empty")
@@ -86,6 +93,17 @@ and 130 when it was interrupted.`,
 			} else if after, err = c.LastSeq(ctx, id); err != nil {
 				return err
 			}
+			// From here on the session exists: --rm removes it however
+			// the run ends, otherwise run says what to do with it.
+			defer func() {
+				if o.rm {
+					if rerr := removeSession(ctx, c, id); rerr != nil {
+						err = errors.Join(err, rerr)
+					}
+				} else if !a.json {
+					printKept(cmd.ErrOrStderr(), id)
+				}
+			}()
 			turn, err := c.Send(ctx, id, prompt)
 			if err != nil {
 				return fmt.Errorf("send: %w", err)
@@ -134,7 +152,27 @@ and 130 when it was interrupted.`,
 	fl.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the agent's environment, e.g. ANTHROPIC_BASE_URL (repeatable; never stored)")
 	fl.StringVar(&o.session, "session", "", "continue this session instead of starting one")
 	fl.BoolVarP(&o.yes, "yes", "y", false, "allow permission requests when stdin is not a terminal")
+	fl.BoolVar(&o.rm, "rm", false, "end and remove the session (its log too) after the turn")
 	return cmd
+}
+
+// removeSession ends and purges session id for run --rm, also when the run
+// was cancelled (Ctrl-C twice): the removal gets its own deadline.
+func removeSession(ctx context.Context, c *client.Client, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := c.DeleteSession(ctx, id, true); err != nil && !client.IsNotFound(err) {
+		return fmt.Errorf("remove session %s (--rm): %w", id, err)
+	}
+	return nil
+}
+
+// printKept tells how to continue, resume or remove a session run kept.
+func printKept(w io.Writer, id string) {
+	fmt.Fprintf(w, "session %s is kept:\n"+
+		"  continue: agentbox run --session %s \"...\"\n"+
+		"  resume:   agentbox sessions resume %s   (after a daemon restart)\n"+
+		"  remove:   agentbox sessions rm --purge %s\n", id, id, id, id)
 }
 
 // newFollower returns a follower writing to the command's streams.

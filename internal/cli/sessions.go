@@ -16,7 +16,7 @@ import (
 	"github.com/agentbox/agentbox/event"
 )
 
-var sessionStates = []string{client.StatusStarting, client.StatusIdle, client.StatusRunning, client.StatusEnded, client.StatusFailed, client.StatusInterrupted}
+var sessionStates = []string{client.StatusStarting, client.StatusIdle, client.StatusRunning, client.StatusEnded, client.StatusFailed, client.StatusInterrupted, client.StatusStopped}
 
 func (a *app) sessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -104,6 +104,17 @@ func (a *app) sessionsShowCmd() *cobra.Command {
 			row("Current turn", s.CurrentTurnID)
 			row("Cwd", s.Cwd)
 			row("Native session", s.NativeSessionID)
+			if sb := s.Sandbox; s.Sandboxed && sb != nil {
+				row("Sandboxed", "yes")
+				row("Sandbox runtime", sb.Runtime)
+				row("Sandbox mechanisms", strings.Join(sb.Mechanisms, ", "))
+				if len(sb.Degraded) > 0 {
+					row("Sandbox degraded", strings.Join(sb.Degraded, ", "))
+				}
+				row("Policy hash", sb.PolicyHash)
+			} else {
+				row("Sandboxed", "no (the agent runs on the host)")
+			}
 			row("Created", formatTime(s.CreatedAt))
 			row("Updated", formatTime(s.UpdatedAt))
 			if s.EndedAt != nil {
@@ -236,8 +247,10 @@ func (a *app) sessionsResumeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume ID",
 		Short: "Start a new agent process for a session that is not live, continuing its conversation",
-		Long: `Resume a session that was interrupted by a daemon restart, ended or failed: the
-daemon starts the agent again on its own session id (for agents that can resume).
+		Long: `Resume a session that was interrupted by a daemon restart, ended, failed or
+stopped: the daemon starts the agent again on its own session id (for agents
+that can resume). A session whose idle agent the daemon stopped (status
+stopped) needs no resume: its next message resumes it.
 Continue it with: agentbox run --session ID "..."`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

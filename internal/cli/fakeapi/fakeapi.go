@@ -438,6 +438,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	ss := s.newSessionLocked(req)
 	if len(req.Policy) > 0 || req.PolicySource != nil {
 		ss.network = newNetwork(s.cfg.Network)
+		ss.Sandboxed = true
+		ss.Sandbox = &client.SessionSandbox{Runtime: "process", PolicyHash: strings.Repeat("ab", 32),
+			Mechanisms: []string{"userns", "landlock:abi7", "seccomp"}}
 	}
 	s.appendLocked(ss.ID, "", event.SourceDaemon, &event.SessionStarted{Agent: ss.Agent, Model: ss.Model, Cwd: ss.Cwd})
 	out := ss.Session
