@@ -52,6 +52,12 @@ type Options struct {
 	EgressCAFile      string
 	// AgentsFile adds ACP agents by configuration (see daemon.Config).
 	AgentsFile string
+	// MaxLiveSessions bounds the sessions with a live agent process
+	// (default 64; negative: no cap) and IdleTimeout stops an agent idle
+	// that long, its session resumed by its next message (default 5m;
+	// negative: never); see daemon.Config.
+	MaxLiveSessions int
+	IdleTimeout     time.Duration
 }
 
 // Server is an embedded daemon.
@@ -81,7 +87,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		GlobalPolicy: opts.GlobalPolicy, SessionPolicy: opts.SessionPolicy,
 		PermissionTimeout: opts.PermissionTimeout, ShutdownTimeout: opts.ShutdownTimeout, Log: opts.Logger,
 		SecretsFile: opts.SecretsFile, NetworkAskTimeout: opts.NetworkAskTimeout, EgressCAFile: opts.EgressCAFile,
-		AgentsFile: opts.AgentsFile,
+		AgentsFile: opts.AgentsFile, MaxLiveSessions: opts.MaxLiveSessions, IdleTimeout: opts.IdleTimeout,
 	})
 	if err != nil {
 		return nil, err
