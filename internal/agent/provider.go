@@ -76,9 +76,31 @@ func (p Provider) Upstream() string {
 // p, and so of its placeholder: "anthropic-api-key".
 func (p Provider) SecretName(c Credential) string { return p.Name + "-" + c.ID }
 
+// Key is the credential an agent that sends one takes: the first of
+// Credentials with a value ("" when none has one).
+func (p Provider) Key() string {
+	for _, c := range p.Credentials {
+		if c.Value != "" {
+			return c.Value
+		}
+	}
+	return ""
+}
+
 // ProviderUser is implemented by adapters whose agent calls model APIs.
 // Providers reports them for cfg (its Env wins over the adapter's
 // defaults, as when the agent starts).
+//
+// Providers is the one description of how the agent reaches its model:
+// the session engine hands it to the sandbox, whose egress proxy makes
+// each provider a route, and the session starts with BaseURLEnv holding
+// the route and every credential variable set holding its placeholder
+// (the real values stay with the proxy). An agent that reads its provider
+// from a config file the adapter generates (codex-acp, opencode-acp) is
+// configured from Providers(cfg) of that same cfg when it starts, never
+// from the adapter's defaults alone: Upstream and Key are then the route
+// and the placeholder, and neither the upstream nor a key is written
+// into a home the sandbox sees.
 type ProviderUser interface {
 	Providers(cfg Config) []Provider
 }

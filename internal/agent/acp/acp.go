@@ -69,9 +69,10 @@ type Agent struct {
 	// Providers, when set, reports the model APIs a session calls as its
 	// environment configures them (agent.ProviderUser), so a sandboxed
 	// session reaches them through the egress proxy's routes and its
-	// credentials stay outside. Command must then take the provider's
-	// base URL and credentials from cfg.Env (where the sandbox puts the
-	// route and the placeholders), also when a config file names them.
+	// credentials stay outside. Command must then configure the agent
+	// from Providers(cfg) of the same cfg (Upstream, Key: in a sandbox,
+	// the route and the placeholder), also when a config file names the
+	// provider, and Setup must write no upstream or key into a home.
 	Providers func(cfg agent.Config) []agent.Provider
 }
 
