@@ -419,8 +419,8 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	agentFailed := errors.As(context.Cause(ctx), &ending) && ending.agentFailed
 	interrupted := ctx.Err() != nil && !agentFailed
 	switch {
-	case agentFailed && err == nil:
-		err = errors.New(ending.msg)
+	case agentFailed && (err == nil || errors.Is(err, context.Canceled)):
+		err = errors.New(ending.msg) // not "context canceled": why it was
 		fallthrough
 	case agentFailed:
 		res.StopReason = event.StopError

@@ -88,6 +88,10 @@ type Config struct {
 	IdleTimeout time.Duration
 }
 
+// AgentExitGrace is how long a turn in flight when its agent process died
+// may take to fail by itself before the engine cancels it.
+const AgentExitGrace = 2 * time.Second
+
 // DefaultLiveRetryAfter is the Retry-After of a LiveCapError when no live
 // session is due to be stopped for idleness sooner.
 const DefaultLiveRetryAfter = 10 * time.Second
@@ -555,6 +559,17 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 		l.idleTimer.Stop()
 	}
 	turnDone := l.turnDone
+	if turnDone != nil && ended.Reason == event.EndError {
+		// The agent died: the turn in flight gets a moment to fail by
+		// itself, with the adapter's account of the exit, before it is
+		// cancelled. The engine alone decides how the turn ends.
+		l.mu.Unlock()
+		select {
+		case <-turnDone:
+		case <-time.After(min(AgentExitGrace, time.Until(deadline)/4)):
+		}
+		l.mu.Lock()
+	}
 	if l.turnCancel != nil {
 		cause := &endingError{msg: ended.Message, agentFailed: ended.Reason == event.EndError}
 		if cause.msg == "" {

@@ -123,6 +123,17 @@ func (s *testSession) Prompt(ctx context.Context, in agent.Input) (agent.Result,
 		close(s.done)
 		<-ctx.Done()
 		return agent.Result{}, nil
+	case "exit-own":
+		// As a real adapter: the process is gone (done), and the turn
+		// fails with the adapter's account of it a moment later, unless
+		// its context is cancelled first.
+		close(s.done)
+		select {
+		case <-ctx.Done():
+			return agent.Result{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+			return agent.Result{}, errors.New("the CLI exited with code 3: crashed")
+		}
 	}
 	return agent.Result{Usage: &event.Usage{InputTokens: 1, OutputTokens: 2}}, s.say(ctx, "hello")
 }
@@ -670,5 +681,36 @@ func TestOpenItemsClosedAtTurnEnd(t *testing.T) {
 	ic, ok := p.(*event.ItemCompleted)
 	if !ok || ic.Item.ID != "item_half" || ic.Item.Status != event.StatusFailed || ic.Item.Command != "make" || ic.Item.Error == "" || ic.Item.Output != "partial output" {
 		t.Fatalf("before turn.completed: %s %s", last.Type, last.Data)
+	}
+}
+
+// TestAgentExitTurnFailsByItself: when the agent process dies mid-turn, the
+// engine lets the turn fail with the adapter's own account of the exit
+// (adapters no longer wait for the engine), and a turn cancelled anyway
+// says why, not "context canceled".
+func TestAgentExitTurnFailsByItself(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"exit-own", "the CLI exited with code 3: crashed"},
+		{"exit", "the agent process exited with code 3"},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			m := newManager(t, openStore(t, t.TempDir()), time.Minute)
+			ctx := t.Context()
+			s, _ := m.Create(ctx, session.CreateParams{Agent: "exiter"})
+			if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart(tc.text)}); err != nil {
+				t.Fatal(err)
+			}
+			evs := waitFor(t, m, s.ID, 0, event.TypeSessionEnded)
+			var tc0 *event.TurnCompleted
+			for _, e := range evs {
+				if e.Type == event.TypeTurnCompleted {
+					p, _ := e.Decode()
+					tc0 = p.(*event.TurnCompleted)
+				}
+			}
+			if tc0 == nil || tc0.StopReason != event.StopError || tc0.Message != tc.want {
+				t.Fatalf("turn.completed %+v, want error %q", tc0, tc.want)
+			}
+		})
 	}
 }

@@ -294,22 +294,8 @@ func (s *session) wait(stderrDone chan struct{}) {
 	s.exit = ex
 	s.mu.Unlock()
 	s.stdin.Close()
-	close(s.exited)
-	// A turn in flight fails with the exit (Prompt watches exited); done,
-	// which makes the engine end the session and cancel the turn, follows
-	// once that turn has returned, so it is recorded as failed rather than
-	// interrupted.
-	deadline := time.Now().Add(drainWait)
-	for s.currentTurn() != nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(s.done)
-}
-
-func (s *session) currentTurn() *turn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.turn
+	close(s.exited) // a turn in flight fails with the exit (Prompt watches exited)
+	close(s.done)   // the engine records how the turn and the session ended
 }
 
 // emit hands events to the engine; it is called with s.mu held.

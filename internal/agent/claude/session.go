@@ -131,20 +131,9 @@ func (s *session) wait(stderrR *os.File, stderrDone chan struct{}) {
 	s.wmu.Lock()
 	s.stdin.Close()
 	s.wmu.Unlock()
-	close(s.exited)
-	// A turn in flight fails with the exit (Prompt watches exited); done,
-	// which makes the engine end the session and cancel the turn, follows
-	// once that turn has returned, so the turn is recorded as failed
-	// rather than interrupted.
-	if s.currentTurn() != nil {
-		deadline := time.Now().Add(drainWait)
-		for s.currentTurn() != nil && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(100 * time.Millisecond) // for the engine to record it
-	}
+	close(s.exited) // a turn in flight fails with the exit (Prompt watches exited)
 	s.cancel()
-	close(s.done)
+	close(s.done) // the engine records how the turn and the session ended
 }
 
 // read translates the CLI's stdout until it ends.

@@ -171,17 +171,9 @@ func (s *session) request(m *message) {
 	}()
 }
 
-// serverGone implements threadHandler: the session ends once a turn in
-// flight has returned (so that it is recorded as failed).
-func (s *session) serverGone() {
-	go func() {
-		deadline := time.Now().Add(drainWait)
-		for s.currentTurn() != nil && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		s.end()
-	}()
-}
+// serverGone implements threadHandler: the session ends; the engine
+// records how a turn in flight ended.
+func (s *session) serverGone() { s.end() }
 
 // end closes done once.
 func (s *session) end() {
