@@ -255,8 +255,8 @@ func turn(t *testing.T, c *client.Client, sid, text string) (event.TurnCompleted
 // test put there, and placeholders in the credential variables. No value
 // is in the session's events, the audit log or any file the daemon keeps.
 //
-// codex and opencode refuse sandboxed sessions (one shared server serves
-// all their sessions), so codex-acp and opencode-acp stand for them.
+// opencode refuses sandboxed sessions (one shared server serves all its
+// sessions), so opencode-acp stands for it.
 func TestAgentsInSandbox(t *testing.T) {
 	requireSandbox(t)
 	const (
@@ -355,12 +355,17 @@ open("hello.txt", "w").write("hi")
 		{"claude-code-acp/oauth", "claude-code-acp", "claude-code-acp", []string{oauth}, oauth, []string{"anthropic-oauth-token"}},
 		{"pi", "pi", "pi", []string{openai}, openai, []string{"openai-api-key"}},
 		{"gemini", "gemini", "gemini", []string{gemini, google}, gemini, []string{"gemini-api-key"}},
+		{"codex", "codex", "codex", []string{openai}, openai, []string{"openai-api-key"}},
 		{"codex-acp", "codex-acp", "codex-acp", []string{openai, codex}, openai, []string{"openai-api-key"}},
 		{"opencode-acp", "opencode-acp", "opencode", []string{openai}, openai, []string{"openai-api-key"}},
 		// An agent from the agents file: agentbox routes the well-known
 		// model variables its environment sets.
 		{"custom-acp", "custom-claude", "claude-code-acp", anthropicAll, auth, []string{"anthropic-api-key", "anthropic-auth-token"}},
 	}
+	// Without a model, native codex's request offered no tools here (the
+	// fake LLM answered it as a title request); gpt-5.5 is the model the
+	// codex package's own tests use.
+	models := map[string]string{"codex": "gpt-5.5"}
 	scenarios := map[string]*fakellm.Scenario{}
 	for i := range rows {
 		scenarios[fmt.Sprintf("scan%d", i)] = &fakellm.Scenario{Turns: []fakellm.Turn{
@@ -426,7 +431,7 @@ open("hello.txt", "w").write("hi")
 				env[v] = values[v]
 			}
 			s, err := c.CreateSession(t.Context(), client.CreateSession{
-				Agent: tc.agent, Cwd: cwd, PermissionMode: client.PermissionBypass, Policy: policy, Env: env,
+				Agent: tc.agent, Cwd: cwd, PermissionMode: client.PermissionBypass, Policy: policy, Env: env, Model: models[tc.agent],
 			})
 			if err != nil {
 				t.Fatal(err)
