@@ -362,6 +362,10 @@ open("hello.txt", "w").write("hi")
 		// model variables its environment sets.
 		{"custom-acp", "custom-claude", "claude-code-acp", anthropicAll, auth, []string{"anthropic-api-key", "anthropic-auth-token"}},
 	}
+	// Without a model, native codex's request offered no tools here (the
+	// fake LLM answered it as a title request); gpt-5.5 is the model the
+	// codex package's own tests use.
+	models := map[string]string{"codex": "gpt-5.5"}
 	scenarios := map[string]*fakellm.Scenario{}
 	for i := range rows {
 		scenarios[fmt.Sprintf("scan%d", i)] = &fakellm.Scenario{Turns: []fakellm.Turn{
@@ -427,7 +431,7 @@ open("hello.txt", "w").write("hi")
 				env[v] = values[v]
 			}
 			s, err := c.CreateSession(t.Context(), client.CreateSession{
-				Agent: tc.agent, Cwd: cwd, PermissionMode: client.PermissionBypass, Policy: policy, Env: env,
+				Agent: tc.agent, Cwd: cwd, PermissionMode: client.PermissionBypass, Policy: policy, Env: env, Model: models[tc.agent],
 			})
 			if err != nil {
 				t.Fatal(err)

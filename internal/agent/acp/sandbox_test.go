@@ -23,14 +23,15 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agent/codex"
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
-// TestSandboxedModelRoute runs codex-acp and opencode-acp, whose provider
-// lives in a config file agentbox generates, in a session with the
+// TestSandboxedModelRoute runs codex-acp, opencode-acp and native codex,
+// whose provider lives in a config file agentbox generates, in a session with the
 // agent-default policy against the fake LLM. The daemon's environment
 // holds the upstream and the key (acp.Config, as daemon.Agents fills it
 // in); the session's env holds neither. The fake LLM answers only the real
@@ -52,6 +53,12 @@ func TestSandboxedModelRoute(t *testing.T) {
 	}{
 		{acp.NameCodex, acp.NameCodex, func(c acp.Config) agent.Adapter { c.CodexModel = "gpt-5.5"; return acp.Codex(c) }},
 		{acp.NameOpenCode, "opencode", acp.OpenCode},
+		// The native adapter, whose config.toml agentbox generates too:
+		// a sandboxed session gets an app-server of its own.
+		{codex.Name, codex.Name, func(c acp.Config) agent.Adapter {
+			return codex.New(codex.Options{Binary: c.Binary(codex.Name), Home: filepath.Join(c.DataDir, "agents", codex.Name, "home"),
+				BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Model: "gpt-5.5"})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := agenttest.RequireInstalled(t, tc.install)

@@ -2,8 +2,16 @@
 //
 // One `codex app-server` process per adapter (started on first use, in its
 // own process group, with an environment built from scratch and a
-// generated config.toml in the adapter's CODEX_HOME) serves every session:
-// a session is a thread of it. The two sides speak JSON-RPC 2.0 over JSON
+// generated config.toml in the adapter's CODEX_HOME) serves every
+// unsandboxed session: a session is a thread of it. A sandboxed session
+// (agent.Config.Sandbox) gets a server of its own, started inside its
+// sandbox through agent.Proc and stopped with the session, with a
+// CODEX_HOME of its own (Home/sandboxed/ID, agent.SandboxNeeder) whose
+// config.toml names no base URL: the server's command line names the
+// session's provider (agent.ProviderUser: in a sandbox, the egress proxy's
+// route), and its OPENAI_API_KEY holds the placeholder. Codex's own
+// sandbox cannot run inside agentbox's, so such threads run with
+// "danger-full-access" and agentbox's sandbox is the boundary. The two sides speak JSON-RPC 2.0 over JSON
 // lines on stdio (rpc.go); the server omits the "jsonrpc" member, so the
 // peer here neither requires nor sends it.
 //
@@ -24,7 +32,7 @@
 // with a key other than the daemon's get a server process of their own
 // (one per distinct key).
 //
-// If the server process dies, every session on it ends (agent.Exiter, reason
+// If a server process dies, every session on it ends (agent.Exiter, reason
 // error, with the exit code and the tail of its stderr) and the next session
 // starts a fresh process.
 package codex

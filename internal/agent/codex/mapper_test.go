@@ -162,7 +162,14 @@ func TestApprovalResult(t *testing.T) {
 
 func TestConfigTOML(t *testing.T) {
 	zero := 0
-	got := configTOML(Options{BaseURL: `http://h/"x"/v1`, Model: "m", Retries: &zero})
+	got := configTOML(Options{BaseURL: "http://ignored/v1", Model: "m", Retries: &zero}, `http://h/"x"/v1`)
+	if strings.Contains(got, "ignored") {
+		t.Errorf("config.toml names Options.BaseURL rather than its argument:\n%s", got)
+	}
+	// A sandboxed session's config names no base URL (its command line does).
+	if own := configTOML(Options{BaseURL: "http://upstream/v1"}, ""); strings.Contains(own, "base_url") || strings.Contains(own, "upstream") {
+		t.Errorf("a sandboxed session's config.toml names a base URL:\n%s", own)
+	}
 	for _, want := range []string{`model = "m"`, `model_provider = "agentbox"`, "[features]\nplugins = false", "[analytics]\nenabled = false",
 		`base_url = "http://h/\"x\"/v1"`, `env_key = "OPENAI_API_KEY"`, `wire_api = "responses"`, "request_max_retries = 0"} {
 		if !strings.Contains(got, want) {

@@ -18,13 +18,15 @@ var (
 	errClosed = errors.New("codex: session closed")
 )
 
-// session is one thread on a shared server.
+// session is one thread on a shared server, or on a server of its own.
 type session struct {
 	a    *adapter
 	srv  *server
 	host agent.Host
 	pol  policy
 	tid  string
+	// own: srv is the session's own (sandboxed) server, stopped with it.
+	own bool
 
 	// ctx ends when the session has ended.
 	ctx    context.Context
@@ -280,8 +282,8 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 	}
 }
 
-// interrupt asks the server to stop the turn and waits for it to end. The
-// server is shared, so a turn that does not stop is abandoned, not killed.
+// interrupt asks the server to stop the turn and waits for it to end. A
+// shared server's turn that does not stop is abandoned, not killed.
 func (s *session) interrupt(t *turn) (agent.Result, error) {
 	select {
 	case r := <-t.result:
@@ -331,7 +333,11 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	s.srv.unregister(s.tid)
 	s.end()
-	s.a.release(ctx, s.srv)
+	if s.own {
+		s.srv.stop(ctx, s.a.opts.CloseGrace)
+	} else {
+		s.a.release(ctx, s.srv)
+	}
 	return ctx.Err()
 }
 
