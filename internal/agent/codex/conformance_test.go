@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			for _, ref := range a.servers {
-				if err := syscall.Kill(ref.srv.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(ref.srv.tree.Pid(), syscall.SIGKILL); err != nil {
 					t.Errorf("kill: %v", err)
 				}
 			}

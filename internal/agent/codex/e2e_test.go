@@ -270,7 +270,7 @@ func TestE2EServerKilled(t *testing.T) {
 				s.adapter.mu.Lock()
 				srv := s.adapter.servers[fakeKey].srv
 				s.adapter.mu.Unlock()
-				if err := syscall.Kill(srv.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(srv.tree.Pid(), syscall.SIGKILL); err != nil {
 					t.Errorf("kill: %v", err)
 				}
 			})

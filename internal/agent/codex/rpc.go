@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -127,6 +128,7 @@ type threadHandler interface {
 type server struct {
 	opts Options
 	cmd  *exec.Cmd
+	tree *agent.Tree
 	key  string // the API key it runs with (the servers map key)
 
 	wmu   sync.Mutex
@@ -166,12 +168,13 @@ func startServer(ctx context.Context, opts Options, c command, key string) (*ser
 		pending: map[string]chan *message{}, threads: map[string]threadHandler{},
 		early: map[string][]*message{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
-	ownGroup(cmd)
 	cmd.WaitDelay = drainWait // for the stderr copy
-	if err := cmd.Start(); err != nil {
+	tree, err := agent.StartTree(cmd)
+	if err != nil {
 		closeAll(inR, stdin, stdout, outW)
 		return nil, fmt.Errorf("codex: start %s: %w", c.path, err)
 	}
+	s.tree = tree
 	closeAll(inR, outW) // the child has its copies
 	readerDone := make(chan struct{})
 	go func() {
@@ -208,7 +211,7 @@ func (s *server) stderrSuffix() string {
 // wait reaps the process, then fails every pending call and tells every
 // thread.
 func (s *server) wait(readerDone chan struct{}, stdout *os.File) {
-	err := s.cmd.Wait()
+	err := s.tree.Wait()
 	select {
 	case <-readerDone:
 	case <-time.After(drainWait): // a grandchild holds the pipe
@@ -216,7 +219,7 @@ func (s *server) wait(readerDone chan struct{}, stdout *os.File) {
 		<-readerDone
 	}
 	stdout.Close()
-	code, desc := exitStatus(s.cmd.ProcessState)
+	code, desc := agent.ExitStatus(s.cmd.ProcessState)
 	if s.cmd.ProcessState == nil && err != nil {
 		code, desc = -1, "failed: "+err.Error()
 	}
@@ -401,7 +404,7 @@ func (s *server) exit() (int, string) {
 	return s.exitCode, s.exitDesc
 }
 
-func (s *server) kill() { _ = signalGroup(s.cmd.Process, sigKill) }
+func (s *server) kill() { _ = s.tree.Signal(syscall.SIGKILL) }
 
 // stop closes stdin (the server exits on EOF), then escalates to SIGTERM
 // and SIGKILL after grace each, never past ctx.
@@ -411,7 +414,7 @@ func (s *server) stop(ctx context.Context, grace time.Duration) {
 	s.wmu.Unlock()
 	for step := 0; step < 2; step++ {
 		if step == 1 {
-			_ = signalGroup(s.cmd.Process, sigTerm)
+			_ = s.tree.Signal(syscall.SIGTERM)
 		}
 		t := time.NewTimer(grace)
 		select {

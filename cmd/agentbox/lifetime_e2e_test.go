@@ -1,0 +1,151 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
+)
+
+// TestNoAgentOutlivesItsSession runs, in a mock session, a command that
+// writes to the workspace every 50 ms from three processes: the shell, a
+// child it backgrounds, and a grandchild that called setsid and was
+// orphaned. Then it ends the session's life the hard way — the daemon is
+// killed with SIGKILL mid-turn — or the ordinary way — the session is
+// deleted — and checks that, within a bounded wait, no process of the
+// session remains and the workspace stops changing. Unsandboxed, and in
+// a sandbox with the agent-default policy (where the host can sandbox).
+func TestNoAgentOutlivesItsSession(t *testing.T) {
+	t.Cleanup(func() {
+		if _, err := owner.Default().ReapDead(daemon.Reapers()...); err != nil {
+			t.Logf("removing the daemons' leftovers: %v", err)
+		}
+	})
+	for _, sb := range []struct {
+		name   string
+		policy json.RawMessage
+	}{
+		{"unsandboxed", nil},
+		{"sandboxed", json.RawMessage(`"agent-default"`)},
+	} {
+		for _, end := range []struct {
+			name string
+			do   func(t *testing.T, d *daemonProc, id string)
+		}{
+			{"daemon SIGKILL", func(t *testing.T, d *daemonProc, _ string) { d.kill9(t) }},
+			{"session delete", func(t *testing.T, d *daemonProc, id string) {
+				if err := d.c.DeleteSession(t.Context(), id, false); err != nil {
+					t.Fatalf("delete the session: %v", err)
+				}
+			}},
+		} {
+			t.Run(sb.name+"/"+end.name, func(t *testing.T) {
+				if sb.policy != nil && os.Geteuid() != 0 {
+					t.Skip("the process sandbox needs root here")
+				}
+				noAgentOutlives(t, sb.policy, end.do)
+			})
+		}
+	}
+}
+
+func noAgentOutlives(t *testing.T, policy json.RawMessage, end func(t *testing.T, d *daemonProc, id string)) {
+	marker := "agentbox-lifetime-" + rand.Text()
+	d := startDaemon(t, t.TempDir())
+	s, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: policy})
+	if err != nil {
+		t.Fatalf("create the session: %v", err)
+	}
+	loop := func(file string) string {
+		return fmt.Sprintf(`true %s; while :; do echo x >> %s; sleep 0.05; done`, marker, file)
+	}
+	command := fmt.Sprintf(`(%s) & setsid sh -c '(%s) & exit 0'; %s`, loop("bg.out"), loop("setsid.out"), loop("sh.out"))
+	if _, err := d.c.Send(t.Context(), s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: command,
+		Timeout: mock.Duration(10 * time.Minute)})); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"bg.out", "setsid.out", "sh.out"}
+	for i, f := range files {
+		files[i] = filepath.Join(s.Cwd, f)
+	}
+	waitUntil(t, "every writer to write", time.Minute, func() bool {
+		for _, f := range files {
+			if fileSize(f) == 0 {
+				return false
+			}
+		}
+		return len(sessionProcesses(s.Cwd, marker)) >= 3
+	})
+	t.Logf("the session's processes before: %v", sessionProcesses(s.Cwd, marker))
+
+	end(t, d, s.ID)
+	deadline := time.Now().Add(5 * time.Second)
+	for left := sessionProcesses(s.Cwd, marker); len(left) > 0; left = sessionProcesses(s.Cwd, marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after the end, processes of the session are alive:\n%s", describePids(left))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sizes := func() []int64 {
+		var out []int64
+		for _, f := range files {
+			out = append(out, fileSize(f))
+		}
+		return out
+	}
+	before := sizes()
+	time.Sleep(300 * time.Millisecond) // six of the writers' periods
+	if after := sizes(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the workspace changed after the end: sizes %v, then %v", before, after)
+	}
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// sessionProcesses lists the live processes of a session, seen from the
+// host: those whose command line carries marker, or whose working
+// directory is the session's workspace.
+func sessionProcesses(cwd, marker string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err != nil || st.zombie {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		dir, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if strings.Contains(string(cmd), marker) || (cwd != "" && dir == cwd) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func describePids(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		fmt.Fprintf(&b, "  pid %d: %s\n", pid, strings.ReplaceAll(string(cmd), "\x00", " "))
+	}
+	return b.String()
+}
