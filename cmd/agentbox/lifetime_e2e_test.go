@@ -61,7 +61,8 @@ func TestNoAgentOutlivesItsSession(t *testing.T) {
 
 func noAgentOutlives(t *testing.T, policy json.RawMessage, end func(t *testing.T, d *daemonProc, id string)) {
 	marker := "agentbox-lifetime-" + rand.Text()
-	d := startDaemon(t, t.TempDir())
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir)
 	s, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: policy})
 	if err != nil {
 		t.Fatalf("create the session: %v", err)
@@ -74,18 +75,38 @@ func noAgentOutlives(t *testing.T, policy json.RawMessage, end func(t *testing.T
 		Timeout: mock.Duration(10 * time.Minute)})); err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"bg.out", "setsid.out", "sh.out"}
-	for i, f := range files {
-		files[i] = filepath.Join(s.Cwd, f)
-	}
-	waitUntil(t, "every writer to write", time.Minute, func() bool {
+	// Unsandboxed, the files are in the workspace; in a sandbox, in its
+	// workspace overlay, which the host sees through a process's cwd. An
+	// open file stays readable after the sandbox is gone.
+	names := []string{"bg.out", "setsid.out", "sh.out"}
+	files := make([]*os.File, len(names))
+	t.Cleanup(func() {
 		for _, f := range files {
-			if fileSize(f) == 0 {
-				return false
+			if f != nil {
+				f.Close()
 			}
 		}
-		return len(sessionProcesses(s.Cwd, marker)) >= 3
 	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		procs := sessionProcesses(s.Cwd, marker)
+		ready := len(procs) >= 3
+		for i, name := range names {
+			for _, dir := range append([]string{s.Cwd}, procDirs(procs)...) {
+				if files[i] == nil {
+					files[i], _ = os.Open(filepath.Join(dir, name))
+				}
+			}
+			ready = ready && fileSize(files[i]) > 0
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			evs, _ := d.c.Events(t.Context(), s.ID, 0, 50)
+			t.Fatalf("timed out waiting for every writer to write: files %v, processes\n%s\nevents: %+v",
+				files, describePids(procs), evs)
+		}
+	}
 	t.Logf("the session's processes before: %v", sessionProcesses(s.Cwd, marker))
 
 	end(t, d, s.ID)
@@ -110,8 +131,20 @@ func noAgentOutlives(t *testing.T, policy json.RawMessage, end func(t *testing.T
 	}
 }
 
-func fileSize(path string) int64 {
-	st, err := os.Stat(path)
+// procDirs are the working directories of pids, as paths the host can open.
+func procDirs(pids []int) []string {
+	out := make([]string, len(pids))
+	for i, pid := range pids {
+		out[i] = fmt.Sprintf("/proc/%d/cwd", pid)
+	}
+	return out
+}
+
+func fileSize(f *os.File) int64 {
+	if f == nil {
+		return 0
+	}
+	st, err := f.Stat()
 	if err != nil {
 		return 0
 	}
