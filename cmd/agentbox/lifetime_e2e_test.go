@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
@@ -59,22 +61,67 @@ func TestNoAgentOutlivesItsSession(t *testing.T) {
 	}
 }
 
+// TestNoClaudeOutlivesTheDaemon is TestNoAgentOutlivesItsSession's
+// daemon kill for the real Claude Code CLI, unsandboxed with permission
+// mode bypass, its Bash tool running the writers (driven by the fake LLM).
+func TestNoClaudeOutlivesTheDaemon(t *testing.T) {
+	in := agenttest.RequireInstalled(t, "claude")
+	t.Logf("claude %s", in.Version)
+	marker := "agentbox-lifetime-" + rand.Text()
+	llm, err := fakellm.Start(t.Context(), fakellm.Options{Scenarios: map[string]*fakellm.Scenario{"writers": {
+		Turns: []fakellm.Turn{{Calls: []fakellm.Call{{Kind: "shell", Command: writersCommand(marker)}}}, {Text: "done"}}}},
+		Default: "writers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { llm.Close() })
+	// The daemon finds the CLI in the same cache: DIR/agents/….
+	cache := filepath.Dir(in.Binary)
+	for filepath.Base(cache) != "agents" && cache != "/" {
+		cache = filepath.Dir(cache)
+	}
+	d := startDaemonEnv(t, t.TempDir(), freePort(t), []string{"AGENTBOX_CACHE_DIR=" + filepath.Dir(cache)})
+	s, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "claude", PermissionMode: client.PermissionBypass,
+		Env: map[string]string{"ANTHROPIC_BASE_URL": llm.URL(), "ANTHROPIC_API_KEY": "sk-fake-lifetime"}})
+	if err != nil {
+		t.Fatalf("create the session: %v", err)
+	}
+	if _, err := d.c.Send(t.Context(), s.ID, "Run the writers"); err != nil {
+		t.Fatal(err)
+	}
+	watchWriters(t, d, s, marker, func(t *testing.T, d *daemonProc, _ string) { d.kill9(t) })
+}
+
+// writersCommand is a shell command that writes three files in its
+// working directory every 50 ms: from the shell, from a child it
+// backgrounds, from a grandchild that called setsid and was orphaned.
+// Each process's command line holds marker.
+func writersCommand(marker string) string {
+	loop := func(file string) string {
+		return fmt.Sprintf(`true %s; while :; do echo x >> %s; sleep 0.05; done`, marker, file)
+	}
+	return fmt.Sprintf(`(%s) & setsid sh -c '(%s) & exit 0'; %s`, loop("bg.out"), loop("setsid.out"), loop("sh.out"))
+}
+
 func noAgentOutlives(t *testing.T, policy json.RawMessage, end func(t *testing.T, d *daemonProc, id string)) {
 	marker := "agentbox-lifetime-" + rand.Text()
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
+	d := startDaemon(t, t.TempDir())
 	s, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: policy})
 	if err != nil {
 		t.Fatalf("create the session: %v", err)
 	}
-	loop := func(file string) string {
-		return fmt.Sprintf(`true %s; while :; do echo x >> %s; sleep 0.05; done`, marker, file)
-	}
-	command := fmt.Sprintf(`(%s) & setsid sh -c '(%s) & exit 0'; %s`, loop("bg.out"), loop("setsid.out"), loop("sh.out"))
-	if _, err := d.c.Send(t.Context(), s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: command,
+	if _, err := d.c.Send(t.Context(), s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: writersCommand(marker),
 		Timeout: mock.Duration(10 * time.Minute)})); err != nil {
 		t.Fatal(err)
 	}
+	watchWriters(t, d, s, marker, end)
+}
+
+// watchWriters waits for the writers of session s to write, ends the
+// session's life with end, and checks that within a bounded wait no
+// process of the session is left and the files stop growing.
+func watchWriters(t *testing.T, d *daemonProc, s client.Session, marker string, end func(t *testing.T, d *daemonProc, id string)) {
+	t.Helper()
 	// Unsandboxed, the files are in the workspace; in a sandbox, in its
 	// workspace overlay, which the host sees through a process's cwd. An
 	// open file stays readable after the sandbox is gone.
