@@ -84,8 +84,8 @@ func StartTree(cmd *exec.Cmd) (*Tree, error) {
 		return nil, fmt.Errorf("agent: supervisor socket: %w", err)
 	}
 	if err := unix.SetNonblock(fds[0], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
+		_ = unix.Close(fds[0])
+		_ = unix.Close(fds[1])
 		return nil, fmt.Errorf("agent: supervisor socket: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor"), os.NewFile(uintptr(fds[1]), "supervisor")
