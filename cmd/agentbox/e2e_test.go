@@ -82,11 +82,18 @@ func startDaemon(t *testing.T, dataDir string, extra ...string) *daemonProc {
 // startDaemonOn is startDaemon on a given port.
 func startDaemonOn(t *testing.T, dataDir string, port int, extra ...string) *daemonProc {
 	t.Helper()
+	return startDaemonEnv(t, dataDir, port, nil, extra...)
+}
+
+// startDaemonEnv is startDaemonOn with env added to the daemon's
+// environment.
+func startDaemonEnv(t *testing.T, dataDir string, port int, env []string, extra ...string) *daemonProc {
+	t.Helper()
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	logs := &lockedBuffer{}
 	args := append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", dataDir}, extra...)
 	cmd := exec.Command(binary, args...)
-	cmd.Env = []string{"HOME=" + dataDir, "PATH=/usr/bin:/bin"}
+	cmd.Env = append([]string{"HOME=" + dataDir, "PATH=/usr/bin:/bin"}, env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -20,8 +20,9 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
-// Proc is an agent's process: started on the host in its own process group,
-// or inside the session's sandbox when Sandbox is set. Adapters use it
+// Proc is an agent's process: started on the host under the process-tree
+// supervisor (StartTree: its whole tree dies with it, with the session and
+// with the daemon), or inside the session's sandbox when Sandbox is set. Adapters use it
 // instead of exec.Cmd so that both work the same way.
 //
 // Its lifetime is the session's, never a request's: nothing here takes a
@@ -41,6 +42,7 @@ type Proc struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
+	tree *Tree
 	sp   sandbox.Process
 	exit *ProcExit
 }
@@ -59,7 +61,7 @@ type ProcExit struct {
 func (p *Proc) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil || p.sp != nil {
+	if p.tree != nil || p.sp != nil {
 		return errors.New("agent: Proc started twice")
 	}
 	if p.Sandbox != nil {
@@ -86,11 +88,11 @@ func (p *Proc) Start() error {
 		cmd.Env = []string{}
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.Stdin, p.Stdout, p.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	tree, err := StartTree(cmd)
+	if err != nil {
 		return err
 	}
-	p.cmd = cmd
+	p.cmd, p.tree = cmd, tree
 	return nil
 }
 
@@ -152,13 +154,13 @@ func (p *Proc) Pid() int {
 	switch {
 	case p.sp != nil:
 		return p.sp.Pid()
-	case p.cmd != nil:
-		return p.cmd.Process.Pid
+	case p.tree != nil:
+		return p.tree.Pid()
 	}
 	return 0
 }
 
-// Terminate asks the process tree to stop (SIGTERM to the group).
+// Terminate asks the process tree to stop (SIGTERM to every process of it).
 func (p *Proc) Terminate() error { return p.signal(syscall.SIGTERM) }
 
 // Kill kills the whole process tree.
@@ -166,13 +168,13 @@ func (p *Proc) Kill() error { return p.signal(syscall.SIGKILL) }
 
 func (p *Proc) signal(sig syscall.Signal) error {
 	p.mu.Lock()
-	cmd, sp := p.cmd, p.sp
+	tree, sp := p.tree, p.sp
 	p.mu.Unlock()
 	switch {
 	case sp != nil:
 		return sp.Signal(sig)
-	case cmd != nil:
-		return syscall.Kill(-cmd.Process.Pid, sig)
+	case tree != nil:
+		return tree.Signal(sig)
 	}
 	return errors.New("agent: Proc not started")
 }
@@ -180,7 +182,7 @@ func (p *Proc) signal(sig syscall.Signal) error {
 // Wait waits for the process to end. It may be called once.
 func (p *Proc) Wait() ProcExit {
 	p.mu.Lock()
-	cmd, sp := p.cmd, p.sp
+	cmd, tree, sp := p.cmd, p.tree, p.sp
 	p.mu.Unlock()
 	var ex ProcExit
 	switch {
@@ -200,9 +202,9 @@ func (p *Proc) Wait() ProcExit {
 		default:
 			ex.Desc = fmt.Sprintf("exited with code %d", e.Code)
 		}
-	case cmd != nil:
-		_ = cmd.Wait()
-		ex.Code, ex.Desc = exitStatus(cmd.ProcessState)
+	case tree != nil:
+		_ = tree.Wait()
+		ex.Code, ex.Desc = ExitStatus(cmd.ProcessState)
 	default:
 		ex = ProcExit{Code: -1, Desc: "was never started"}
 	}
@@ -213,7 +215,7 @@ func (p *Proc) Wait() ProcExit {
 }
 
 // Stop ends the process after the caller has closed its stdin. A process
-// that exitsOnEOF gets grace to exit by itself; then its group gets
+// that exitsOnEOF gets grace to exit by itself; then its tree gets
 // SIGTERM and grace again, then SIGKILL. Stop returns once done is closed
 // (the adapter closes it when the process is reaped and its output read);
 // when ctx ends first, it kills the process at once and returns ctx's
@@ -261,8 +263,12 @@ func (ex ProcExit) Ended(who string, closing bool, stderrTail string) event.Sess
 	return end
 }
 
-// exitStatus returns the exit code (128+n for a signal) and a description.
-func exitStatus(ps *os.ProcessState) (int, string) {
+// ExitStatus returns a process's exit code (128+n for signal n, as shells
+// report it) and a description.
+func ExitStatus(ps *os.ProcessState) (int, string) {
+	if ps == nil {
+		return -1, "is gone"
+	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal()), fmt.Sprintf("was killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
 	}

@@ -9,10 +9,11 @@ import (
 	"testing"
 )
 
-// AgentPIDs returns the processes that are direct children of this test
-// process and run in dir: the agent processes adapters started for a
-// session with that working directory. Grandchildren (the commands an agent
-// runs) are not included. It reads /proc.
+// AgentPIDs returns the agent processes adapters started for a session
+// with working directory dir: the processes in dir that are direct
+// children of this test process or of a process-tree supervisor
+// (agent.StartTree) that is, not the supervisors themselves. The commands
+// an agent runs are not included. It reads /proc.
 func AgentPIDs(dir string) []int {
 	self := os.Getpid()
 	ents, _ := os.ReadDir("/proc")
@@ -23,14 +24,20 @@ func AgentPIDs(dir string) []int {
 			continue
 		}
 		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err != nil || cwd != dir {
+		if err != nil || cwd != dir || isSupervisor(pid) {
 			continue
 		}
-		if ppid(pid) == self {
+		if p := ppid(pid); p == self || (isSupervisor(p) && ppid(p) == self) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// isSupervisor says pid is an agent process-tree supervisor.
+func isSupervisor(pid int) bool {
+	comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	return err == nil && strings.TrimSpace(string(comm)) == "agentbox-tree"
 }
 
 // ppid reads the parent pid from /proc/PID/stat (the field after the

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
@@ -125,11 +123,10 @@ type threadHandler interface {
 }
 
 // server is one running `codex app-server` and the JSON-RPC peer over its
-// stdio: a shared one on the host (cmd), or a session's own inside its
-// sandbox (proc).
+// stdio: a shared one on the host (under agent.StartTree, like every host
+// agent process), or a session's own inside its sandbox.
 type server struct {
 	opts Options
-	cmd  *exec.Cmd
 	proc *agent.Proc
 	key  string // the API key it runs with (the servers map key)
 
@@ -137,7 +134,7 @@ type server struct {
 	stdin *os.File
 
 	stderr  *agent.TailBuffer
-	stderrR *os.File // the parent's end of a sandboxed server's stderr
+	stderrR *os.File // the parent's end of the server's stderr
 
 	mu       sync.Mutex
 	nextID   int64
@@ -157,46 +154,19 @@ func startServer(ctx context.Context, opts Options, c command, key string, sb sa
 	s := &server{opts: opts, key: key, stderr: agent.NewTailBuffer(stderrTail),
 		pending: map[string]chan *message{}, threads: map[string]threadHandler{},
 		early: map[string][]*message{}, done: make(chan struct{})}
-	var stdout *os.File
-	stderrDone := make(chan struct{})
-	if sb != nil {
-		s.proc = &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir, Sandbox: sb}
-		in, out, errR, err := s.proc.StartPiped()
-		if err != nil {
-			return nil, fmt.Errorf("codex: start %s: %w", c.path, err)
-		}
-		s.stdin, stdout = in, out
-		s.stderrR = errR
-		go func() {
-			defer close(stderrDone)
-			_, _ = io.Copy(s.stderr, errR)
-		}()
-	} else {
-		// The process outlives the request that started it: it is stopped by
-		// stop/kill, never by a context.
-		cmd := exec.CommandContext(context.WithoutCancel(ctx), c.path, c.args...)
-		cmd.Dir, cmd.Env = c.dir, c.env
-		inR, stdin, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("codex: %w", err)
-		}
-		out, outW, err := os.Pipe()
-		if err != nil {
-			closeAll(inR, stdin)
-			return nil, fmt.Errorf("codex: %w", err)
-		}
-		cmd.Stdin, cmd.Stdout = inR, outW
-		cmd.Stderr = s.stderr
-		ownGroup(cmd)
-		cmd.WaitDelay = drainWait // for the stderr copy
-		if err := cmd.Start(); err != nil {
-			closeAll(inR, stdin, out, outW)
-			return nil, fmt.Errorf("codex: start %s: %w", c.path, err)
-		}
-		closeAll(inR, outW) // the child has its copies
-		s.cmd, s.stdin, stdout = cmd, stdin, out
-		close(stderrDone) // cmd.Wait copies it
+	// The process outlives the request that started it: it is stopped by
+	// stop/kill, never by a context.
+	s.proc = &agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir, Sandbox: sb}
+	in, stdout, errR, err := s.proc.StartPiped()
+	if err != nil {
+		return nil, fmt.Errorf("codex: start %s: %w", c.path, err)
 	}
+	s.stdin, s.stderrR = in, errR
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		_, _ = io.Copy(s.stderr, errR)
+	}()
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -232,18 +202,8 @@ func (s *server) stderrSuffix() string {
 // wait reaps the process, then fails every pending call and tells every
 // thread.
 func (s *server) wait(readerDone chan struct{}, stdout *os.File, stderrDone chan struct{}) {
-	var code int
-	var desc string
-	if s.proc != nil {
-		ex := s.proc.Wait()
-		code, desc = ex.Code, ex.Desc
-	} else {
-		err := s.cmd.Wait()
-		code, desc = exitStatus(s.cmd.ProcessState)
-		if s.cmd.ProcessState == nil && err != nil {
-			code, desc = -1, "failed: "+err.Error()
-		}
-	}
+	ex := s.proc.Wait()
+	code, desc := ex.Code, ex.Desc
 	select {
 	case <-readerDone:
 	case <-time.After(drainWait): // a grandchild holds the pipe
@@ -255,7 +215,7 @@ func (s *server) wait(readerDone chan struct{}, stdout *os.File, stderrDone chan
 	case <-stderrDone:
 	case <-time.After(drainWait):
 	}
-	if s.stderrR != nil {
+	{
 		s.stderrR.Close() // ends the copy if a grandchild still holds the pipe
 	}
 	s.mu.Lock()
@@ -439,26 +399,10 @@ func (s *server) exit() (int, string) {
 	return s.exitCode, s.exitDesc
 }
 
-func (s *server) kill() { _ = s.signal(sigKill) }
-
-// signal sends sig (sigTerm or sigKill) to the server's process tree.
-func (s *server) signal(sig syscall.Signal) error {
-	if s.proc != nil {
-		if sig == sigKill {
-			return s.proc.Kill()
-		}
-		return s.proc.Terminate()
-	}
-	return signalGroup(s.cmd.Process, sig)
-}
+func (s *server) kill() { _ = s.proc.Kill() }
 
 // pid is the server's host pid.
-func (s *server) pid() int {
-	if s.proc != nil {
-		return s.proc.Pid()
-	}
-	return s.cmd.Process.Pid
-}
+func (s *server) pid() int { return s.proc.Pid() }
 
 // stop closes stdin (the server exits on EOF), then escalates to SIGTERM
 // and SIGKILL after grace each, never past ctx.
@@ -468,7 +412,7 @@ func (s *server) stop(ctx context.Context, grace time.Duration) {
 	s.wmu.Unlock()
 	for step := 0; step < 2; step++ {
 		if step == 1 {
-			_ = s.signal(sigTerm)
+			_ = s.proc.Terminate()
 		}
 		t := time.NewTimer(grace)
 		select {
@@ -486,12 +430,6 @@ func (s *server) stop(ctx context.Context, grace time.Duration) {
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-	}
-}
-
-func closeAll(fs ...*os.File) {
-	for _, f := range fs {
-		f.Close()
 	}
 }
 

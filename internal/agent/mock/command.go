@@ -58,8 +58,12 @@ func (t *turn) command(st Step) error {
 	cmd.Env = shellEnv(t.s.cwd)
 	cmd.Stdout, cmd.Stderr = w, w // one pipe, so stdout and stderr keep their order
 	cmd.WaitDelay = waitDelay
-	killGroupOnCancel(cmd)
-	runErr := cmd.Run()
+	// Under the process-tree supervisor: what the command starts dies
+	// with it, with the turn's context and with the daemon.
+	tree, runErr := agent.StartTree(cmd)
+	if runErr == nil {
+		runErr = tree.Wait()
+	}
 	flushErr := w.flush()
 	it.Output = w.output()
 

@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			for _, s := range a.servers {
-				_ = syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL)
+				_ = syscall.Kill(s.tree.Pid(), syscall.SIGKILL)
 			}
 		},
 	})

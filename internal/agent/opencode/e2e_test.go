@@ -286,7 +286,7 @@ func TestE2EKilledServer(t *testing.T) {
 				s.ad.mu.Lock()
 				var pid int
 				for _, srv := range s.ad.servers {
-					pid = srv.cmd.Process.Pid
+					pid = srv.tree.Pid()
 				}
 				s.ad.mu.Unlock()
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

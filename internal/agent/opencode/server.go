@@ -37,6 +37,7 @@ type server struct {
 	url      string // http://127.0.0.1:PORT
 	password string
 	cmd      *exec.Cmd
+	tree     *agent.Tree
 	http     *http.Client
 
 	done   chan struct{} // closed when the process has exited
@@ -204,17 +205,17 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, "serve", "--hostname", "127.0.0.1", "--port", fmt.Sprint(port))
 	cmd.Dir = filepath.Join(home, "work")
 	cmd.Env = a.environ(bin, home, cfgPath, key, s.password)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stderr = s.stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	tree, err := agent.StartTree(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("opencode: start %s: %w", bin, err)
 	}
-	s.cmd = cmd
+	s.cmd, s.tree = cmd, tree
 	urlc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -230,7 +231,7 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	go func() {
-		err := cmd.Wait()
+		err := tree.Wait()
 		s.exit = exitInfo(err, s.stderr.String())
 		close(s.done)
 	}()
@@ -323,24 +324,22 @@ func (s *server) alive() bool {
 	}
 }
 
-// stop ends the server's process group: SIGTERM, then SIGKILL after grace.
+// stop ends the server's process tree: SIGTERM, then SIGKILL after grace
+// (the supervisor kills what the server leaves behind).
 func (s *server) stop(grace time.Duration) {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.tree == nil {
 		return
 	}
-	pgid := s.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = s.tree.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
 	case <-time.After(grace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = s.tree.Signal(syscall.SIGKILL)
 		select {
 		case <-s.done:
 		case <-time.After(grace):
 		}
 	}
-	// Children that outlived the leader.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // exitInfo describes how the process ended.
