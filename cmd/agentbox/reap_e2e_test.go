@@ -48,6 +48,11 @@ func TestKilledDaemonLeavesNothing(t *testing.T) {
 		// and a session, one warm sandbox; enough that a snapshot holds
 		// what the runtime leaves on the host.
 		ready, enough func(s hostState) bool
+		// watch keeps the daemon's deathwatch alive: it removes what
+		// the daemon left as it dies. Otherwise it is killed first
+		// (both die at once, as under the OOM killer) and the restart
+		// removes it all.
+		watch bool
 	}{
 		{
 			name: "process", policy: procPolicy, need: func(*testing.T) {},
@@ -64,16 +69,17 @@ func TestKilledDaemonLeavesNothing(t *testing.T) {
 			},
 			ready:  func(s hostState) bool { return len(s.taskDirs) >= 2 && len(s.gvisorDirs) >= 3 && len(s.cgroups) >= 3 },
 			enough: func(s hostState) bool { return len(s.procs) > 0 && len(s.cgroups) >= 3 && len(s.mounts) > 0 },
+			watch:  true,
 		},
 	} {
 		t.Run(rt.name, func(t *testing.T) {
 			rt.need(t)
-			killedDaemonLeavesNothing(t, rt.policy, rt.ready, rt.enough)
+			killedDaemonLeavesNothing(t, rt.policy, rt.ready, rt.enough, rt.watch)
 		})
 	}
 }
 
-func killedDaemonLeavesNothing(t *testing.T, policy string, ready, enough func(hostState) bool) {
+func killedDaemonLeavesNothing(t *testing.T, policy string, ready, enough func(hostState) bool, watch bool) {
 	marker := "agentbox-reap-" + rand.Text()
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := startDaemon(t, dirA, "--exec-pool", "1")
@@ -102,12 +108,27 @@ func killedDaemonLeavesNothing(t *testing.T, policy string, ready, enough func(h
 		t.Fatalf("the daemon to kill has fewer live sandboxes than the test set up: %s", before)
 	}
 
-	a.kill9(t)
-	// What SIGKILL leaves: gVisor containers keep running (they are not
-	// the daemon's children), with their cgroups, mounts and state;
-	// process-runtime cgroups; task directories.
-	left := before.remaining()
-	t.Logf("left after SIGKILL, before the restart: %s", left)
+	if watch {
+		a.kill9(t)
+		// The deathwatch removes everything the daemon left, the gVisor
+		// containers (not the daemon's children) with the agents in
+		// them above all, with no restart.
+		rest := before.remaining()
+		for deadline := time.Now().Add(20 * time.Second); !rest.empty() && time.Now().Before(deadline); rest = before.remaining() {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !rest.empty() {
+			t.Errorf("20 s after SIGKILL, with no restart, the killed daemon's artefacts are still there: %s\n%s", rest, rest.describe())
+		}
+	} else {
+		killDeathwatch(t, a.cmd.Process.Pid)
+		a.kill9(t)
+		// What SIGKILL leaves without the deathwatch: gVisor containers
+		// keep running (they are not the daemon's children), with their
+		// cgroups, mounts and state; process-runtime cgroups; task
+		// directories.
+		t.Logf("left after SIGKILL, before the restart: %s", before.remaining())
+	}
 
 	startDaemon(t, dirA, "--exec-pool", "0")
 	// The restart removes what was left, in the background; processes
@@ -403,4 +424,28 @@ func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// killDeathwatch kills the deathwatch of daemon pid (its child named
+// agentbox-deathwatch) with SIGKILL and waits for it to go.
+func killDeathwatch(t *testing.T, pid int) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(p)
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || st.ppid != pid || !strings.HasPrefix(string(cmd), "agentbox-deathwatch\x00") {
+			continue
+		}
+		if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the deathwatch: %v", err)
+		}
+		waitUntil(t, "the deathwatch to go", 10*time.Second, func() bool { _, err := readStat(p); return err != nil })
+		return
+	}
+	t.Fatalf("daemon %d has no deathwatch", pid)
 }

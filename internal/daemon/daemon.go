@@ -205,6 +205,9 @@ type Daemon struct {
 	shutdownErr   error
 	// reaped is closed when the start's reapDead is over.
 	reaped chan struct{}
+	// deathwatch is the daemon's end of its deathwatch's socket (see
+	// deathwatch_linux.go); nil when it makes no sandboxes.
+	deathwatch *os.File
 }
 
 // Agents returns the registry of the agents this daemon runs. dataDir holds
@@ -384,13 +387,24 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
 	}
 
+	// A root daemon makes sandboxes, some of which (gVisor containers)
+	// are not its children: its deathwatch removes them should it die
+	// without cleaning up. Without one, none is made.
+	var watch *os.File
+	if os.Geteuid() == 0 {
+		if watch, err = startDeathwatch(); err != nil {
+			_ = st.Close() // best effort: the deathwatch error is the one to report
+			return nil, fmt.Errorf("%w (a daemon that makes sandboxes needs it, so that none outlives the daemon)", err)
+		}
+	}
 	ln, url, err := listen(ctx, cfg.Listen)
 	if err != nil {
-		_ = st.Close() // best effort: the listen error is the one to report
+		_ = stopDeathwatch(watch) // best effort: the listen error is the one to report
+		_ = st.Close()
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets, tokenFile: tokenFile,
-		reaped: make(chan struct{})}
+		reaped: make(chan struct{}), deathwatch: watch}
 	// What dead agentbox processes left is removed in the background,
 	// once the listener is up: the start never waits for another
 	// process's reaping (the turn is host-wide) nor for the kills and
@@ -590,7 +604,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			d.log.Warn("shutting down before the removal of dead processes' leftovers ended")
 		}
-		errs = append(errs, d.st.Close(), d.audit.Close())
+		// Every sandbox is closed: the deathwatch has nothing to do.
+		errs = append(errs, d.st.Close(), d.audit.Close(), stopDeathwatch(d.deathwatch))
 		d.shutdownErr = errors.Join(errs...)
 		if d.shutdownErr != nil {
 			d.log.Warn("shutdown finished with errors", "err", d.shutdownErr)

@@ -291,28 +291,58 @@ func (h *Host) tidy() {
 // errBusy: another process holds the reaping turn.
 var errBusy = errors.New("owner: another process is reaping")
 
-// reapDead is ReapDead; without wait, it returns errBusy at once when
-// another process holds the reaping turn.
-func (h *Host) reapDead(wait bool, reapers []Reaper) (Report, error) {
+// ReapOwner is ReapDead for owner id alone: it reports whether id is dead
+// (its lock free, or its records reaped already) and removes what it
+// left. A process's deathwatch calls it the moment that process is gone.
+func (h *Host) ReapOwner(id string, reapers ...Reaper) (bool, Report, error) {
 	var rep Report
+	owners, release, err := h.reapTurn(true)
+	if err != nil {
+		return false, rep, err
+	}
+	defer release()
+	if _, err := os.Stat(filepath.Join(owners, id+".lock")); errors.Is(err, os.ErrNotExist) {
+		return true, rep, nil // reaped already, or never was
+	}
+	dead, err := reapOwner(owners, id, reapers, &rep)
+	return dead, rep, err
+}
+
+// reapTurn takes the host-wide reaping turn and returns the owners
+// directory and the turn's release; without wait, it returns errBusy at
+// once when another process holds the turn.
+func (h *Host) reapTurn(wait bool) (string, func(), error) {
 	owners, err := h.ensureDir("owners")
 	if err != nil {
-		return rep, err
+		return "", nil, err
 	}
 	turn, err := os.OpenFile(filepath.Join(owners, ".reap"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return rep, fmt.Errorf("owner: %w", err)
+		return "", nil, fmt.Errorf("owner: %w", err)
 	}
-	defer turn.Close() // ends our turn
 	how := unix.LOCK_EX
 	if !wait {
 		how |= unix.LOCK_NB
 	}
 	if err := flockRetry(turn, how); errors.Is(err, unix.EWOULDBLOCK) {
-		return rep, errBusy
+		turn.Close()
+		return "", nil, errBusy
 	} else if err != nil {
-		return rep, fmt.Errorf("owner: wait for the reaping turn: %w", err)
+		turn.Close()
+		return "", nil, fmt.Errorf("owner: wait for the reaping turn: %w", err)
 	}
+	return owners, func() { turn.Close() }, nil // closing ends the turn
+}
+
+// reapDead is ReapDead; without wait, it returns errBusy at once when
+// another process holds the reaping turn.
+func (h *Host) reapDead(wait bool, reapers []Reaper) (Report, error) {
+	var rep Report
+	owners, release, err := h.reapTurn(wait)
+	if err != nil {
+		return rep, err
+	}
+	defer release()
 	entries, err := os.ReadDir(owners)
 	if err != nil {
 		return rep, fmt.Errorf("owner: %w", err)
