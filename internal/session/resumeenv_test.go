@@ -3,6 +3,7 @@ package session_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,4 +202,47 @@ func TestContentAgainstCapabilities(t *testing.T) {
 		t.Fatalf("an image to an agent that takes images: %v", err)
 	}
 	waitFor(t, m, images.ID, 0, event.TypeTurnCompleted)
+}
+
+// declaringSandboxes declares GH_TOKEN a daemon secret in every policy.
+type declaringSandboxes struct{ *fakeSandboxes }
+
+func (declaringSandboxes) DeclaredSecrets(json.RawMessage) (map[string]string, error) {
+	return map[string]string{"GH_TOKEN": "github"}, nil
+}
+
+// TestResumeDeclaredSecretNotAsked: a variable the session's policy
+// declares as a daemon secret holds the secret's placeholder whatever env
+// says, so a resume after a restart does not ask for it; the others it
+// does.
+func TestResumeDeclaredSecretNotAsked(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	sb := declaringSandboxes{newFakeSandboxes()}
+	reg := agent.NewRegistry()
+	reg.Register("test", &testAgent{exit: make(chan struct{})})
+	cfg := session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Sandboxes: sb}
+	old := session.New(cfg)
+	ctx := t.Context()
+	s, err := old.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"default"`),
+		Env: map[string]string{"GH_TOKEN": "ghp_" + strings.Repeat("a", 36), "PLAIN": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := old.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	m := session.New(cfg)
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	if _, err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ee *session.EnvRequiredError
+	if _, err := m.Resume(ctx, s.ID, nil); !errors.As(err, &ee) || !slices.Equal(ee.Names, []string{"PLAIN"}) {
+		t.Fatalf("resume without env: %v, want PLAIN (only) asked for", err)
+	}
+	if _, err := m.Resume(ctx, s.ID, map[string]string{"PLAIN": "v"}); err != nil {
+		t.Fatalf("resume with PLAIN: %v", err)
+	}
 }
