@@ -34,6 +34,8 @@ const (
 	ProblemAlreadyResolved      = ProblemTypeBase + "already-resolved"       // 409: the request was answered already
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here
 	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here
+	ProblemEnvRequired          = ProblemTypeBase + "env-required"           // 422: resume (or a message to a stopped session) without env the client gave at create; the detail names the variables to send
+	ProblemUnsupportedContent   = ProblemTypeBase + "unsupported-content"    // 422: a message part the session's agent does not accept; the detail names the part
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After
@@ -203,6 +205,17 @@ func IsTooManyLiveSessions(err error) bool { return HasProblemType(err, ProblemT
 // IsLive reports a resume of a session that is live: send messages to it
 // directly instead.
 func IsLive(err error) bool { return HasProblemType(err, ProblemLive) }
+
+// IsEnvRequired reports a resume, or a message to a stopped session, that
+// needs environment variables the client gave at create: the daemon never
+// stores their values and does not hold them itself. The problem's detail
+// names them; resume the session with them in env.
+func IsEnvRequired(err error) bool { return HasProblemType(err, ProblemEnvRequired) }
+
+// IsUnsupportedContent reports a message refused because one of its
+// content parts (the detail names it) is of a type the session's agent
+// does not accept (its capabilities images and files).
+func IsUnsupportedContent(err error) bool { return HasProblemType(err, ProblemUnsupportedContent) }
 
 // IsShuttingDown reports whether err says the daemon is stopping.
 func IsShuttingDown(err error) bool { return HasProblemType(err, ProblemShuttingDown) }

@@ -27,6 +27,7 @@ type Capabilities struct {
 	Permissions   bool `json:"permissions"`
 	Questions     bool `json:"questions"`
 	Images        bool `json:"images"`
+	Files         bool `json:"files"`
 	Plans         bool `json:"plans"`
 	Usage         bool `json:"usage"`
 	Resume        bool `json:"resume"`

@@ -33,11 +33,17 @@ type Capabilities struct {
 	Diffs         bool `json:"diffs"`
 	Permissions   bool `json:"permissions"`
 	Questions     bool `json:"questions"`
-	Images        bool `json:"images"`
-	Plans         bool `json:"plans"`
-	Usage         bool `json:"usage"`
-	Resume        bool `json:"resume"`
-	Interrupt     bool `json:"interrupt"`
+	// Images: image parts of a message reach the agent as images. The
+	// engine refuses a message with an image part for an agent without it.
+	Images bool `json:"images"`
+	// Files: file parts of a message reach the agent with their content
+	// (or as the agent's own kind of file reference). The engine refuses a
+	// message with a file part for an agent without it.
+	Files     bool `json:"files"`
+	Plans     bool `json:"plans"`
+	Usage     bool `json:"usage"`
+	Resume    bool `json:"resume"`
+	Interrupt bool `json:"interrupt"`
 }
 
 // Info describes an adapter for /v1/agents.

@@ -46,6 +46,9 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("output, e2e tests with the real CLI and the fake LLM, and the shared conformance suite\n")
 	b.WriteString("(`internal/agent/agenttest`); – means it does not. The adapters' package docs say which test\n")
 	b.WriteString("backs each flag.\n\n")
+	b.WriteString("`images` and `files` say which content parts of a message reach the agent: a message with a part\n")
+	b.WriteString("the session's agent does not take is refused whole (422 `unsupported-content`, naming the part,\n")
+	b.WriteString("e.g. `content[1]: agent mock does not accept image parts`), never sent without it.\n\n")
 	names := r.Names()
 	infos := make([]agent.Info, len(names))
 	for i, n := range names {

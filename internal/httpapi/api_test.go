@@ -434,6 +434,8 @@ func TestErrorMapping(t *testing.T) {
 		{session.ErrInvalid, 422, client.ProblemValidation},
 		{store.ErrExists, 409, client.ProblemConflict},
 		{session.ErrNotResumable, 409, client.ProblemNotResumable},
+		{&session.EnvRequiredError{ID: "ses_1", Names: []string{"OPENAI_API_KEY"}}, 422, client.ProblemEnvRequired},
+		{&session.ContentError{Index: 1, Type: event.PartImage, Agent: "pi"}, 422, client.ProblemUnsupportedContent},
 		{errors.New("disk full at /var/lib/secret"), 500, client.ProblemInternal},
 	} {
 		h := newHarness(t, Config{})

@@ -22,7 +22,7 @@ func toAgent(in agent.Info) client.Agent {
 		Capabilities: client.Capabilities{
 			Text: c.Text, Deltas: c.Deltas, Reasoning: c.Reasoning, ToolCalls: c.ToolCalls,
 			CommandOutput: c.CommandOutput, FileChanges: c.FileChanges, Diffs: c.Diffs,
-			Permissions: c.Permissions, Questions: c.Questions, Images: c.Images,
+			Permissions: c.Permissions, Questions: c.Questions, Images: c.Images, Files: c.Files,
 			Plans: c.Plans, Usage: c.Usage, Resume: c.Resume, Interrupt: c.Interrupt,
 		},
 		Available: in.Available,

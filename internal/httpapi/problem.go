@@ -141,6 +141,10 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusConflict, client.ProblemNotResumable, msg)
 	case errors.Is(err, session.ErrNotLive):
 		return newProblem(http.StatusConflict, client.ProblemNotLive, msg)
+	case errors.Is(err, session.ErrEnvRequired):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemEnvRequired, msg)
+	case errors.Is(err, session.ErrUnsupportedContent):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnsupportedContent, msg)
 	case errors.Is(err, session.ErrNoSandbox):
 		return newProblem(http.StatusConflict, client.ProblemNoSandbox, msg)
 	case errors.Is(err, egress.ErrInvalidSecret):

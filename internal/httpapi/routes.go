@@ -182,8 +182,11 @@ func (s *server) register(api huma.API) {
 		OperationID: "sendMessage", Method: http.MethodPost, Path: "/v1/sessions/{id}/messages", Tags: []string{"sessions"},
 		Summary: "Send a message",
 		Description: "Starts a turn with the message and returns its ID at once; the turn's progress arrives as events. Exactly one of text and content must be set. " +
+			"A content part of a type the session's agent does not accept (its images and files capabilities) refuses the whole message " +
+			"with 422 (unsupported-content, naming the part). " +
 			"A session whose idle agent was stopped (status stopped) is resumed first (session.started with resumed true), " +
-			"which may answer 429 (too-many-live-sessions, with Retry-After).",
+			"which may answer 429 (too-many-live-sessions, with Retry-After), or 422 (env-required) when it was created with env " +
+			"the daemon no longer has (after a restart): resume it with that env.",
 		DefaultStatus: http.StatusAccepted,
 		MaxBodyBytes:  s.cfg.MaxMessageBytes + 1,
 		// Large bodies (inline images) may come slowly.
@@ -198,7 +201,9 @@ func (s *server) register(api huma.API) {
 		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended, failed or stopped), " +
 			"continuing the agent's own conversation; session.started with resumed true follows. Needs an agent with the resume capability. " +
 			"A live session answers 409 (live): send it messages directly. Answers 429 (too-many-live-sessions, with Retry-After) " +
-			"when as many sessions have a live agent process as the daemon allows.",
+			"when as many sessions have a live agent process as the daemon allows. The env given at create is never stored (only its names): " +
+			"a resume without a variable the create had answers 422 (env-required) naming every one to send, " +
+			"unless the daemon holds it itself (its own environment for the agent's model API, or a secret the session's policy declares).",
 		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),

@@ -3,7 +3,10 @@ package session
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/event"
 )
 
 // Errors returned (wrapped) by the Manager. The HTTP layer maps them to
@@ -32,7 +35,54 @@ var (
 	// ErrTooManyLive: starting another agent process would exceed the
 	// daemon's cap on live sessions (Config.MaxLive); see LiveCapError.
 	ErrTooManyLive = errors.New("too many live sessions")
+	// ErrEnvRequired: the session was created with env the daemon no
+	// longer has (it never stores values) and does not hold itself; see
+	// EnvRequiredError.
+	ErrEnvRequired = errors.New("the session needs its env again")
+	// ErrUnsupportedContent: a message has a content part its session's
+	// agent cannot take; see ContentError.
+	ErrUnsupportedContent = errors.New("content the agent cannot take")
 )
+
+// EnvRequiredError is the error (wrapping ErrEnvRequired) of a resume, or
+// of a message to a stopped session, that would start the agent without
+// environment variables its client gave at create: their values were never
+// stored, and the daemon does not hold them itself (its own environment
+// for the agent's model API, or a secret the session's policy declares).
+type EnvRequiredError struct {
+	// ID is the session.
+	ID string
+	// Names are the variables to send again, sorted.
+	Names []string
+}
+
+func (e *EnvRequiredError) Error() string {
+	return fmt.Sprintf("session %s was created with env %s, whose values the daemon never stores and does not hold itself: "+
+		"resume it with them (POST /v1/sessions/%s/resume with env %s), then send messages to it",
+		e.ID, strings.Join(e.Names, ", "), e.ID, strings.Join(e.Names, ", "))
+}
+
+func (e *EnvRequiredError) Unwrap() error { return ErrEnvRequired }
+
+// ContentError is the error (wrapping ErrUnsupportedContent) of a message
+// with a content part its session's agent does not accept
+// (agent.Capabilities): the message is refused, never sent without it.
+type ContentError struct {
+	// Index is the part's position in the message's content.
+	Index int
+	// Type is the part's type (image, file).
+	Type event.PartType
+	// Agent is the session's agent.
+	Agent string
+}
+
+func (e *ContentError) Error() string {
+	return fmt.Sprintf("content[%d]: agent %s does not accept %s parts (capability %s in GET /v1/agents); "+
+		"send the message without it, or put the %s in the session's workspace and name its path in text",
+		e.Index, e.Agent, e.Type, contentCapability[e.Type], e.Type)
+}
+
+func (e *ContentError) Unwrap() error { return ErrUnsupportedContent }
 
 // LiveCapError is the error (wrapping ErrTooManyLive) of a create, resume
 // or message that would bring a session live beyond Config.MaxLive.

@@ -310,6 +310,8 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 		ID: ids.New(ids.Session), Agent: p.Agent, Model: p.Model, Mode: p.Mode,
 		PermissionMode: p.PermissionMode, Cwd: p.Cwd, Metadata: p.Metadata,
 		Status: store.StatusStarting, CreatedAt: now, UpdatedAt: now, Policy: policy,
+		// The names only: a resume after a restart says which to send.
+		EnvNames: envNames(p.Env),
 	}
 	if s.Cwd == "" {
 		s.Cwd = filepath.Join(m.cfg.WorkspaceDir, s.ID)
@@ -752,6 +754,21 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 			return "", fmt.Errorf("%w: content[%d].type %q is not text, image or file", ErrInvalid, i, p.Type)
 		}
 	}
+	if hasAttachments(content) {
+		name := ""
+		if l := m.lookup(id); l != nil {
+			name = l.agent
+		} else {
+			s, err := m.Get(ctx, id)
+			if err != nil {
+				return "", err
+			}
+			name = s.Agent
+		}
+		if err := m.checkContent(ctx, name, content); err != nil {
+			return "", err
+		}
+	}
 	if l := m.lookup(id); l != nil && l.sess != nil {
 		turn, err := l.startTurn(ctx, content)
 		if !errors.Is(err, errStopping) {
@@ -916,8 +933,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // Resume starts a new agent process for a session that is no longer live
 // (interrupted by a daemon restart, ended or failed), continuing the agent's
 // own conversation through its native session id. env is handed to the
-// agent like at create (it was never stored, so a client that passed keys
-// passes them again).
+// agent like at create. Its values were never stored: a resume without a
+// variable the client gave at create fails with an *EnvRequiredError
+// naming it, unless the daemon holds it itself (see missingEnv).
 //
 // A session whose idle agent was stopped (status stopped) is resumed the
 // same way, with the env its client gave before when env is nil; its next
@@ -960,6 +978,15 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 		return store.Session{}, fmt.Errorf("%w: session %s never got a native session id from %s", ErrNotResumable, id, s.Agent)
 	case !info.Available:
 		return store.Session{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, s.Agent, info.Reason)
+	}
+	// The client's env values were never stored: after a restart (or any
+	// loss of the parked env) the resume says which to send again.
+	missing, err := m.missingEnv(s, a, env)
+	if err != nil {
+		return store.Session{}, fmt.Errorf("%w: %w", ErrPolicy, err)
+	}
+	if len(missing) > 0 {
+		return store.Session{}, &EnvRequiredError{ID: id, Names: missing}
 	}
 	m.mu.Lock()
 	switch {

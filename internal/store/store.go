@@ -63,6 +63,11 @@ type Session struct {
 	// runs without a sandbox. It is fixed at create: a resumed session runs
 	// under the same policy.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// EnvNames are the names of the environment variables the client gave
+	// the session at create, sorted. Their values are never stored: a
+	// resume after the daemon lost them (a restart) needs them again,
+	// unless the daemon holds them itself.
+	EnvNames []string `json:"env_names,omitempty"`
 }
 
 // ListOptions filters and pages ListSessions. Sessions are returned newest

@@ -94,12 +94,13 @@ var _ agent.Adapter = (*adapter)(nil)
 // output (TestE2EPermission, stream-tools-bypass), permissions
 // (TestE2EPermission, TestE2EPermissionModes), questions and plans
 // (TestE2EPlanQuestionAndImage, stream-question, stream-tasks), images
-// (TestE2EPlanQuestionAndImage), resume (TestE2EResume), interrupt
+// (TestE2EPlanQuestionAndImage, TestUserMessageLine), files
+// (TestUserMessageLine), resume (TestE2EResume), interrupt
 // (TestE2EInterrupt, TestE2EInterruptWhileAsking).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Questions: true, Images: true, Plans: true,
+	Permissions: true, Questions: true, Images: true, Files: true, Plans: true,
 	Usage: true, Resume: true, Interrupt: true,
 }
 

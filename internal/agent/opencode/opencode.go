@@ -110,10 +110,11 @@ var _ agent.Adapter = (*adapter)(nil)
 // (TestE2E/write), tool calls and file changes with diffs (TestE2E/write),
 // command output and permissions (TestE2E/permission-*), interrupt
 // (TestE2E/interrupt). Reasoning parts are mapped but not claimed until a
-// test covers them; questions, images, plans and resume are not supported.
+// test covers them; questions, plans and resume are not supported. Images
+// and files reach OpenCode as its file parts (promptParts).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true,
-	FileChanges: true, Diffs: true, Permissions: true, Usage: true, Interrupt: true,
+	FileChanges: true, Diffs: true, Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true,
 }
 
 // Info implements agent.Adapter.

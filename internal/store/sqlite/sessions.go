@@ -15,7 +15,7 @@ import (
 // sessionCols are the columns of a session row, in the order sessionArgs
 // binds and scanSession reads them.
 const sessionCols = "id, agent, model, mode, permission_mode, cwd, metadata, status, " +
-	"native_session_id, current_turn_id, created_at, updated_at, ended_at, policy"
+	"native_session_id, current_turn_id, created_at, updated_at, ended_at, policy, env_names"
 
 const defaultListLimit = 100
 
@@ -60,8 +60,16 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	if len(s.Policy) > 0 {
 		policy = string(s.Policy)
 	}
+	var envNames any
+	if len(s.EnvNames) > 0 {
+		b, err := json.Marshal(s.EnvNames)
+		if err != nil {
+			return nil, fmt.Errorf("env_names: %w", err)
+		}
+		envNames = string(b)
+	}
 	return []any{s.ID, s.Agent, s.Model, s.Mode, s.PermissionMode, s.Cwd, metadata,
-		string(s.Status), s.NativeSessionID, s.CurrentTurnID, created, updated, ended, policy}, nil
+		string(s.Status), s.NativeSessionID, s.CurrentTurnID, created, updated, ended, policy, envNames}, nil
 }
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
@@ -70,10 +78,15 @@ func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var status string
 	var created, updated int64
 	var ended sql.NullInt64
-	var policy sql.NullString
+	var policy, envNames sql.NullString
 	if err := row.Scan(&s.ID, &s.Agent, &s.Model, &s.Mode, &s.PermissionMode, &s.Cwd, &metadata,
-		&status, &s.NativeSessionID, &s.CurrentTurnID, &created, &updated, &ended, &policy); err != nil {
+		&status, &s.NativeSessionID, &s.CurrentTurnID, &created, &updated, &ended, &policy, &envNames); err != nil {
 		return s, err
+	}
+	if envNames.Valid {
+		if err := json.Unmarshal([]byte(envNames.String), &s.EnvNames); err != nil {
+			return s, fmt.Errorf("session %s env_names: %w", s.ID, err)
+		}
 	}
 	if policy.Valid {
 		s.Policy = json.RawMessage(policy.String)

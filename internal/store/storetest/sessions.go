@@ -42,6 +42,7 @@ func testCreateGet(t *testing.T, f Factory) {
 		UpdatedAt: base.Add(time.Minute),
 		EndedAt:   &ended,
 		Policy:    []byte(`{"isolation":"process","resources":{"pids":64}}`),
+		EnvNames:  []string{"ANTHROPIC_API_KEY", "FOO"},
 	}
 	if err := s.CreateSession(ctx(t), full); err != nil {
 		t.Fatalf("CreateSession: %v", err)
