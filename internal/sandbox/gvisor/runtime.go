@@ -203,8 +203,8 @@ func (r *Runtime) runscCmd(ctx context.Context, root, network string, args ...st
 	cmd.WaitDelay = time.Second
 	// A runsc process does not outlive the daemon: what it drives (a
 	// command, the egress forwarder) is gone with the container, which
-	// the next agentbox to start removes (see Reap). The container itself
-	// is not a child of this one and keeps running until then.
+	// is not a child of this one: the daemon's deathwatch removes it (see
+	// Reap), or else the next agentbox to start.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
