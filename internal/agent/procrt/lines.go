@@ -46,9 +46,9 @@ func (lr *LineReader) Next() (line []byte, skipped int64, err error) {
 		}
 		break
 	}
-	if over {
+	line = bytes.TrimSuffix(lr.buf, []byte("\n"))
+	if over || len(line) > lr.max { // the last line may lack its newline
 		return nil, n, nil
 	}
-	line = bytes.TrimSuffix(lr.buf, []byte("\n"))
 	return bytes.Clone(bytes.TrimSuffix(line, []byte("\r"))), 0, nil
 }

@@ -19,6 +19,8 @@ func TestLineReader(t *testing.T) {
 		{"at the limit", "12345\n", []string{"12345"}},
 		{"over the limit", "123456\nok\n", []string{"!7", "ok"}},
 		{"over at the end", "ok\n1234567", []string{"ok", "!7"}},
+		// Without its newline, one byte over is over too.
+		{"one over at the end", "ok\n123456", []string{"ok", "!6"}},
 		{"blank kept", "\n\n", []string{"", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
