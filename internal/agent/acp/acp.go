@@ -2,23 +2,19 @@ package acp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/procrt"
 )
 
 // Defaults of Options.
 const (
-	DefaultStartTimeout     = 60 * time.Second
+	DefaultStartTimeout     = procrt.DefaultStartTimeout
 	DefaultInterruptTimeout = 4 * time.Second
-	DefaultCloseGrace       = 2 * time.Second
-	stderrTail              = 8 << 10
-	drainWait               = 2 * time.Second
+	DefaultCloseGrace       = procrt.DefaultCloseGrace
+	drainWait               = 2 * time.Second // for a terminal's output
 )
 
 // Agent describes one ACP agent: how its process is started and what the
@@ -94,43 +90,23 @@ type Options struct {
 
 // New returns the adapter of one ACP agent.
 func New(spec Agent, opts Options) agent.Adapter {
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = DefaultStartTimeout
-	}
-	if opts.InterruptTimeout <= 0 {
-		opts.InterruptTimeout = DefaultInterruptTimeout
-	}
-	if opts.CloseGrace <= 0 {
-		opts.CloseGrace = DefaultCloseGrace
-	}
-	return &adapter{spec: spec, opts: opts, dir: &agent.Dir{Path: spec.Dir, TempBase: spec.TempDir, Prefix: "agentbox-" + spec.Name + "-"}}
+	procrt.OrDefault(&opts.StartTimeout, DefaultStartTimeout)
+	procrt.OrDefault(&opts.InterruptTimeout, DefaultInterruptTimeout)
+	procrt.OrDefault(&opts.CloseGrace, DefaultCloseGrace)
+	return &adapter{spec: spec, opts: opts, homes: procrt.Homes{
+		Dir:    &agent.Dir{Path: spec.Dir, TempBase: spec.TempDir, Prefix: "agentbox-" + spec.Name + "-"},
+		Shared: "home", Sessions: "sessions", Setup: spec.Setup,
+	}}
 }
 
 type adapter struct {
 	spec Agent
 	opts Options
 
-	// dir holds the agent's homes (Agent.Dir), made on first use.
-	dir *agent.Dir
-}
-
-// home makes a home below the adapter's directory (rel: "home", or
-// "sessions/ID") and sets it up.
-func (a *adapter) home(rel string) (string, error) {
-	dir, err := a.dir.Make()
-	if err != nil {
-		return "", err
-	}
-	home := filepath.Join(dir, rel)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return "", err
-	}
-	if a.spec.Setup != nil {
-		if err := a.spec.Setup(home); err != nil {
-			return "", err
-		}
-	}
-	return home, nil
+	// homes are the agent's homes below Agent.Dir (made on first use):
+	// home, shared by its sessions on the host, and sessions/ID, a
+	// sandboxed session's own.
+	homes procrt.Homes
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -146,23 +122,14 @@ func (a *adapter) Info(context.Context) agent.Info {
 // directory, initializes it and opens (or loads) its session.
 func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
 	name := a.spec.Name
-	if !filepath.IsAbs(cfg.Cwd) {
-		return nil, fmt.Errorf("%s: the working directory %q is not an absolute path", name, cfg.Cwd)
-	}
-	if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("%s: the working directory %q is not a directory", name, cfg.Cwd)
+	bin, err := procrt.Locate(name, cfg.Cwd, a.spec.Binary, "the agent is not installed")
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := knownPermissionModes[cfg.PermissionMode]; !ok {
 		return nil, fmt.Errorf("%s: unknown permission mode %q", name, cfg.PermissionMode)
 	}
-	bin, _, err := a.spec.Binary()
-	if err != nil || bin == "" {
-		if err == nil {
-			err = errors.New("no path")
-		}
-		return nil, fmt.Errorf("%s: the agent is not installed: %w", name, err)
-	}
-	home, err := a.homeFor(cfg)
+	home, err := a.homes.For(cfg.SessionID, cfg.Sandbox != nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: home directory: %w", name, err)
 	}
@@ -170,30 +137,8 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	list := make([]string, 0, len(env))
-	for k, v := range env {
-		list = append(list, k+"="+v)
-	}
-	sort.Strings(list)
-	proc := &agent.Proc{Path: bin, Args: args, Env: list, Dir: cfg.Cwd, Sandbox: cfg.Sandbox}
+	proc := &agent.Proc{Path: bin, Args: args, Env: procrt.EnvList(env), Dir: cfg.Cwd, Sandbox: cfg.Sandbox}
 	return startSession(ctx, a, proc, cfg, host)
-}
-
-// homeFor is the agent's HOME for one session: the adapter's shared
-// home, or one of the session's own when it runs in a sandbox.
-func (a *adapter) homeFor(cfg agent.Config) (string, error) {
-	if cfg.Sandbox == nil {
-		return a.home("home")
-	}
-	return a.sessionHome(cfg.SessionID)
-}
-
-// sessionHome makes (and sets up) the home of sandboxed session id.
-func (a *adapter) sessionHome(id string) (string, error) {
-	if !agent.PlainName(id) {
-		return "", fmt.Errorf("acp: %q is not a session id", id)
-	}
-	return a.home(filepath.Join("sessions", id))
 }
 
 // Providers implements agent.ProviderUser.
@@ -205,31 +150,16 @@ func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 }
 
 // RemoveState implements agent.SandboxNeeder: the home of a sandboxed
-// session, where sessionHome makes it; nothing is made or written.
-func (a *adapter) RemoveState(sessionID string) error {
-	dir := a.dir.Made()
-	if dir != "" {
-		dir = filepath.Join(dir, "sessions")
-	}
-	return agent.RemoveSessionDir(dir, sessionID)
-}
+// session; nothing is made or written.
+func (a *adapter) RemoveState(sessionID string) error { return a.homes.RemoveState(sessionID) }
 
 // SandboxPaths implements agent.SandboxNeeder: the installed agent (read)
 // and the session's own home (write).
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
-	if home, err := a.sessionHome(cfg.SessionID); err == nil {
-		write = append(write, home)
-	}
-	if bin, _, err := a.spec.Binary(); err == nil && bin != "" {
-		read = append(read, agent.InstallRoot(bin))
-	}
-	return read, write
+	return a.homes.SandboxPaths(cfg.SessionID, a.spec.Binary)
 }
 
 var knownPermissionModes = map[string]struct{}{"": {}, "default": {}, "accept_edits": {}, "bypass": {}, "plan": {}}
 
-// basePath is the PATH of agent processes: the agent's own directory
-// first (npm's .bin holds node scripts), then the system's.
-func basePath(bin string) string {
-	return filepath.Dir(bin) + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin"
-}
+// basePath is the PATH of agent processes (procrt.BasePath).
+var basePath = procrt.BasePath

@@ -3,8 +3,8 @@
 // codex-acp, OpenCode (opencode acp) and any ACP binary added by
 // configuration (FromConfig).
 //
-// One agent process runs per session, started with agent.Proc (so inside
-// the session's sandbox when it has one). The adapter speaks JSON-RPC
+// One agent process runs per session, run by internal/agent/procrt (an
+// agent.Proc, so inside the session's sandbox when it has one). The adapter speaks JSON-RPC
 // through github.com/coder/acp-go-sdk's Connection but handles the agent's
 // messages itself: initialize (advertising only the client methods it
 // serves), session/new or session/load, session/set_mode and the model,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -18,30 +17,22 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/procrt"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
-var (
-	errBusy   = errors.New("acp: a turn is already running")
-	errClosed = errors.New("acp: session closed")
-)
-
-// session is one agent process with one ACP session in it.
+// session is one agent process with one ACP session in it: the runtime
+// runs the process, the SDK's connection speaks JSON-RPC over its pipes.
 type session struct {
+	*procrt.Runtime
 	a    *adapter
 	host agent.Host
 	cfg  agent.Config
-	proc *agent.Proc
 	conn *sdk.Connection
 	fs   *confinedFS // nil when fs/* is not served
 	// terms are the agent's terminals (nil when terminal/* is not served).
 	terms *terminals
 	sid   sdk.SessionId
-
-	stdin   *os.File
-	stdout  *os.File
-	stderrR *os.File
-	stderr  *agent.TailBuffer
 
 	// mu guards the translator and the turn, and is held while the
 	// events of one message are emitted, so they stay in order.
@@ -54,13 +45,6 @@ type session struct {
 	// come before it.
 	early   []event.Event
 	started bool
-
-	turnMu  sync.Mutex // held while a turn runs
-	closing atomic.Bool
-
-	exited chan struct{} // the process exited and its output was read
-	done   chan struct{} // exited, and the turn it failed has returned
-	exit   agent.ProcExit
 }
 
 type turn struct {
@@ -78,17 +62,7 @@ var (
 // bounds the start-up calls.
 func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.Config, host agent.Host) (*session, error) {
 	name := a.spec.Name
-	inW, outR, errR, err := proc.StartPiped()
-	if err != nil {
-		return nil, fmt.Errorf("%s: start %s: %w", name, proc.Path, err)
-	}
-
-	s := &session{
-		a: a, host: host, cfg: cfg, proc: proc,
-		stdin: inW, stdout: outR, stderrR: errR, stderr: agent.NewTailBuffer(stderrTail),
-		tr:     NewTranslator(cfg.Cwd),
-		exited: make(chan struct{}), done: make(chan struct{}),
-	}
+	s := &session{a: a, host: host, cfg: cfg, tr: NewTranslator(cfg.Cwd)}
 	s.tr.Raw = a.opts.Raw
 	if a.spec.ServeFS && cfg.Sandbox == nil {
 		s.fs = &confinedFS{dir: cfg.Cwd}
@@ -96,23 +70,31 @@ func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.C
 	if a.spec.ServeTerminal {
 		s.terms = newTerminals(cfg.Cwd, proc.Env, cfg.Sandbox)
 	}
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		_, _ = io.Copy(s.stderr, errR)
-	}()
-	s.conn = sdk.NewConnection(s.handle, inW, outR)
+	rt, err := procrt.Start(proc, procrt.Config{
+		Name: name, Who: "the " + name + " agent", ErrPrefix: name + ": the agent",
+		CloseGrace: a.opts.CloseGrace, ExitsOnEOF: a.spec.ExitsOnEOF,
+		OnExit: func() {
+			if s.terms != nil {
+				s.terms.closeAll() // the agent is gone: so are the commands it ran
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Runtime = rt
+	s.conn = sdk.NewConnection(s.handle, rt.Stdin(), rt.Stdout())
 	// The SDK logs protocol trouble through slog; the agent's own
 	// complaints are in its stderr tail, which is what we report.
 	s.conn.SetLogger(slog.New(slog.DiscardHandler))
-	go s.wait(stderrDone)
+	rt.Serve(func(io.Reader) { <-s.conn.Done() })
 
 	sctx, cancel := context.WithTimeout(ctx, a.opts.StartTimeout)
 	defer cancel()
 	if err := s.open(sctx); err != nil {
-		_ = s.proc.Kill()
-		<-s.exited
-		if tail := s.stderr.Summary(); tail != "" {
+		s.Kill()
+		<-s.Exited()
+		if tail := s.Stderr().Summary(); tail != "" {
 			err = fmt.Errorf("%w; its stderr ends with: %s", err, tail)
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -125,8 +107,8 @@ func call[T any](ctx context.Context, s *session, method string, params any) (T,
 	v, err := sdk.SendRequest[T](s.conn, ctx, method, params)
 	if err != nil {
 		select {
-		case <-s.exited:
-			return v, fmt.Errorf("%s: the agent %s", method, s.exitDesc())
+		case <-s.Exited():
+			return v, fmt.Errorf("%s: the agent %s", method, s.ExitDesc())
 		default:
 		}
 		return v, fmt.Errorf("%s: %w", method, err)
@@ -271,31 +253,6 @@ func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCate
 		return true, err
 	}
 	return false, nil
-}
-
-// wait reaps the process and closes done once its output is read.
-func (s *session) wait(stderrDone chan struct{}) {
-	ex := s.proc.Wait()
-	if s.terms != nil {
-		// The agent is gone: so are the commands it ran.
-		s.terms.closeAll()
-	}
-	select {
-	case <-s.conn.Done():
-	case <-time.After(drainWait):
-		s.stdout.Close() // a grandchild holds the pipe: stop reading
-	}
-	select {
-	case <-stderrDone:
-	case <-time.After(drainWait):
-	}
-	s.stderrR.Close()
-	s.mu.Lock()
-	s.exit = ex
-	s.mu.Unlock()
-	s.stdin.Close()
-	close(s.exited) // a turn in flight fails with the exit (Prompt watches exited)
-	close(s.done)   // the engine records how the turn and the session ended
 }
 
 // emit hands events to the engine; it is called with s.mu held.
@@ -448,18 +405,11 @@ func (s *session) permission(ctx context.Context, params json.RawMessage, req sd
 
 // Prompt implements agent.Session.
 func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, error) {
-	if !s.turnMu.TryLock() {
-		return agent.Result{}, errBusy
+	end, err := s.BeginTurn()
+	if err != nil {
+		return agent.Result{}, err
 	}
-	defer s.turnMu.Unlock()
-	select {
-	case <-s.exited:
-		return agent.Result{}, s.exitError()
-	default:
-	}
-	if s.closing.Load() {
-		return agent.Result{}, errClosed
-	}
+	defer end()
 	blocks, err := promptBlocks(in)
 	if err != nil {
 		return agent.Result{}, err
@@ -497,7 +447,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		select {
 		case r := <-ch:
 			return s.finish(t, r.resp, r.err)
-		case <-s.exited:
+		case <-s.Exited():
 			select {
 			case r := <-ch: // it answered just before it exited
 				if r.err == nil {
@@ -506,7 +456,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 			default:
 			}
 			s.finishItems(nil)
-			return agent.Result{}, s.exitError()
+			return agent.Result{}, s.ExitError()
 		case <-ctx.Done():
 			if t.cancelled.Swap(true) {
 				continue
@@ -518,7 +468,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 			ctx = context.Background() // seen once
 		case <-timeout:
 			// The agent did not stop: end it, as a user would.
-			_ = s.proc.Kill()
+			s.Kill()
 			s.finishItems(nil)
 			return agent.Result{StopReason: event.StopInterrupted,
 				Message: fmt.Sprintf("the agent did not stop within %s of session/cancel and was killed", s.a.opts.InterruptTimeout)}, nil
@@ -531,8 +481,8 @@ func (s *session) finish(t *turn, resp sdk.PromptResponse, err error) (agent.Res
 	if err != nil {
 		s.finishItems(nil)
 		select {
-		case <-s.exited:
-			return agent.Result{}, s.exitError()
+		case <-s.Exited():
+			return agent.Result{}, s.ExitError()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if t.cancelled.Load() {
@@ -626,41 +576,4 @@ func promptBlocks(in agent.Input) ([]sdk.ContentBlock, error) {
 		return nil, errors.New("acp: the message is empty")
 	}
 	return blocks, nil
-}
-
-// Close implements agent.Session: close stdin (some agents exit on EOF),
-// then SIGTERM the process group, then SIGKILL it, each after CloseGrace,
-// never past ctx.
-func (s *session) Close(ctx context.Context) error {
-	s.closing.Store(true)
-	s.stdin.Close()
-	// An agent that does not exit on EOF would make Stop wait for
-	// nothing: it is signalled at once.
-	return s.proc.Stop(ctx, s.done, s.a.opts.CloseGrace, s.a.spec.ExitsOnEOF)
-}
-
-// Done implements agent.Exiter.
-func (s *session) Done() <-chan struct{} { return s.done }
-
-// Exit implements agent.Exiter.
-func (s *session) Exit() event.SessionEnded {
-	s.mu.Lock()
-	ex := s.exit
-	s.mu.Unlock()
-	return ex.Ended("the "+s.a.spec.Name+" agent", s.closing.Load(), s.stderr.String())
-}
-
-func (s *session) exitDesc() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.exit.Desc
-}
-
-// exitError is a turn's error when the process is gone.
-func (s *session) exitError() error {
-	desc := s.exitDesc()
-	if tail := s.stderr.Summary(); tail != "" {
-		return fmt.Errorf("%s: the agent %s: %s", s.a.spec.Name, desc, tail)
-	}
-	return fmt.Errorf("%s: the agent %s", s.a.spec.Name, desc)
 }

@@ -3,15 +3,12 @@ package claude
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/procrt"
 )
 
 // Name is the adapter's registry name.
@@ -19,10 +16,9 @@ const Name = "claude"
 
 // Defaults of Options.
 const (
-	DefaultMaxLine          = 32 << 20 // bytes of one stdout line
-	DefaultInterruptTimeout = 5 * time.Second
-	DefaultCloseGrace       = 2 * time.Second
-	stderrTail              = 8 << 10
+	DefaultMaxLine          = procrt.DefaultMaxLine
+	DefaultInterruptTimeout = procrt.DefaultInterruptTimeout
+	DefaultCloseGrace       = procrt.DefaultCloseGrace
 )
 
 // Options configure the adapter. The composition root fills them in.
@@ -57,31 +53,23 @@ type Options struct {
 
 // New returns the Claude Code adapter.
 func New(opts Options) agent.Adapter {
-	if opts.MaxLine <= 0 {
-		opts.MaxLine = DefaultMaxLine
-	}
-	if opts.InterruptTimeout <= 0 {
-		opts.InterruptTimeout = DefaultInterruptTimeout
-	}
-	if opts.CloseGrace <= 0 {
-		opts.CloseGrace = DefaultCloseGrace
-	}
+	procrt.OrDefault(&opts.MaxLine, DefaultMaxLine)
+	procrt.OrDefault(&opts.InterruptTimeout, DefaultInterruptTimeout)
+	procrt.OrDefault(&opts.CloseGrace, DefaultCloseGrace)
 	if opts.Binary == nil {
-		opts.Binary = func() (string, string, error) {
-			p, err := exec.LookPath("claude")
-			return p, "", err
-		}
+		opts.Binary = procrt.LookPath("claude")
 	}
-	a := &adapter{opts: opts}
-	a.home = &agent.Dir{Path: opts.HomeDir, Prefix: "agentbox-claude-home-"}
-	return a
+	return &adapter{opts: opts, homes: procrt.Homes{
+		Dir: &agent.Dir{Path: opts.HomeDir, Prefix: "agentbox-claude-home-"}, Sessions: "sessions"}}
 }
 
 type adapter struct {
 	opts Options
 
-	// home is the adapter's directory, made on first use.
-	home *agent.Dir
+	// homes are the CLI's: the adapter's shared home, and a home of its
+	// own for each sandboxed session below it (sessions/ID), so that a
+	// sandboxed agent sees no other session's transcripts.
+	homes procrt.Homes
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -145,7 +133,7 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, sessionID string) (c
 	}
 
 	env := map[string]string{
-		"PATH": filepath.Dir(bin) + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin",
+		"PATH": procrt.BasePath(bin),
 		"HOME": home,
 		// No telemetry, error reports, update checks or other traffic
 		// than the model API.
@@ -174,32 +162,18 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, sessionID string) (c
 	for k, v := range cfg.Env {
 		env[k] = v
 	}
-	list := make([]string, 0, len(env))
-	for k, v := range env {
-		list = append(list, k+"="+v)
-	}
-	sort.Strings(list)
-	return command{path: bin, args: args, env: list, dir: cfg.Cwd}, nil
+	return command{path: bin, args: args, env: procrt.EnvList(env), dir: cfg.Cwd}, nil
 }
 
 // Start implements agent.Adapter: it starts the CLI in the session's
 // directory and returns once the process runs (the CLI says nothing until
 // the first message).
 func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
-	if !filepath.IsAbs(cfg.Cwd) {
-		return nil, fmt.Errorf("claude: the working directory %q is not an absolute path", cfg.Cwd)
+	bin, err := procrt.Locate("claude", cfg.Cwd, a.opts.Binary, "the CLI is not installed (run `agentbox agents install claude`)")
+	if err != nil {
+		return nil, err
 	}
-	if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("claude: the working directory %q is not a directory", cfg.Cwd)
-	}
-	bin, _, err := a.opts.Binary()
-	if err != nil || bin == "" {
-		if err == nil {
-			err = errors.New("no path")
-		}
-		return nil, fmt.Errorf("claude: the CLI is not installed (run `agentbox agents install claude`): %w", err)
-	}
-	home, err := a.sessionHome(cfg.SessionID, cfg.Sandbox != nil)
+	home, err := a.homes.For(cfg.SessionID, cfg.Sandbox != nil)
 	if err != nil {
 		return nil, fmt.Errorf("claude: home directory: %w", err)
 	}
@@ -216,38 +190,16 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		return nil, err
 	}
 	if err := host.SetNativeSessionID(ctx, nativeID); err != nil {
-		s.kill()
-		<-s.done
+		s.Kill()
+		<-s.Done()
 		return nil, fmt.Errorf("claude: %w", err)
 	}
 	return s, nil
 }
 
-// sessionHome is the CLI's HOME for one session: the adapter's shared home,
-// or, for a sandboxed session, a home of its own below it, so that a
-// sandboxed agent sees no other session's transcripts (a resumed session
-// gets the same one back: it is keyed by the agentbox session id).
-func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) {
-	home, err := a.home.Make()
-	if err != nil || !sandboxed {
-		return home, err
-	}
-	if !agent.PlainName(sessionID) {
-		return "", fmt.Errorf("claude: %q is not a session id", sessionID)
-	}
-	dir := filepath.Join(home, "sessions", sessionID)
-	return dir, os.MkdirAll(dir, 0o700)
-}
-
 // RemoveState implements agent.SandboxNeeder: the home of a sandboxed
-// session, where sessionHome makes it.
-func (a *adapter) RemoveState(sessionID string) error {
-	home := a.home.Made()
-	if home != "" {
-		home = filepath.Join(home, "sessions")
-	}
-	return agent.RemoveSessionDir(home, sessionID)
-}
+// session.
+func (a *adapter) RemoveState(sessionID string) error { return a.homes.RemoveState(sessionID) }
 
 // Providers implements agent.ProviderUser: the Anthropic API, as the
 // session's Env or the adapter's defaults configure it.
@@ -258,13 +210,7 @@ func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 // SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
 // and the session's home (write).
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
-	if home, err := a.sessionHome(cfg.SessionID, true); err == nil {
-		write = append(write, home)
-	}
-	if bin, _, err := a.opts.Binary(); err == nil && bin != "" {
-		read = append(read, agent.InstallRoot(bin))
-	}
-	return read, write
+	return a.homes.SandboxPaths(cfg.SessionID, a.opts.Binary)
 }
 
 // newUUID returns a random (version 4) UUID, the form --session-id takes.

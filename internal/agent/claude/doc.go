@@ -7,8 +7,9 @@
 //
 // The translation is a pure function of the CLI's output lines (Mapper),
 // so it is tested against recorded transcripts without a process; the
-// process handling (session.go, process.go) is tested with a helper
-// process and, end to end, with the real CLI against internal/fakellm.
+// process is run by internal/agent/procrt, and the protocol (session.go)
+// is tested with a helper process and, end to end, with the real CLI
+// against internal/fakellm.
 //
 // # Mapping
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/procrt"
 )
 
 // FuzzMapper feeds arbitrary bytes through the line reader (with a small
@@ -33,9 +34,9 @@ func FuzzMapper(f *testing.F) {
 	f.Add(bytes.Repeat([]byte("y"), 5000))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := NewMapper("/w")
-		lr := newLineReader(bytes.NewReader(data), 1024)
+		lr := procrt.NewLineReader(bytes.NewReader(data), 1024)
 		for {
-			line, _, err := lr.next()
+			line, _, err := lr.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}

@@ -1,7 +1,9 @@
 // Package pi drives the pi coding agent (@mariozechner/pi-coding-agent)
 // natively: one `pi --mode rpc` process per session, speaking pi's RPC
 // protocol (JSON lines on stdin and stdout) and translating what pi prints
-// into universal events.
+// into universal events. The process (start, lines, exit, interrupt's
+// escalation, close) is run by internal/agent/procrt; this package is the
+// protocol and the mapper.
 //
 // pi talks to an OpenAI-compatible Chat Completions provider that the
 // adapter writes into a private agent directory (PI_CODING_AGENT_DIR:

@@ -1,12 +1,13 @@
 package pi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/agent/procrt"
 )
 
 // FuzzMapper feeds arbitrary bytes through the line reader (with a small
@@ -28,9 +29,9 @@ func FuzzMapper(f *testing.F) {
 	f.Add(bytes.Repeat([]byte("y"), 5000))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := NewMapper("/w")
-		r := bufio.NewReaderSize(bytes.NewReader(data), 16)
+		lr := procrt.NewLineReader(bytes.NewReader(data), 1024)
 		for {
-			line, _, err := readLine(r, 1024)
+			line, _, err := lr.Next()
 			if err != nil {
 				break
 			}

@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/procrt"
 )
 
 // Name is the adapter's registry name.
@@ -23,11 +22,10 @@ const Name = "pi"
 const (
 	DefaultModel            = "gpt-4.1"
 	DefaultProvider         = "agentbox"
-	DefaultMaxLine          = 32 << 20
-	DefaultInterruptTimeout = 5 * time.Second
-	DefaultCloseGrace       = 2 * time.Second
-	DefaultStartTimeout     = 60 * time.Second
-	stderrTail              = 8 << 10
+	DefaultMaxLine          = procrt.DefaultMaxLine
+	DefaultInterruptTimeout = procrt.DefaultInterruptTimeout
+	DefaultCloseGrace       = procrt.DefaultCloseGrace
+	DefaultStartTimeout     = procrt.DefaultStartTimeout
 )
 
 // extensionSource is the approval gate pi loads with -e (see the file).
@@ -78,34 +76,25 @@ func New(opts Options) agent.Adapter {
 	if opts.Model == "" {
 		opts.Model = DefaultModel
 	}
-	if opts.MaxLine <= 0 {
-		opts.MaxLine = DefaultMaxLine
-	}
-	if opts.InterruptTimeout <= 0 {
-		opts.InterruptTimeout = DefaultInterruptTimeout
-	}
-	if opts.CloseGrace <= 0 {
-		opts.CloseGrace = DefaultCloseGrace
-	}
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = DefaultStartTimeout
-	}
+	procrt.OrDefault(&opts.MaxLine, DefaultMaxLine)
+	procrt.OrDefault(&opts.InterruptTimeout, DefaultInterruptTimeout)
+	procrt.OrDefault(&opts.CloseGrace, DefaultCloseGrace)
+	procrt.OrDefault(&opts.StartTimeout, DefaultStartTimeout)
 	if opts.Binary == nil {
-		opts.Binary = func() (string, string, error) {
-			p, err := exec.LookPath("pi")
-			return p, "", err
-		}
+		opts.Binary = procrt.LookPath("pi")
 	}
-	a := &adapter{opts: opts}
-	a.home = &agent.Dir{Path: opts.Home, Prefix: "agentbox-pi-"}
-	return a
+	return &adapter{opts: opts, homes: procrt.Homes{
+		Dir: &agent.Dir{Path: opts.Home, Prefix: "agentbox-pi-"}, Sessions: "sandboxed"}}
 }
 
 type adapter struct {
 	opts Options
 
-	// home is the adapter's directory, made on first use.
-	home *agent.Dir
+	// homes are pi's HOMEs: the adapter's shared one, and one of its own
+	// for each sandboxed session below it (sandboxed/ID, so a resumed
+	// session finds its session files), so that a sandboxed agent sees no
+	// other session's files.
+	homes procrt.Homes
 }
 
 var _ agent.Adapter = (*adapter)(nil)
@@ -130,31 +119,9 @@ func (a *adapter) Info(context.Context) agent.Info {
 		"the pi CLI is not installed (run `agentbox agents install pi`)")
 }
 
-// sessionHome is pi's HOME for one session: the adapter's shared home, or,
-// for a sandboxed session, one of its own below it (keyed by the agentbox
-// session id, so a resumed session finds its session files), so that a
-// sandboxed agent sees no other session's files.
-func (a *adapter) sessionHome(sessionID string, sandboxed bool) (string, error) {
-	home, err := a.home.Make()
-	if err != nil || !sandboxed {
-		return home, err
-	}
-	if !agent.PlainName(sessionID) {
-		return "", fmt.Errorf("pi: %q is not a session id", sessionID)
-	}
-	dir := filepath.Join(home, "sandboxed", sessionID)
-	return dir, os.MkdirAll(dir, 0o700)
-}
-
 // RemoveState implements agent.SandboxNeeder: the home of a sandboxed
-// session, where sessionHome makes it.
-func (a *adapter) RemoveState(sessionID string) error {
-	home := a.home.Made()
-	if home != "" {
-		home = filepath.Join(home, "sandboxed")
-	}
-	return agent.RemoveSessionDir(home, sessionID)
-}
+// session.
+func (a *adapter) RemoveState(sessionID string) error { return a.homes.RemoveState(sessionID) }
 
 // Providers implements agent.ProviderUser: the OpenAI-compatible API pi
 // is configured with, from the session's Env or the adapter's defaults.
@@ -165,13 +132,7 @@ func (a *adapter) Providers(cfg agent.Config) []agent.Provider {
 // SandboxPaths implements agent.SandboxNeeder: the installed CLI (read)
 // and the session's home (write).
 func (a *adapter) SandboxPaths(cfg agent.Config) (read, write []string) {
-	if home, err := a.sessionHome(cfg.SessionID, true); err == nil {
-		write = append(write, home)
-	}
-	if bin, _, err := a.opts.Binary(); err == nil && bin != "" {
-		read = append(read, agent.InstallRoot(bin))
-	}
-	return read, write
+	return a.homes.SandboxPaths(cfg.SessionID, a.opts.Binary)
 }
 
 // Which tools ask and which are refused, by permission mode: pi asks for
@@ -182,14 +143,6 @@ var permissionModes = map[string]struct{ ask, deny string }{
 	"accept_edits": {ask: "bash"},
 	"bypass":       {},
 	"plan":         {deny: "bash,write,edit"},
-}
-
-// command is how a session's process is started.
-type command struct {
-	path string
-	args []string
-	env  []string
-	dir  string
 }
 
 // sessionDirs makes the private agent directory of one session start: pi
@@ -222,11 +175,11 @@ func (a *adapter) sessionDir(home, baseURL, apiKey, model string) (string, error
 	return dir, nil
 }
 
-// buildCommand makes pi's command line and environment.
-func (a *adapter) buildCommand(cfg agent.Config, bin, home, dir string) (command, error) {
+// buildCommand makes pi's process: its command line and environment.
+func (a *adapter) buildCommand(cfg agent.Config, bin, home, dir string) (*agent.Proc, error) {
 	mode, ok := permissionModes[cfg.PermissionMode]
 	if !ok {
-		return command{}, fmt.Errorf("pi: unknown permission mode %q", cfg.PermissionMode)
+		return nil, fmt.Errorf("pi: unknown permission mode %q", cfg.PermissionMode)
 	}
 	model := cfg.Model
 	if model == "" {
@@ -239,7 +192,7 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, dir string) (command
 		args = append(args, "--session", cfg.NativeSessionID)
 	}
 	env := map[string]string{
-		"PATH":                filepath.Dir(bin) + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin",
+		"PATH":                procrt.BasePath(bin),
 		"HOME":                home,
 		"PI_CODING_AGENT_DIR": dir,
 		// No update checks, telemetry or package fetches: pi talks to the
@@ -256,32 +209,18 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, dir string) (command
 	for k, v := range cfg.Env {
 		env[k] = v
 	}
-	list := make([]string, 0, len(env))
-	for k, v := range env {
-		list = append(list, k+"="+v)
-	}
-	sort.Strings(list)
-	return command{path: bin, args: args, env: list, dir: cfg.Cwd}, nil
+	return &agent.Proc{Path: bin, Args: args, Env: procrt.EnvList(env), Dir: cfg.Cwd, Sandbox: cfg.Sandbox}, nil
 }
 
 // Start implements agent.Adapter: it starts pi in the session's directory
 // and returns once pi answered its first command (get_state, which names
 // pi's session id).
 func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
-	if !filepath.IsAbs(cfg.Cwd) {
-		return nil, fmt.Errorf("pi: the working directory %q is not an absolute path", cfg.Cwd)
+	bin, err := procrt.Locate("pi", cfg.Cwd, a.opts.Binary, "the CLI is not installed (run `agentbox agents install pi`)")
+	if err != nil {
+		return nil, err
 	}
-	if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("pi: the working directory %q is not a directory", cfg.Cwd)
-	}
-	bin, _, err := a.opts.Binary()
-	if err != nil || bin == "" {
-		if err == nil {
-			err = errors.New("no path")
-		}
-		return nil, fmt.Errorf("pi: the CLI is not installed (run `agentbox agents install pi`): %w", err)
-	}
-	home, err := a.sessionHome(cfg.SessionID, cfg.Sandbox != nil)
+	home, err := a.homes.For(cfg.SessionID, cfg.Sandbox != nil)
 	if err != nil {
 		return nil, fmt.Errorf("pi: home directory: %w", err)
 	}
@@ -323,8 +262,8 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		err = host.SetNativeSessionID(ctx, id)
 	}
 	if err != nil {
-		s.kill()
-		<-s.done
+		s.Kill()
+		<-s.Done()
 		return nil, fmt.Errorf("pi: %w", err)
 	}
 	return s, nil
