@@ -255,8 +255,8 @@ func turn(t *testing.T, c *client.Client, sid, text string) (event.TurnCompleted
 // test put there, and placeholders in the credential variables. No value
 // is in the session's events, the audit log or any file the daemon keeps.
 //
-// opencode refuses sandboxed sessions (one shared server serves all its
-// sessions), so opencode-acp stands for it.
+// Native codex and opencode run a server of their own inside the
+// session's sandbox (opencode reached through relays on stdio).
 func TestAgentsInSandbox(t *testing.T) {
 	requireSandbox(t)
 	const (
@@ -357,6 +357,7 @@ open("hello.txt", "w").write("hi")
 		{"gemini", "gemini", "gemini", []string{gemini, google}, gemini, []string{"gemini-api-key"}},
 		{"codex", "codex", "codex", []string{openai}, openai, []string{"openai-api-key"}},
 		{"codex-acp", "codex-acp", "codex-acp", []string{openai, codex}, openai, []string{"openai-api-key"}},
+		{"opencode", "opencode", "opencode", []string{openai}, openai, []string{"openai-api-key"}},
 		{"opencode-acp", "opencode-acp", "opencode", []string{openai}, openai, []string{"openai-api-key"}},
 		// An agent from the agents file: agentbox routes the well-known
 		// model variables its environment sets.

@@ -24,14 +24,15 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/acp"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/codex"
+	"github.com/agentbox/agentbox/internal/agent/opencode"
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
-// TestSandboxedModelRoute runs codex-acp, opencode-acp and native codex,
-// whose provider lives in a config file agentbox generates, in a session with the
+// TestSandboxedModelRoute runs codex-acp, opencode-acp, native codex and
+// native opencode, whose provider lives in a config file agentbox generates, in a session with the
 // agent-default policy against the fake LLM. The daemon's environment
 // holds the upstream and the key (acp.Config, as daemon.Agents fills it
 // in); the session's env holds neither. The fake LLM answers only the real
@@ -58,6 +59,12 @@ func TestSandboxedModelRoute(t *testing.T) {
 		{codex.Name, codex.Name, func(c acp.Config) agent.Adapter {
 			return codex.New(codex.Options{Binary: c.Binary(codex.Name), Home: filepath.Join(c.DataDir, "agents", codex.Name, "home"),
 				BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, Model: "gpt-5.5"})
+		}},
+		// Native opencode, whose opencode.json agentbox generates too: a
+		// sandboxed session gets an `opencode serve` of its own.
+		{opencode.Name, opencode.Name, func(c acp.Config) agent.Adapter {
+			return opencode.New(opencode.Options{Binary: c.Binary(opencode.Name), Home: filepath.Join(c.DataDir, "agents", opencode.Name, "home"),
+				BaseURL: c.OpenAIBaseURL, APIKey: c.OpenAIAPIKey, MaxRetries: -1})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,25 @@
 // other variables are added to the server's environment (and so select a
 // server of their own).
 //
+// # Sandboxed sessions
+//
+// A sandboxed session (agent.Config.Sandbox) gets a server of its own,
+// started inside its sandbox through agent.Proc (`--port 0`: the port is
+// read from its "listening on" line) and stopped with the session, with a
+// home of its own (Home/sandboxed/ID, agent.SandboxNeeder) whose
+// opencode.json names neither the upstream nor a key: it reads both from
+// the server's environment ({env:AGENTBOX_OPENCODE_BASE_URL},
+// {env:AGENTBOX_OPENCODE_API_KEY}), which holds the session's provider
+// (agent.ProviderUser; in a sandbox the egress proxy's route and the
+// placeholder) and the session's Env. The server listens on the loopback
+// of the sandbox's network namespace, which the daemon cannot reach and
+// the sandbox gets no route for: every HTTP connection of the daemon's
+// client to it is a relay process started in the sandbox (the opencode
+// binary as Bun, BUN_BE_BUN=1, running relayJS) that connects to the port
+// there and copies bytes over its stdin and stdout (sandboxed.go). It
+// needs nothing but a process's pipes, which every runtime gives; it is
+// tested under the process runtime (TestSandboxedSessions).
+//
 // # Mapping
 //
 //	native (GET /event)                           universal

@@ -27,6 +27,7 @@ const (
 
 	providerID = "agentbox"
 	apiKeyEnv  = "AGENTBOX_OPENCODE_API_KEY"
+	baseURLEnv = "AGENTBOX_OPENCODE_BASE_URL"
 )
 
 // Options configure the adapter. The composition root fills them in.
@@ -85,7 +86,7 @@ func New(opts Options) agent.Adapter {
 			return p, "", err
 		}
 	}
-	return &adapter{opts: opts, servers: map[serverKey]*server{}, starting: map[serverKey]*sync.Mutex{},
+	return &adapter{opts: opts, servers: map[serverKey]*server{}, starting: map[serverKey]*sync.Mutex{}, own: map[*server]struct{}{},
 		home: &agent.Dir{Path: opts.Home, Prefix: "agentbox-opencode-"}}
 }
 
@@ -98,6 +99,7 @@ type adapter struct {
 	mu       sync.Mutex
 	servers  map[serverKey]*server
 	starting map[serverKey]*sync.Mutex // one start at a time per key
+	own      map[*server]struct{}      // sandboxed sessions' servers, one each
 	closed   bool
 
 	tap func(cwd string, data []byte) // tests: sees every event's data
@@ -203,6 +205,9 @@ func (a *adapter) release(s *server) {
 	if last && a.servers[s.key] == s {
 		delete(a.servers, s.key)
 	}
+	if last {
+		delete(a.own, s)
+	}
 	a.mu.Unlock()
 	if last {
 		s.stop(a.opts.CloseGrace)
@@ -217,7 +222,10 @@ func (a *adapter) Close() error {
 	for _, s := range a.servers {
 		all = append(all, s)
 	}
-	a.servers = map[serverKey]*server{}
+	for s := range a.own {
+		all = append(all, s)
+	}
+	a.servers, a.own = map[serverKey]*server{}, map[*server]struct{}{}
 	a.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range all {
@@ -244,14 +252,10 @@ type rule struct {
 }
 
 // Start implements agent.Adapter: it gets (or starts) the server for the
-// session's provider, subscribes to its events and creates an OpenCode
+// session's provider (a sandboxed session: a server of its own inside its
+// sandbox, sandboxed.go), subscribes to its events and creates an OpenCode
 // session in the session's directory.
 func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) (agent.Session, error) {
-	if cfg.Sandbox != nil {
-		// Fail closed rather than run the agent outside the sandbox the
-		// session asked for.
-		return nil, fmt.Errorf("opencode: %w: one `opencode serve` process serves all of its sessions; use the opencode-acp agent for sandboxed sessions", agent.ErrNoSandbox)
-	}
 	if !filepath.IsAbs(cfg.Cwd) {
 		return nil, fmt.Errorf("opencode: the working directory %q is not an absolute path", cfg.Cwd)
 	}
@@ -264,6 +268,9 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	}
 	if cfg.NativeSessionID != "" {
 		return nil, fmt.Errorf("opencode: resuming a session is not supported")
+	}
+	if cfg.Sandbox != nil {
+		return a.startOwn(ctx, cfg, host, rules)
 	}
 	key := a.keyFor(cfg)
 	if key.baseURL == "" {

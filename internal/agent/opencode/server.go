@@ -36,9 +36,9 @@ type server struct {
 	key      serverKey
 	url      string // http://127.0.0.1:PORT
 	password string
-	cmd      *exec.Cmd
-	tree     *agent.Tree
-	http     *http.Client
+	tree     *agent.Tree  // a shared server on the host (agent.StartTree)
+	proc     *agent.Proc  // a session's own server in its sandbox (sandboxed.go)
+	http     *http.Client // a sandboxed server's dials go through relays
 
 	done   chan struct{} // closed when the process has exited
 	exit   event.SessionEnded
@@ -96,28 +96,7 @@ func freePort(ctx context.Context) (int, error) {
 // writeConfig writes the OpenCode config of a server key. The API key is
 // not in it: the config refers to the environment variable that holds it.
 func writeConfig(home string, key serverKey) (string, error) {
-	cfg := map[string]any{
-		"$schema": "https://opencode.ai/config.json",
-		"provider": map[string]any{
-			providerID: map[string]any{
-				"npm":  "@ai-sdk/openai-compatible",
-				"name": "agentbox",
-				"options": map[string]any{
-					"baseURL": key.baseURL,
-					"apiKey":  "{env:" + apiKeyEnv + "}",
-				},
-				"models": map[string]any{key.model: map[string]any{"name": key.model, "tool_call": true}},
-			},
-		},
-		"model":       providerID + "/" + key.model,
-		"small_model": providerID + "/" + key.model,
-		"autoupdate":  false,
-		"share":       "disabled",
-		// The baseline; each session adds the rules of its permission
-		// mode (sessionRules), which win.
-		"permission": map[string]any{"bash": "ask", "edit": "ask"},
-	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
+	b, err := configJSON(key.baseURL, key.model)
 	if err != nil {
 		return "", err
 	}
@@ -137,6 +116,34 @@ func writeConfig(home string, key serverKey) (string, error) {
 		return "", fmt.Errorf("opencode: write config: %w", err)
 	}
 	return f.Name(), nil
+}
+
+// configJSON is an OpenCode config: the provider "agentbox" at baseURL
+// (which may be an {env:…} reference), its key read from apiKeyEnv, and
+// model.
+func configJSON(baseURL, model string) ([]byte, error) {
+	cfg := map[string]any{
+		"$schema": "https://opencode.ai/config.json",
+		"provider": map[string]any{
+			providerID: map[string]any{
+				"npm":  "@ai-sdk/openai-compatible",
+				"name": "agentbox",
+				"options": map[string]any{
+					"baseURL": baseURL,
+					"apiKey":  "{env:" + apiKeyEnv + "}",
+				},
+				"models": map[string]any{model: map[string]any{"name": model, "tool_call": true}},
+			},
+		},
+		"model":       providerID + "/" + model,
+		"small_model": providerID + "/" + model,
+		"autoupdate":  false,
+		"share":       "disabled",
+		// The baseline; each session adds the rules of its permission
+		// mode (sessionRules), which win.
+		"permission": map[string]any{"bash": "ask", "edit": "ask"},
+	}
+	return json.MarshalIndent(cfg, "", "  ")
 }
 
 // environ builds the server's environment from scratch.
@@ -160,6 +167,7 @@ func (a *adapter) environ(bin, home, cfgPath string, key serverKey, password str
 		"OPENCODE_DISABLE_PROJECT_CONFIG":  "1",
 		"OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
 		apiKeyEnv:                          key.apiKey,
+		baseURLEnv:                         key.baseURL,
 		"npm_config_registry":              registryFor(key.baseURL),
 	}
 	if key.env != "" {
@@ -192,15 +200,13 @@ func registryFor(baseURL string) string {
 }
 
 func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serverKey, port int) (*server, error) {
-	for _, d := range []string{"home", "config", "data", "cache", "state", "work"} {
+	for _, d := range homeDirs {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			return nil, fmt.Errorf("opencode: %w", err)
 		}
 	}
-	var pw [16]byte
-	_, _ = rand.Read(pw[:])
-	s := &server{key: key, password: hex.EncodeToString(pw[:]), done: make(chan struct{}), stderr: agent.NewTailBuffer(stderrTail),
-		http: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}}
+	s := newServer(key)
+	s.http = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
 	// The server outlives the start request: stop() ends it, not ctx.
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, "serve", "--hostname", "127.0.0.1", "--port", fmt.Sprint(port))
 	cmd.Dir = filepath.Join(home, "work")
@@ -215,7 +221,30 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 	if err != nil {
 		return nil, fmt.Errorf("opencode: start %s: %w", bin, err)
 	}
-	s.cmd, s.tree = cmd, tree
+	s.tree = tree
+	urlc := s.scanListening(stdout)
+	go func() {
+		err := tree.Wait()
+		s.exit = exitInfo(err, s.stderr.String())
+		close(s.done)
+	}()
+	return a.ready(ctx, s, urlc, start)
+}
+
+// homeDirs are the directories of a server's home: HOME, the XDG
+// directories and its working directory.
+var homeDirs = []string{"home", "config", "data", "cache", "state", "work"}
+
+// newServer is a server for key with a fresh password, not started yet.
+func newServer(key serverKey) *server {
+	var pw [16]byte
+	_, _ = rand.Read(pw[:])
+	return &server{key: key, password: hex.EncodeToString(pw[:]), done: make(chan struct{}), stderr: agent.NewTailBuffer(stderrTail)}
+}
+
+// scanListening copies the server's stdout to its output tail and sends
+// the URL of its "listening on" line, once.
+func (s *server) scanListening(stdout io.Reader) <-chan string {
 	urlc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -230,11 +259,12 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	go func() {
-		err := tree.Wait()
-		s.exit = exitInfo(err, s.stderr.String())
-		close(s.done)
-	}()
+	return urlc
+}
+
+// ready waits for the started server s to say where it listens (urlc) and
+// to answer its health check; a server that does not is stopped.
+func (a *adapter) ready(ctx context.Context, s *server, urlc <-chan string, start time.Time) (*server, error) {
 	fail := func(err error) (*server, error) {
 		s.stop(a.opts.CloseGrace)
 		return nil, err
@@ -243,7 +273,7 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 	case u := <-urlc:
 		s.url = u
 	case <-s.done:
-		return nil, fmt.Errorf("opencode: the server exited before listening: %s", s.exit.Message)
+		return nil, fmt.Errorf("opencode: the server exited before listening: %s%s", s.exit.Message, tailSuffix(s.stderr))
 	case <-ctx.Done():
 		return fail(fmt.Errorf("opencode: the server did not start: %w", ctx.Err()))
 	}
@@ -260,7 +290,7 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 		}
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("opencode: the server exited: %s", s.exit.Message)
+			return nil, fmt.Errorf("opencode: the server exited: %s%s", s.exit.Message, tailSuffix(s.stderr))
 		case <-ctx.Done():
 			return fail(fmt.Errorf("opencode: the server is not healthy (%w): %w", err, ctx.Err()))
 		case <-time.After(50 * time.Millisecond):
@@ -268,6 +298,14 @@ func (a *adapter) spawn(ctx context.Context, bin, home, cfgPath string, key serv
 	}
 	a.logStart(time.Since(start))
 	return s, nil
+}
+
+// tailSuffix is ": " and the end of a server's output, or "".
+func tailSuffix(b *agent.TailBuffer) string {
+	if t := b.Summary(); t != "" {
+		return ": " + t
+	}
+	return ""
 }
 
 // call makes one request to the server's API; dir selects the project
@@ -324,22 +362,38 @@ func (s *server) alive() bool {
 	}
 }
 
-// stop ends the server's process tree: SIGTERM, then SIGKILL after grace
-// (the supervisor kills what the server leaves behind).
+// stop ends the server's process tree: SIGTERM, then SIGKILL after grace.
 func (s *server) stop(grace time.Duration) {
-	if s.tree == nil {
+	if s.proc == nil && s.tree == nil {
 		return
 	}
-	_ = s.tree.Signal(syscall.SIGTERM)
+	_ = s.signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
 	case <-time.After(grace):
-		_ = s.tree.Signal(syscall.SIGKILL)
+		_ = s.signal(syscall.SIGKILL)
 		select {
 		case <-s.done:
 		case <-time.After(grace):
 		}
 	}
+	// Children that outlived the leader.
+	_ = s.signal(syscall.SIGKILL)
+	if t, ok := s.http.Transport.(*http.Transport); ok {
+		t.CloseIdleConnections() // a sandboxed server's relays
+	}
+}
+
+// signal sends sig to the server's process tree: under its supervisor on
+// the host, or in its sandbox.
+func (s *server) signal(sig syscall.Signal) error {
+	if s.proc != nil {
+		if sig == syscall.SIGKILL {
+			return s.proc.Kill()
+		}
+		return s.proc.Terminate()
+	}
+	return s.tree.Signal(sig)
 }
 
 // exitInfo describes how the process ended.
