@@ -166,6 +166,15 @@ func TestConformanceCodex(t *testing.T) {
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
 			return capsOverride{Codex(codexConfigFor(bin, codexDataDir(t), llm)), caps}
 		},
+		Sandboxed: agenttest.Sandboxed{
+			// Its home is mounted into the session's sandbox: the data
+			// directory must lie in the daemon's (as daemon.Agents puts it),
+			// which the sandbox's root leaves room for, not in a read-only
+			// host path.
+			New: func(_ *testing.T, llm agenttest.LLM, stateDir string) agent.Adapter {
+				return capsOverride{Codex(codexConfigFor(bin, stateDir, llm)), caps}
+			},
+		},
 		Caps:      caps,
 		Protocol:  fakellm.APIResponses,
 		URLSuffix: "/v1",

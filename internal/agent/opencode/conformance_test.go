@@ -32,6 +32,8 @@ func TestConformance(t *testing.T) {
 		Caps:      capabilities,
 		Protocol:  fakellm.APIChat,
 		URLSuffix: "/v1",
+		// Checked: a sandboxed session must be refused with ErrNoSandbox.
+		Sandboxed: agenttest.Sandboxed{Unsupported: "one `opencode serve` serves all the sessions of a provider, so the adapter refuses sandboxed sessions (agent.ErrNoSandbox) until it runs a server per session inside the sandbox (issue 12); opencode-acp runs sandboxed meanwhile"},
 		// The agent process is the shared server: kill it.
 		KillAgent: func(t *testing.T, _ string) {
 			mu.Lock()
