@@ -93,9 +93,8 @@
 // KillAgent defaults to KillAgentByCwd, which SIGKILLs the direct child of
 // the test process running in the session's directory; set it when the
 // adapter runs the agent differently (a wrapper script, a shared server).
-// Sandboxed, the host's KillAgent SIGKILLs the child of the session's
-// sandbox init running in that directory (Target.Sandboxed.KillAgent
-// replaces it).
+// Sandboxed, the host's KillAgent SIGKILLs the processes the session's
+// sandbox init started (Target.Sandboxed.KillAgent replaces it).
 // The suite's fake LLM maps its abstract write/shell calls onto whatever
 // tools the agent offers (see internal/fakellm), so the scenarios need no
 // per-agent changes; if a subtest fails, fix the adapter (or the fake

@@ -39,9 +39,9 @@ type Host interface {
 	Workspace(t testing.TB) string
 	// Policy is the policy sessions are created with (nil: none).
 	Policy() json.RawMessage
-	// StateDir returns a directory for the adapter's own state (homes,
-	// data directories) where the host's agents keep theirs; it may be
-	// called before Serve.
+	// StateDir returns the directory the host's own agents are given for
+	// their state (the daemon's data directory, their homes below
+	// agents/NAME); it may be called before Serve.
 	StateDir(t testing.TB) string
 	// KillAgent kills the agent process of the session running in
 	// sessionCwd (SIGKILL), as a crash would.
@@ -167,6 +167,17 @@ type Sandboxed struct {
 	// where the daemon keeps its agents' state, for an adapter whose
 	// sandboxed homes must lie there.
 	New func(t *testing.T, llm LLM, stateDir string) agent.Adapter
+}
+
+// SkipAll returns a Sandboxed.Skip that skips every subtest with reason,
+// for an agent that runs sandboxed but fails there for a reason not yet
+// mended (unlike Unsupported, which the agent itself declares).
+func SkipAll(reason string) map[string]string {
+	m := map[string]string{}
+	for _, c := range subtests {
+		m[c.name] = reason
+	}
+	return m
 }
 
 // FullEnv is the environment variable that, set to "full", runs every

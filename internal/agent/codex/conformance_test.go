@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestConformance(t *testing.T) {
 			// daemon's data directory (as daemon.Agents puts it), which the
 			// sandbox's root leaves room for, not in a read-only host path.
 			New: func(_ *testing.T, llm agenttest.LLM, stateDir string) agent.Adapter {
-				return New(opts(stateDir, llm))
+				return New(opts(filepath.Join(stateDir, "agents", Name, "home"), llm))
 			},
 		},
 		Caps:      capabilities,
