@@ -65,7 +65,7 @@ func TestConformanceClaudeCode(t *testing.T) {
 		Caps:     caps,
 		Protocol: fakellm.APIAnthropic,
 		Sandboxed: agenttest.Sandboxed{
-			Skip: agenttest.SkipAll("sandboxed, claude-code-acp's turns never end (the write and crash turns run into the suite's 2-minute bound with no agent event); not diagnosed yet"),
+			Skip: agenttest.SkipAll("sandboxed, the claude process claude-code-acp starts opens a connection to api.anthropic.com:443 (non-model traffic: the adapter does not set CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC as the native claude adapter does), which agent-default asks about; the engine logs that network permission.requested before session.started and outside a turn, breaking the log's invariants. Both to be mended in the ACP adapter and the session engine"),
 		},
 	})
 }
@@ -84,15 +84,29 @@ func (c capsOverride) Info(ctx context.Context) agent.Info {
 }
 
 // overrideCaps wraps a in a capsOverride that keeps a's optional
-// agent.SandboxNeeder (the paths a sandboxed session needs), which the
-// embedding alone would hide.
+// agent.SandboxNeeder and agent.ProviderUser (the paths and the model
+// routes a sandboxed session needs), which the embedding alone would hide.
 func overrideCaps(a agent.Adapter, caps agent.Capabilities) agent.Adapter {
 	o := capsOverride{a, caps}
-	if n, ok := a.(agent.SandboxNeeder); ok {
+	n, needs := a.(agent.SandboxNeeder)
+	p, uses := a.(agent.ProviderUser)
+	switch {
+	case needs && uses:
+		return struct {
+			capsOverride
+			agent.SandboxNeeder
+			agent.ProviderUser
+		}{o, n, p}
+	case needs:
 		return struct {
 			capsOverride
 			agent.SandboxNeeder
 		}{o, n}
+	case uses:
+		return struct {
+			capsOverride
+			agent.ProviderUser
+		}{o, p}
 	}
 	return o
 }
@@ -184,7 +198,6 @@ func TestConformanceCodex(t *testing.T) {
 			return overrideCaps(Codex(codexConfigFor(bin, codexDataDir(t), llm)), caps)
 		},
 		Sandboxed: agenttest.Sandboxed{
-			Skip: agenttest.SkipAll("sandboxed, codex-acp sends its model requests to the provider's host URL (\"stream disconnected before completion: error sending request for url (http://127.0.0.1:PORT/v1/responses)\") instead of the egress proxy's route, which the sandbox's network cannot reach; TestSandboxedModelRoute (permission_mode bypass) does reach the route: to be mended in the ACP adapter's generated config"),
 			// Its home is mounted into the session's sandbox: the data
 			// directory must lie in the daemon's (as daemon.Agents puts it),
 			// which the sandbox's root leaves room for, not in a read-only
