@@ -59,9 +59,10 @@ func TestPackageDocs(t *testing.T) {
 	}
 }
 
-// TestImportRules: the composition root is imported only by the binary and
-// the embeddable server; public packages never import internal ones (except
-// that embeddable server); nothing is named utils or common.
+// TestImportRules: the composition root is imported only by the binary,
+// the embeddable server and its own test-support package (daemontest,
+// imported by tests only); public packages never import internal ones
+// (except that embeddable server); nothing is named utils or common.
 func TestImportRules(t *testing.T) {
 	fset := token.NewFileSet()
 	public := map[string]bool{"client": true, "event": true}
@@ -76,8 +77,11 @@ func TestImportRules(t *testing.T) {
 			}
 			for _, imp := range af.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
-				if p == module+"/internal/daemon" && dir != "." && dir != filepath.Join("cmd", "agentbox") {
-					t.Errorf("%s imports internal/daemon; only cmd/agentbox and the root package may", f)
+				if p == module+"/internal/daemon" && dir != "." && dir != filepath.Join("cmd", "agentbox") && dir != filepath.Join("internal", "daemon", "daemontest") {
+					t.Errorf("%s imports internal/daemon; only cmd/agentbox, the root package and internal/daemon/daemontest may", f)
+				}
+				if p == module+"/internal/daemon/daemontest" {
+					t.Errorf("%s imports internal/daemon/daemontest, which only tests may import", f)
 				}
 				if public[strings.Split(dir, string(filepath.Separator))[0]] && strings.HasPrefix(p, module+"/internal/") {
 					t.Errorf("public package file %s imports %s", f, p)

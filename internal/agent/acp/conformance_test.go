@@ -60,10 +60,13 @@ func TestConformanceClaudeCode(t *testing.T) {
 	agenttest.Run(t, agenttest.Target{
 		Name: NameClaudeCode,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
-			return capsOverride{ClaudeCode(Config{Binary: bin, DataDir: t.TempDir(), AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()}), caps}
+			return overrideCaps(ClaudeCode(Config{Binary: bin, DataDir: t.TempDir(), AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()}), caps)
 		},
 		Caps:     caps,
 		Protocol: fakellm.APIAnthropic,
+		Sandboxed: agenttest.Sandboxed{
+			Skip: agenttest.SkipAll("sandboxed, the claude process claude-code-acp starts opens a connection to api.anthropic.com:443 (non-model traffic: the adapter does not set CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC as the native claude adapter does), which agent-default asks about; the engine logs that network permission.requested before session.started and outside a turn, breaking the log's invariants. Both to be mended in the ACP adapter and the session engine"),
+		},
 	})
 }
 
@@ -78,6 +81,34 @@ func (c capsOverride) Info(ctx context.Context) agent.Info {
 	info := c.Adapter.Info(ctx)
 	info.Capabilities = c.caps
 	return info
+}
+
+// overrideCaps wraps a in a capsOverride that keeps a's optional
+// agent.SandboxNeeder and agent.ProviderUser (the paths and the model
+// routes a sandboxed session needs), which the embedding alone would hide.
+func overrideCaps(a agent.Adapter, caps agent.Capabilities) agent.Adapter {
+	o := capsOverride{a, caps}
+	n, needs := a.(agent.SandboxNeeder)
+	p, uses := a.(agent.ProviderUser)
+	switch {
+	case needs && uses:
+		return struct {
+			capsOverride
+			agent.SandboxNeeder
+			agent.ProviderUser
+		}{o, n, p}
+	case needs:
+		return struct {
+			capsOverride
+			agent.SandboxNeeder
+		}{o, n}
+	case uses:
+		return struct {
+			capsOverride
+			agent.ProviderUser
+		}{o, p}
+	}
+	return o
 }
 
 // TestConformanceOpenCode runs the shared suite against `opencode acp` and
@@ -164,7 +195,16 @@ func TestConformanceCodex(t *testing.T) {
 	agenttest.Run(t, agenttest.Target{
 		Name: NameCodex,
 		New: func(t *testing.T, llm agenttest.LLM) agent.Adapter {
-			return capsOverride{Codex(codexConfigFor(bin, codexDataDir(t), llm)), caps}
+			return overrideCaps(Codex(codexConfigFor(bin, codexDataDir(t), llm)), caps)
+		},
+		Sandboxed: agenttest.Sandboxed{
+			// Its home is mounted into the session's sandbox: the data
+			// directory must lie in the daemon's (as daemon.Agents puts it),
+			// which the sandbox's root leaves room for, not in a read-only
+			// host path.
+			New: func(_ *testing.T, llm agenttest.LLM, stateDir string) agent.Adapter {
+				return overrideCaps(Codex(codexConfigFor(bin, stateDir, llm)), caps)
+			},
 		},
 		Caps:      caps,
 		Protocol:  fakellm.APIResponses,

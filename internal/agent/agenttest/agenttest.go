@@ -2,8 +2,11 @@ package agenttest
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,9 +63,12 @@ type Target struct {
 	// URLSuffix is appended to the base URLs LLM.URL returns ("/v1").
 	URLSuffix string
 	// KillAgent kills the agent's process of the session running in
-	// sessionCwd, as a crash would (SIGKILL). Nil means KillAgentByCwd:
-	// the direct child of the test process whose cwd is sessionCwd.
+	// sessionCwd, as a crash would (SIGKILL), in the unsandboxed variant.
+	// Nil means KillAgentByCwd: the direct child of the test process whose
+	// cwd is sessionCwd.
 	KillAgent func(t *testing.T, sessionCwd string)
+	// Sandboxed declares what differs when the agent runs sandboxed.
+	Sandboxed Sandboxed
 	// Timeout bounds each turn (DefaultTimeout).
 	Timeout time.Duration
 	// InterruptWithin bounds the time from the interrupt request to the
@@ -70,10 +76,32 @@ type Target struct {
 	InterruptWithin time.Duration
 }
 
-// Run builds one stack for tg (SQLite store, session engine with the
-// adapter registered, HTTP API on a real server, the Go client) and one
-// fake LLM behind a scenario switcher, and runs the conformance subtests on
-// it one after another. See the package doc.
+type subtest struct {
+	name string
+	fn   func(*suite, *testing.T)
+}
+
+// subtests are the conformance subtests, in the order Run runs them.
+var subtests = []subtest{
+	{"write", (*suite).testWrite},
+	{"permission_allow", func(s *suite, t *testing.T) { s.testPermission(t, true) }},
+	{"permission_deny", func(s *suite, t *testing.T) { s.testPermission(t, false) }},
+	{"two_turns", (*suite).testTwoTurns},
+	{"interrupt", (*suite).testInterrupt},
+	{"crash", (*suite).testCrash},
+	{"upstream_error", (*suite).testUpstreamError},
+}
+
+// Run runs the conformance subtests on tg twice, each variant on a stack
+// of its own (see NewStack) with one fake LLM behind a scenario switcher:
+// "host", on the session engine with the agent on the host, and
+// "sandboxed", on a whole daemon whose sessions run in sandboxes with the
+// agent-default policy, the model reached only through the egress proxy
+// (the Host internal/daemon/daemontest registers). The sandboxed variant
+// runs QuickSubtests unless AGENTBOX_CONFORMANCE=full, minus what
+// tg.Sandboxed declares; it is skipped, with the reason, when the machine
+// cannot build sandboxes, and fails when no sandboxed host is registered.
+// See the package doc.
 func Run(t *testing.T, tg Target) {
 	t.Helper()
 	if tg.Name == "" || tg.New == nil {
@@ -85,24 +113,95 @@ func Run(t *testing.T, tg Target) {
 	if tg.InterruptWithin <= 0 {
 		tg.InterruptWithin = DefaultInterruptWithin
 	}
-	if tg.KillAgent == nil {
-		tg.KillAgent = KillAgentByCwd
+	for name := range tg.Sandboxed.Skip {
+		if !slices.ContainsFunc(subtests, func(c subtest) bool { return c.name == name }) {
+			t.Errorf("Target.Sandboxed.Skip names no subtest: %q", name)
+		}
 	}
-	s := newSuite(t, tg)
-	for _, c := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
-		{"write", s.testWrite},
-		{"permission_allow", func(t *testing.T) { s.testPermission(t, true) }},
-		{"permission_deny", func(t *testing.T) { s.testPermission(t, false) }},
-		{"two_turns", s.testTwoTurns},
-		{"interrupt", s.testInterrupt},
-		{"crash", s.testCrash},
-		{"upstream_error", s.testUpstreamError},
-	} {
+	t.Run(EngineHost{}.Name(), func(t *testing.T) {
+		kill := tg.KillAgent
+		if kill == nil {
+			kill = KillAgentByCwd
+		}
+		runOn(t, tg, EngineHost{}, kill, nil)
+	})
+	t.Run("sandboxed", func(t *testing.T) {
+		h := registeredSandboxHost()
+		if h == nil {
+			t.Fatal("no sandboxed host is registered: add an external test file importing internal/daemon/daemontest for its side effect (see the agenttest package doc)")
+		}
+		if why := h.Probe(t.Context()); why != "" {
+			t.Skipf("this host cannot build sandboxes: %s", why)
+		}
+		if tg.Sandboxed.Unsupported != "" {
+			checkUnsupported(t, tg, h)
+			t.Skipf("%s does not run sandboxed: %s", tg.Name, tg.Sandboxed.Unsupported)
+		}
+		kill := tg.Sandboxed.KillAgent
+		if kill == nil {
+			kill = h.KillAgent
+		}
+		if n := tg.Sandboxed.New; n != nil {
+			tg.New = func(t *testing.T, llm LLM) agent.Adapter { return n(t, llm, h.StateDir(t)) }
+		}
+		skip := maps.Clone(tg.Sandboxed.Skip)
+		if skip == nil {
+			skip = map[string]string{}
+		}
+		if !fullSandboxed() {
+			for _, c := range subtests {
+				if _, ok := skip[c.name]; !ok && !slices.Contains(QuickSubtests, c.name) {
+					skip[c.name] = "not in the default sandboxed subset (set " + FullEnv + "=full to run every subtest sandboxed)"
+				}
+			}
+		}
+		runOn(t, tg, h, kill, skip)
+	})
+}
+
+// checkUnsupported holds Target.Sandboxed.Unsupported to the truth: a
+// sandboxed session of the agent must be refused with an error saying it
+// cannot run sandboxed (agent.ErrNoSandbox), at its creation or its
+// first turn. Once the agent can, the declaration fails the run.
+func checkUnsupported(t *testing.T, tg Target, h Host) {
+	t.Helper()
+	s := newSuite(t, tg, h)
+	ctx, cancel := context.WithTimeout(t.Context(), tg.Timeout)
+	defer cancel()
+	var env map[string]string
+	if tg.Env != nil {
+		env = tg.Env(s.LLM)
+	}
+	ses, err := s.C.CreateSession(ctx, client.CreateSession{Agent: tg.Name, Cwd: h.Workspace(t), Env: env, Policy: h.Policy()})
+	if err == nil {
+		defer func() { _ = s.C.DeleteSession(context.Background(), ses.ID, false) }()
+		var tr client.Turn
+		if tr, err = s.C.Send(ctx, ses.ID, "hello"); err == nil {
+			var tc event.TurnCompleted
+			tc, err = s.C.WaitTurn(ctx, ses.ID, tr.TurnID, 0, nil)
+			if err == nil && tc.StopReason == event.StopError {
+				err = errors.New(tc.Message)
+			}
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), agent.ErrNoSandbox.Error()) {
+		t.Errorf("Target.Sandboxed.Unsupported says %s cannot run sandboxed, but a sandboxed session was not refused with %q (err: %v): remove the declaration", tg.Name, agent.ErrNoSandbox, err)
+	}
+}
+
+// runOn builds a stack on h and runs the subtests but those of skip,
+// which are skipped with their reason.
+func runOn(t *testing.T, tg Target, h Host, kill func(*testing.T, string), skip map[string]string) {
+	tg.KillAgent = kill
+	s := newSuite(t, tg, h)
+	for _, c := range subtests {
 		start := time.Now()
-		t.Run(c.name, c.fn)
+		t.Run(c.name, func(t *testing.T) {
+			if why, ok := skip[c.name]; ok {
+				t.Skip(why)
+			}
+			c.fn(s, t)
+		})
 		t.Logf("%s: %s", c.name, time.Since(start).Round(time.Millisecond))
 	}
 }
@@ -112,7 +211,7 @@ type suite struct {
 	*Stack
 }
 
-func newSuite(t *testing.T, tg Target) *suite {
+func newSuite(t *testing.T, tg Target, h Host) *suite {
 	t.Helper()
 	s := NewStack(t, StackOptions{
 		Name:      tg.Name,
@@ -120,15 +219,7 @@ func newSuite(t *testing.T, tg Target) *suite {
 		Env:       tg.Env,
 		URLSuffix: tg.URLSuffix,
 		Timeout:   tg.Timeout,
-		// Resolve symlinks (e.g. a /tmp link) so cwd compares equal to
-		// /proc/PID/cwd.
-		Cwd: func(t testing.TB) string {
-			cwd := t.TempDir()
-			if r, err := filepath.EvalSymlinks(cwd); err == nil {
-				cwd = r
-			}
-			return cwd
-		},
+		Host:      h,
 	})
 	info := s.Adapter.Info(context.Background())
 	if !info.Available {
@@ -175,6 +266,7 @@ func (s *suite) session(t *testing.T, mode string, chk sessionCheck) (client.Ses
 				t.Error(err)
 			}
 		}
+		s.Host.Check(t, ses.ID, log)
 		if t.Failed() {
 			t.Logf("events of session %s:\n%s", ses.ID, Dump(log))
 		}

@@ -1,9 +1,19 @@
 // Package agenttest is the conformance suite every agent adapter must pass.
 //
-// Run builds the real stack once (SQLite store, session engine with the
-// adapter registered, HTTP API on a real server, the Go client over HTTP)
-// and one internal/fakellm server behind a scenario switcher, then runs the
-// same subtests for every agent, one after another:
+// Run runs the same subtests for every agent, one after another, in two
+// variants, each on a stack of its own (the HTTP API on a real server with
+// the adapter registered, the Go client over HTTP, one internal/fakellm
+// server behind a scenario switcher), served by a Host:
+//
+//	host       EngineHost: a SQLite store and the session engine; the
+//	           agent runs on the host, a child of the test process
+//	sandboxed  a whole daemon (internal/daemon/daemontest): every session
+//	           is created with the agent-default policy, so the agent runs
+//	           in a sandbox (the process runtime) and reaches the model only
+//	           through the egress proxy's route, the key held by the daemon
+//	           (the adapter's options) and added by the proxy outside
+//
+// The subtests:
 //
 //	write             "write" in accept_edits: hello.txt is written, a
 //	                  file_change item (a tool item without FileChanges),
@@ -33,6 +43,24 @@
 // all agents are held to the same stream structure. A flag set to false
 // skips its assertions with a message; a true flag is always checked.
 //
+// In the sandboxed variant, every session's log must also show in its
+// session.started the sandbox's runtime and mechanisms (none degraded),
+// and the daemon's audit log must hold, for that session, model requests
+// allowed on the proxy's route and the credential the proxy added to them
+// (except for a session whose agent was killed: the proxy audits a request
+// when it ends, and the one in flight then leaves no record). The
+// unsandboxed variant checks that session.started names no sandbox.
+//
+// By default the sandboxed variant runs QuickSubtests (write,
+// permission_allow, crash): AGENTBOX_CONFORMANCE=full runs all seven. It
+// is skipped, with the reason, on a machine that cannot build sandboxes
+// (the process runtime's probe), and fails when no sandboxed host is
+// registered. What differs for an agent sandboxed is declared in
+// Target.Sandboxed, each with its reason: Unsupported (the whole variant,
+// checked: a sandboxed session must then be refused with
+// agent.ErrNoSandbox), Skip (subtests by name; a name that is no subtest
+// fails the run) and KillAgent.
+//
 // # Adding an agent
 //
 // In the adapter's package, add conformance_test.go:
@@ -52,11 +80,21 @@
 //		})
 //	}
 //
+// and, for the sandboxed variant, an external test file (package x_test:
+// the daemon imports the adapter, so its internal tests cannot import it)
+// registering the daemon-backed host:
+//
+//	package x_test
+//
+//	import _ "github.com/agentbox/agentbox/internal/daemon/daemontest"
+//
 // Find the CLI with RequireInstalled, which fails (never skips) when it is
 // missing, and pass install.Binary(name) as the adapter's Options.Binary.
 // KillAgent defaults to KillAgentByCwd, which SIGKILLs the direct child of
 // the test process running in the session's directory; set it when the
 // adapter runs the agent differently (a wrapper script, a shared server).
+// Sandboxed, the host's KillAgent SIGKILLs the processes the session's
+// sandbox init started (Target.Sandboxed.KillAgent replaces it).
 // The suite's fake LLM maps its abstract write/shell calls onto whatever
 // tools the agent offers (see internal/fakellm), so the scenarios need no
 // per-agent changes; if a subtest fails, fix the adapter (or the fake
@@ -65,7 +103,7 @@
 // # Shared test scaffolding
 //
 // An adapter's own end-to-end tests build the same stack as Run with
-// NewStack (Stack.SetScenario, Create, Turn, Answer; Items, FindItem,
+// NewStack (on EngineHost unless StackOptions.Host says otherwise) (Stack.SetScenario, Create, Turn, Answer; Items, FindItem,
 // LastMessage and Dump read a turn's events), and its golden tests use
 // ReadLines, GoldenEvents and Golden. Golden takes the package's own
 // -update flag as a parameter: each package defines that flag itself.

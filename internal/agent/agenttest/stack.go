@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,10 +18,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/fakellm"
-	"github.com/agentbox/agentbox/internal/httpapi"
-	"github.com/agentbox/agentbox/internal/metrics"
-	engine "github.com/agentbox/agentbox/internal/session"
-	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 // StackOptions configure NewStack.
@@ -41,17 +36,21 @@ type StackOptions struct {
 	URLSuffix string
 	// Scenarios are extra fakellm scenarios (fakellm.Options.Scenarios).
 	Scenarios map[string]*fakellm.Scenario
-	// Cwd makes the directory of a new session (t.TempDir by default).
+	// Cwd makes the directory of a new session (Host.Workspace by
+	// default).
 	Cwd func(t testing.TB) string
+	// Host serves the API (EngineHost by default).
+	Host Host
 	// Timeout bounds the creation of a session and each turn
 	// (DefaultTimeout).
 	Timeout time.Duration
 }
 
-// Stack is the daemon's stack for end-to-end tests of one adapter: a
-// SQLite store, the session engine with the adapter registered, the HTTP
-// API on a real server, the Go client over HTTP, and a fake LLM behind a
-// scenario switcher (fakellm.ScenarioText until SetScenario).
+// Stack is the daemon's stack for end-to-end tests of one adapter: the
+// HTTP API its Host serves on a real server with the adapter registered
+// (by default a SQLite store and the session engine), the Go client over
+// HTTP, and a fake LLM behind a scenario switcher (fakellm.ScenarioText
+// until SetScenario).
 type Stack struct {
 	// C is the client of the stack's HTTP API.
 	C *client.Client
@@ -59,13 +58,15 @@ type Stack struct {
 	LLM LLM
 	// Adapter is the adapter StackOptions.New built.
 	Adapter agent.Adapter
+	// Host is the host serving the API.
+	Host Host
 
 	opts StackOptions
 	sw   *switcher
 }
 
-// NewStack builds the stack; it is torn down (the engine shut down, then
-// the servers closed) when t ends.
+// NewStack builds the stack; it is torn down (the host shut down, then
+// the fake LLM closed) when t ends.
 func NewStack(t testing.TB, opts StackOptions) *Stack {
 	t.Helper()
 	if opts.Name == "" || opts.New == nil {
@@ -74,43 +75,30 @@ func NewStack(t testing.TB, opts StackOptions) *Stack {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.Cwd == nil {
-		opts.Cwd = func(t testing.TB) string { return t.TempDir() }
+	if opts.Host == nil {
+		opts.Host = EngineHost{}
 	}
-	dir := t.TempDir()
-	ctx := context.Background()
-	srv, err := fakellm.Start(ctx, fakellm.Options{Scenarios: opts.Scenarios})
+	if opts.Cwd == nil {
+		opts.Cwd = opts.Host.Workspace
+	}
+	srv, err := fakellm.Start(context.Background(), fakellm.Options{Scenarios: opts.Scenarios})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sw := &switcher{llm: srv, cur: fakellm.ScenarioText}
 	swSrv := httptest.NewServer(sw)
 	llm := &fakeLLM{srv: srv, swURL: swSrv.URL, suffix: opts.URLSuffix}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "agentbox.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ad := opts.New(t, llm)
-	reg := agent.NewRegistry()
-	reg.Register(opts.Name, ad)
-	mgr := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: filepath.Join(dir, "workspaces"), PermissionTimeout: time.Minute})
-	api := httptest.NewServer(httpapi.New(httpapi.Config{}, mgr, metrics.New(), nil))
 	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := mgr.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		api.Close()
 		swSrv.Close()
 		_ = srv.Close()
-		_ = st.Close()
 	})
-	c, err := client.New(api.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Stack{C: c, LLM: llm, Adapter: ad, opts: opts, sw: sw}
+	reg := agent.NewRegistry()
+	reg.Register(opts.Name, ad)
+	// Cleanups run last first: the host shuts down before the fake LLM
+	// closes.
+	c := opts.Host.Serve(t, reg)
+	return &Stack{C: c, LLM: llm, Adapter: ad, Host: opts.Host, opts: opts, sw: sw}
 }
 
 // SetScenario selects the fakellm scenario the switcher serves from now on
@@ -136,7 +124,7 @@ func (s *Stack) Create(t testing.TB, mode string, env map[string]string) (client
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	ses, err := s.C.CreateSession(ctx, client.CreateSession{Agent: s.opts.Name, Cwd: cwd, PermissionMode: mode, Env: all})
+	ses, err := s.C.CreateSession(ctx, client.CreateSession{Agent: s.opts.Name, Cwd: cwd, PermissionMode: mode, Env: all, Policy: s.Host.Policy()})
 	if err != nil {
 		t.Fatalf("create session: %v", err)
 	}

@@ -32,6 +32,21 @@ func TestConformance(t *testing.T) {
 		Caps:      capabilities,
 		Protocol:  fakellm.APIChat,
 		URLSuffix: "/v1",
+		Sandboxed: agenttest.Sandboxed{
+			// A sandboxed session's server gets a home of its own below
+			// Home, mounted into its sandbox: Home lies in the daemon's
+			// data directory (as daemon.Agents puts it), not in a
+			// read-only host path.
+			New: func(t *testing.T, llm agenttest.LLM, stateDir string) agent.Adapter {
+				a := New(Options{
+					Binary:  installedBinary,
+					BaseURL: llm.URL(""), APIKey: llm.Key(),
+					Home: filepath.Join(stateDir, "agents", Name, "home"), MaxRetries: -1,
+				}).(*adapter)
+				t.Cleanup(func() { _ = a.Close() })
+				return a
+			},
+		},
 		// The agent process is the shared server: kill it.
 		KillAgent: func(t *testing.T, _ string) {
 			mu.Lock()

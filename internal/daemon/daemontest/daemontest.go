@@ -1,0 +1,299 @@
+// Package daemontest is the sandboxed Host of the adapter conformance
+// suite (internal/agent/agenttest): a whole daemon (internal/daemon) with
+// its built-in global policy, sessions created with the agent-default
+// policy, so that each agent runs in a sandbox and reaches the model only
+// through the egress proxy's route, the real key held by the daemon alone.
+//
+// Importing it registers the host with agenttest.RegisterSandboxHost; an
+// adapter package does so from an external test file (package x_test),
+// since the daemon imports every adapter:
+//
+//	import _ "github.com/agentbox/agentbox/internal/daemon/daemontest"
+package daemontest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/audit"
+	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/sandbox/process"
+)
+
+func init() { agenttest.RegisterSandboxHost(func() agenttest.Host { return &Host{} }) }
+
+// Policy is the preset every session of the host is created with.
+const Policy = "agent-default"
+
+// Host is an agenttest.Host over a whole daemon whose sessions run
+// sandboxed. Its zero value is ready; it serves one daemon.
+type Host struct {
+	dataDir string
+}
+
+// Name implements agenttest.Host.
+func (*Host) Name() string { return "sandboxed" }
+
+// Probe implements agenttest.Host: the process runtime (agent-default's
+// isolation) must be able to build sandboxes here.
+func (*Host) Probe(ctx context.Context) string {
+	if pr := process.New(process.Options{}).Probe(ctx); !pr.Available {
+		return pr.Reason
+	}
+	return ""
+}
+
+// Serve implements agenttest.Host: a daemon on a loopback port with the
+// agents of reg, its data directory (and so its workspace root) under
+// /var/tmp, where Codex can make its own sandbox helper (not under /tmp).
+func (h *Host) Serve(t testing.TB, reg *agent.Registry) *client.Client {
+	t.Helper()
+	dir := h.dir(t)
+	d, err := daemon.New(t.Context(), daemon.Config{
+		Listen: "127.0.0.1:0", DataDir: dir, InsecureNoAuth: true, Agents: reg,
+		Log: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon lives until t ends, not t's context.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	})
+	c, err := client.New(d.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// dir returns the daemon's data directory, made on first use and removed
+// when t ends (after the daemon's shutdown, whose cleanup is registered
+// later).
+func (h *Host) dir(t testing.TB) string {
+	t.Helper()
+	if h.dataDir != "" {
+		return h.dataDir
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "agentbox-conformance-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		t.Fatal(err)
+	}
+	h.dataDir = dir
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// StateDir implements agenttest.Host: the daemon's data directory, as
+// daemon.Agents gives it to the adapters (their homes go below agents/).
+func (h *Host) StateDir(t testing.TB) string { return h.dir(t) }
+
+// Workspace implements agenttest.Host: a fresh directory in the daemon's
+// workspace root.
+func (h *Host) Workspace(t testing.TB) string {
+	t.Helper()
+	root := filepath.Join(h.dir(t), "workspaces")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(root, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Policy implements agenttest.Host.
+func (*Host) Policy() json.RawMessage { return json.RawMessage(strconv.Quote(Policy)) }
+
+// KillAgent implements agenttest.Host: it SIGKILLs the processes the
+// session's sandbox init started, the agent (some agents run as two, e.g.
+// a launcher and the node process it starts). It fails the test when
+// there is none.
+func (*Host) KillAgent(t *testing.T, cwd string) {
+	t.Helper()
+	pids := SandboxedAgentPIDs(cwd)
+	if len(pids) == 0 {
+		t.Fatalf("no agent process in the sandbox of the session in %s (a child of its init)", cwd)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", pid, err)
+		}
+	}
+	t.Logf("killed sandboxed agent processes %v (SIGKILL)", pids)
+}
+
+// SandboxedAgentPIDs returns the children of the sandbox init of the
+// session working in cwd: the agent processes the daemon started in it.
+// That init is a descendant of this test process (the daemon runs in it)
+// whose root shows cwd: the workspaces lie in the daemon's data directory,
+// which no other of its sandboxes sees. It reads /proc.
+func SandboxedAgentPIDs(cwd string) []int {
+	self := os.Getpid()
+	parent := map[int]int{}
+	var inits []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		parent[pid] = ppid(pid)
+		if isSandboxInit(pid) {
+			inits = append(inits, pid)
+		}
+	}
+	descends := func(pid int) bool {
+		for i := 0; pid > 1 && i < 64; i++ {
+			if pid = parent[pid]; pid == self {
+				return true
+			}
+		}
+		return false
+	}
+	var pids []int
+	for _, init := range inits {
+		if !descends(init) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(init), "root", cwd)); err != nil {
+			continue
+		}
+		for pid, pp := range parent {
+			if pp == init {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// isSandboxInit says whether pid is a process runtime's sandbox init.
+func isSandboxInit(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return false
+	}
+	arg0, _, _ := strings.Cut(string(b), "\x00")
+	return arg0 == "agentbox-sandbox-init"
+}
+
+// ppid reads the parent pid from /proc/PID/stat.
+func ppid(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// Check implements agenttest.Host: session.started names the sandbox's
+// runtime and mechanisms; the session's model requests went through the
+// egress proxy's route (audited allow records, none refused) with a
+// credential the proxy added outside the sandbox (audited secret uses).
+//
+// A session whose agent died (session.ended with reason error: the crash
+// subtest kills it mid-stream) is not held to the audit records: the
+// proxy audits a route request when it ends, and the request in flight
+// when the agent was killed leaves no record once the sandbox is gone.
+func (h *Host) Check(t testing.TB, sid string, log []event.Event) {
+	t.Helper()
+	st := agenttest.Started(log)
+	switch {
+	case st == nil:
+		t.Errorf("session %s has no session.started", sid)
+	case st.Sandbox == nil || st.Sandbox.Runtime == "" || len(st.Sandbox.Mechanisms) == 0:
+		t.Errorf("session %s: session.started says sandbox %+v, want a runtime and its mechanisms", sid, st.Sandbox)
+	case len(st.Sandbox.Degraded) > 0:
+		t.Errorf("session %s runs degraded: %v", sid, st.Sandbox.Degraded)
+	}
+	recs := h.audit(t, sid)
+	routed, secrets := 0, 0
+	for _, r := range recs {
+		switch {
+		case r.Type == audit.TypeEgress && r.Via == "route" && r.Decision == "allow":
+			routed++
+		case r.Type == audit.TypeEgress && r.Via == "route":
+			t.Errorf("session %s: the proxy refused a model request: %+v", sid, r)
+		case r.Type == audit.TypeSecret && r.Via == "route":
+			secrets++
+		}
+	}
+	if (routed == 0 || secrets == 0) && !agentDied(log) {
+		t.Errorf("session %s: %d requests through the proxy's model route, %d credentials added by the proxy; want both (audit records: %+v)", sid, routed, secrets, recs)
+	}
+}
+
+// agentDied says whether the session ended because its agent died.
+func agentDied(log []event.Event) bool {
+	for _, e := range log {
+		if e.Type != event.TypeSessionEnded {
+			continue
+		}
+		p, err := e.Decode()
+		if se, ok := p.(*event.SessionEnded); err == nil && ok && se.Reason == event.EndError {
+			return true
+		}
+	}
+	return false
+}
+
+// audit returns the daemon's audit records of session sid.
+func (h *Host) audit(t testing.TB, sid string) []audit.Record {
+	t.Helper()
+	f, err := os.Open(filepath.Join(h.dataDir, "audit.jsonl"))
+	if err != nil {
+		t.Errorf("the audit log: %v", err)
+		return nil
+	}
+	defer func() { _ = f.Close() }()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Errorf("audit line %q: %v", sc.Bytes(), err)
+			continue
+		}
+		if r.Scope == "session" && r.ID == sid {
+			out = append(out, r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Errorf("the audit log: %v", err)
+	}
+	return out
+}
