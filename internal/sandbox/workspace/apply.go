@@ -31,7 +31,7 @@ type frame struct {
 func (c *commit) walkRoot() {
 	names, err := c.upNames("")
 	if err != nil {
-		c.fail("", fmt.Errorf("read upper dir: %w", err))
+		c.failUpper("", fmt.Errorf("read upper dir: %w", err))
 		return
 	}
 	root := dirState{onHost: true, scope: c.rootScope}
@@ -269,7 +269,7 @@ func (c *commit) sameFileBytes(dirRel, name string) bool {
 func (c *commit) descend(d *dirState, x *scanEntry, sc scope) *frame {
 	names, err := c.upNames(x.e.rel)
 	if err != nil {
-		c.fail(x.e.rel, fmt.Errorf("read upper dir: %w", err))
+		c.failUpper(x.e.rel, fmt.Errorf("read upper dir: %w", err))
 		return nil
 	}
 	child := dirState{rel: x.e.rel, segs: x.segs, onHost: true, scope: sc}
@@ -319,7 +319,7 @@ func (c *commit) applyDir(d *dirState, x *scanEntry, sc scope) *frame {
 	closeFd(dfd)
 	names, err := c.upNames(e.rel)
 	if err != nil {
-		c.fail(e.rel, fmt.Errorf("read upper dir: %w", err))
+		c.failUpper(e.rel, fmt.Errorf("read upper dir: %w", err))
 		return nil
 	}
 	child := dirState{rel: e.rel, segs: x.segs, onHost: true, scope: sc}
@@ -372,7 +372,7 @@ func (c *commit) applyFile(d *dirState, x *scanEntry) {
 	}
 	ufd, err := c.upDir(d.rel)
 	if err != nil {
-		c.fail(d.rel, fmt.Errorf("open upper dir: %w", err))
+		c.failUpper(d.rel, fmt.Errorf("open upper dir: %w", err))
 		return
 	}
 	defer closeFd(ufd)
@@ -381,7 +381,7 @@ func (c *commit) applyFile(d *dirState, x *scanEntry) {
 	}
 	src, err := unix.Openat(ufd, e.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		c.fail(e.rel, fmt.Errorf("open upper file: %w", err))
+		c.failUpper(e.rel, fmt.Errorf("open upper file: %w", err))
 		return
 	}
 	defer closeFd(src)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -485,6 +486,24 @@ func (c *commit) violation(rel, detail, rule string) {
 		Rule:   rule,
 		Action: "dropped",
 	})
+}
+
+// failUpper is fail for a read of the upper layer at rel, unless what was
+// read is gone: a sandbox still running (an agent's home between turns,
+// whose CLI writes, renames and removes its lock and temporary files) may
+// remove an entry it listed a moment before. An entry gone from the upper
+// layer has nothing to apply, and the next commit sees what is there then.
+func (c *commit) failUpper(rel string, err error) {
+	if gone(rel, err) {
+		return
+	}
+	c.fail(rel, err)
+}
+
+// gone reports whether err says the upper entry rel no longer exists; the
+// root of the upper layer ("") is never gone.
+func gone(rel string, err error) bool {
+	return rel != "" && errors.Is(err, fs.ErrNotExist)
 }
 
 func (c *commit) fail(rel string, err error) {

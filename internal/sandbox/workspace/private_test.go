@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,4 +108,46 @@ func mkdir(t *testing.T, base, rel string) string {
 	p := filepath.Join(base, rel)
 	must(t, os.MkdirAll(p, 0o700))
 	return p
+}
+
+// TestCommitWhileTheSandboxChurns: a state directory is committed while
+// the sandbox still runs (an agent's home between turns), and its CLI
+// writes, renames and removes lock and temporary files all the while. An
+// entry gone from the upper layer between the listing and its reading has
+// nothing to apply: no commit fails for it, and what stays is committed.
+func TestCommitWhileTheSandboxChurns(t *testing.T) {
+	home, upper := t.TempDir(), t.TempDir()
+	for i := range 300 {
+		write(t, upper, fmt.Sprintf("f%03d.json", i), "{}", 0o600)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tmp := filepath.Join(upper, fmt.Sprintf(".claude.json.tmp.%d", i%50))
+			_ = os.WriteFile(tmp, []byte("{}"), 0o600)
+			_ = os.Rename(tmp, filepath.Join(upper, ".claude.json"))
+			dir := filepath.Join(upper, fmt.Sprintf("d%d", i%20))
+			_ = os.MkdirAll(filepath.Join(dir, "sub"), 0o700)
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	for range 40 {
+		if _, err := Commit(t.Context(), upper, home, Options{Private: true}); err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("commit while the sandbox churns: %v", err)
+		}
+	}
+	close(stop)
+	<-done
+	if _, err := os.Stat(filepath.Join(home, "f299.json")); err != nil {
+		t.Errorf("a file that stayed was not committed: %v", err)
+	}
 }

@@ -32,7 +32,7 @@ type scanFrame struct {
 func (c *commit) scan(rel string, segs []string, onHost, light bool, pre func(*scanEntry) bool, post func(*scanEntry)) {
 	names, err := c.upNames(rel)
 	if err != nil {
-		c.fail(rel, fmt.Errorf("read upper dir: %w", err))
+		c.failUpper(rel, fmt.Errorf("read upper dir: %w", err))
 		return
 	}
 	stack := []*scanFrame{{rel: rel, segs: segs, onHost: onHost, names: names}}
@@ -57,7 +57,7 @@ func (c *commit) scan(rel string, segs []string, onHost, light bool, pre func(*s
 		}
 		names, err := c.upNames(x.e.rel)
 		if err != nil {
-			c.fail(x.e.rel, fmt.Errorf("read upper dir: %w", err))
+			c.failUpper(x.e.rel, fmt.Errorf("read upper dir: %w", err))
 			continue
 		}
 		child := &scanFrame{rel: x.e.rel, segs: x.segs, onHost: x.h.isDir() && !x.e.opaque, names: names}
@@ -70,7 +70,8 @@ func (c *commit) scan(rel string, segs []string, onHost, light bool, pre func(*s
 
 // look classifies the upper entry name of the directory rel and looks up
 // the host's, when onHost (the host has the directory; light: see
-// classify). It returns nil for an entry past the depth bound. It uses the
+// classify). It returns nil for an entry past the depth bound, and for
+// one gone from the upper layer since it was listed (see failUpper). It uses the
 // caches' descriptors directly: nothing between opening and using them
 // touches a cache.
 func (c *commit) look(dirRel string, dirSegs []string, onHost bool, name string, light bool) (*scanEntry, error) {
@@ -79,10 +80,16 @@ func (c *commit) look(dirRel string, dirSegs []string, onHost bool, name string,
 	}
 	ufd, err := c.up.open(dirRel)
 	if err != nil {
+		if gone(dirRel, err) {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("open upper dir: %w", err)
 	}
 	e, err := classify(ufd, name, join(dirRel, name), light)
 	if err != nil {
+		if gone(name, err) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	x := &scanEntry{e: e, segs: appendSeg(dirSegs, Fold(name))}
