@@ -53,13 +53,17 @@ type box struct {
 	nextID           atomic.Uint64
 	sendMu           sync.Mutex
 	mu               sync.Mutex
-	procs            map[uint64]*proc
-	closed           bool
-	closeOnce        sync.Once
-	closeViolations  []sandbox.Violation
-	closeErr         error
-	commitMu         sync.Mutex
-	committer        *workspace.Committer
+	// closersMu guards closers (the detached mounts among them) against
+	// destroy while filesFull reads the mounts: a command may end as the
+	// sandbox is closed.
+	closersMu       sync.RWMutex
+	procs           map[uint64]*proc
+	closed          bool
+	closeOnce       sync.Once
+	closeViolations []sandbox.Violation
+	closeErr        error
+	commitMu        sync.Mutex
+	committer       *workspace.Committer
 	// The state directories' upper layers and commits (Spec.StateDirs).
 	stateUppers     []*os.File
 	stateCommitters []*workspace.Committer
@@ -403,10 +407,13 @@ func (b *box) destroy() error {
 	} else if b.ctl != nil {
 		_ = b.ctl.Close()
 	}
+	b.closersMu.Lock()
 	for _, c := range b.closers {
 		c.Close()
 	}
 	b.closers = nil
+	b.upper, b.tmp, b.home, b.stateUppers = nil, nil, nil, nil // closed with closers
+	b.closersMu.Unlock()
 	if b.egress != nil {
 		_ = b.egress.Close()
 	}
@@ -447,6 +454,8 @@ func (b *box) countersMatter() bool {
 // ran out of space (ReasonDisk) or of entries (ReasonFiles), with the
 // message naming it; "" when none did.
 func (b *box) filesFull() (reason, msg string) {
+	b.closersMu.RLock()
+	defer b.closersMu.RUnlock()
 	for _, m := range b.scratch() {
 		bytes, inodes, err := freeSpace(m.f)
 		switch {

@@ -610,3 +610,30 @@ func procsWithUID(uids map[string]bool, ns string) []string {
 }
 
 const sigTERM = syscall.SIGTERM
+
+// TestCloseWhileCommandsEnd: commands that fail as the sandbox is closed
+// (a session's last processes, an agent's relays) have their verdict
+// worked out, reading the sandbox's mounts, while Close releases them;
+// under -race, nothing of it races.
+func TestCloseWhileCommandsEnd(t *testing.T) {
+	for range 5 {
+		sb, _ := newBox(t, nil)
+		var ps []sandbox.Process
+		for i := range 40 {
+			// Failing by themselves, one every few milliseconds, around
+			// the moment Close starts.
+			p, err := sb.Start(t.Context(), sh(fmt.Sprintf("sleep 0.%03d; exit 1", 100+i*5)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if _, err := sb.Close(t.Context()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		for _, p := range ps {
+			_, _ = p.Wait()
+		}
+	}
+}
