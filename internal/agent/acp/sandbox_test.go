@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -25,7 +24,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/codex"
 	"github.com/agentbox/agentbox/internal/agent/opencode"
-	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/daemon/daemontest"
 	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
@@ -84,7 +83,7 @@ func TestSandboxedModelRoute(t *testing.T) {
 					return func() (string, string, error) { return in.Binary, in.Version, nil }
 				},
 			}))
-			c := startDaemon(t, dataDir, reg)
+			c := daemontest.Start(t, dataDir, reg)
 			// The control: a file of the workspace that does hold the key
 			// and the upstream, which the scan must find (and nothing
 			// else). The workspace is in the daemon's default root.
@@ -228,33 +227,6 @@ print("upstream:", ",".join(sorted(hits[up])) or "none")
 for k in sorted(seen):
     print("env:", k + "=" + "|".join(sorted(seen[k])))
 ' > scan.txt`
-}
-
-// startDaemon runs a daemon with the agents of reg, its built-in global
-// policy and sandboxes, until t ends.
-func startDaemon(t *testing.T, dataDir string, reg *agent.Registry) *client.Client {
-	t.Helper()
-	d, err := daemon.New(t.Context(), daemon.Config{
-		Listen: "127.0.0.1:0", DataDir: dataDir, InsecureNoAuth: true, Agents: reg,
-		Log: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	c, err := client.New(d.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // routeTurn asks for the scan and follows the turn to its end.

@@ -1,23 +1,18 @@
 package codex_test
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/codex"
-	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/daemon/daemontest"
 	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
@@ -58,7 +53,7 @@ func TestSandboxedSessions(t *testing.T) {
 		Binary: func() (string, string, error) { return in.Binary, in.Version, nil },
 		Home:   home, BaseURL: llm.ScenarioURL("s") + "/v1", APIKey: key, Model: "gpt-5.5",
 	}))
-	c := startDaemon(t, dataDir, reg)
+	c := daemontest.Start(t, dataDir, reg)
 
 	var ids []string
 	for i := range 2 {
@@ -73,19 +68,19 @@ func TestSandboxedSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, s.ID)
-		done, evs := turn(t, c, s.ID, "write hello.txt", true)
+		done, evs := daemontest.Turn(t, c, s.ID, "write hello.txt", true)
 		if done.StopReason != event.StopEndTurn {
 			t.Fatalf("turn 1: %+v\n%s", done, agenttest.Dump(evs))
 		}
 		if b, err := os.ReadFile(filepath.Join(s.Cwd, "hello.txt")); err != nil || string(b) != "hi\n" {
 			t.Fatalf("hello.txt on the host: %q, %v\n%s", b, err, agenttest.Dump(evs))
 		}
-		if done, evs := turn(t, c, s.ID, "again", false); done.StopReason != event.StopEndTurn {
+		if done, evs := daemontest.Turn(t, c, s.ID, "again", false); done.StopReason != event.StopEndTurn {
 			t.Fatalf("turn 2: %+v\n%s", done, agenttest.Dump(evs))
 		}
 	}
 	// One server per session, each with its own home.
-	procs := codexProcs(t, home)
+	procs := daemontest.SessionProcs(home, "CODEX_HOME")
 	t.Logf("processes by session: %v", procs)
 	for _, id := range ids {
 		if len(procs[id]) == 0 {
@@ -100,7 +95,7 @@ func TestSandboxedSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if left := codexProcs(t, home); len(left) > 0 {
+	if left := daemontest.SessionProcs(home, "CODEX_HOME"); len(left) > 0 {
 		t.Errorf("processes of the deleted sessions remain: %v", left)
 	}
 	for _, r := range llm.Requests() {
@@ -108,102 +103,4 @@ func TestSandboxedSessions(t *testing.T) {
 			t.Errorf("the fake LLM refused a request's credentials: %s %s", r.Method, r.Path)
 		}
 	}
-}
-
-// codexProcs returns the pids of the processes whose CODEX_HOME is below
-// home, by the session whose home it is ("" for the shared home).
-func codexProcs(t *testing.T, home string) map[string][]string {
-	t.Helper()
-	out := map[string][]string{}
-	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range envs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			v, ok := strings.CutPrefix(string(kv), "CODEX_HOME=")
-			if !ok {
-				continue
-			}
-			rel, err := filepath.Rel(home, v)
-			if err != nil || !filepath.IsLocal(rel) && rel != "." {
-				continue
-			}
-			id := ""
-			if r, ok := strings.CutPrefix(rel, "sandboxed/"); ok {
-				id = r
-			}
-			out[id] = append(out[id], filepath.Base(filepath.Dir(p)))
-		}
-	}
-	return out
-}
-
-// startDaemon runs a daemon with the agents of reg, its built-in global
-// policy and sandboxes, until t ends.
-func startDaemon(t *testing.T, dataDir string, reg *agent.Registry) *client.Client {
-	t.Helper()
-	d, err := daemon.New(t.Context(), daemon.Config{
-		Listen: "127.0.0.1:0", DataDir: dataDir, InsecureNoAuth: true, Agents: reg,
-		Log: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	c, err := client.New(d.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// turn sends text and follows the turn to its end, allowing every
-// permission request when allow is set.
-func turn(t *testing.T, c *client.Client, sid, text string, allow bool) (event.TurnCompleted, []event.Event) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	after, err := c.LastSeq(ctx, sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.Send(ctx, sid, text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []event.Event
-	tc, err := c.WaitTurn(ctx, sid, tr.TurnID, after, func(e event.Event) error {
-		evs = append(evs, e)
-		if e.Type == event.TypePermissionRequested {
-			if !allow {
-				t.Errorf("unexpected permission request: %s", e.Data)
-			}
-			var p event.PermissionRequested
-			if err := json.Unmarshal(e.Data, &p); err != nil {
-				return err
-			}
-			decision := "allow"
-			if !allow {
-				decision = "deny"
-			}
-			if _, err := c.AnswerPermission(context.Background(), sid, p.ID, client.PermissionAnswer{Decision: decision}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, agenttest.Dump(evs))
-	}
-	return tc, evs
 }

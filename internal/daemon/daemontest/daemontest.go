@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
@@ -60,9 +61,16 @@ func (*Host) Probe(ctx context.Context) string {
 // /var/tmp, where Codex can make its own sandbox helper (not under /tmp).
 func (h *Host) Serve(t testing.TB, reg *agent.Registry) *client.Client {
 	t.Helper()
-	dir := h.dir(t)
+	return Start(t, h.dir(t), reg)
+}
+
+// Start runs a daemon on a loopback port with the agents of reg, its
+// built-in global policy and sandboxes, data in dataDir, until t ends, and
+// returns its client.
+func Start(t testing.TB, dataDir string, reg *agent.Registry) *client.Client {
+	t.Helper()
 	d, err := daemon.New(t.Context(), daemon.Config{
-		Listen: "127.0.0.1:0", DataDir: dir, InsecureNoAuth: true, Agents: reg,
+		Listen: "127.0.0.1:0", DataDir: dataDir, InsecureNoAuth: true, Agents: reg,
 		Log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -83,6 +91,77 @@ func (h *Host) Serve(t testing.TB, reg *agent.Registry) *client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Turn sends text to session sid and follows the turn to its end,
+// allowing every permission request when allow is set (and failing on one
+// otherwise); it returns the turn's end and its events.
+func Turn(t testing.TB, c *client.Client, sid, text string, allow bool) (event.TurnCompleted, []event.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	after, err := c.LastSeq(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.Send(ctx, sid, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []event.Event
+	tc, err := c.WaitTurn(ctx, sid, tr.TurnID, after, func(e event.Event) error {
+		evs = append(evs, e)
+		if e.Type != event.TypePermissionRequested {
+			return nil
+		}
+		if !allow {
+			t.Errorf("unexpected permission request: %s", e.Data)
+		}
+		var p event.PermissionRequested
+		if err := json.Unmarshal(e.Data, &p); err != nil {
+			return err
+		}
+		decision := "allow"
+		if !allow {
+			decision = "deny"
+		}
+		_, err := c.AnswerPermission(context.Background(), sid, p.ID, client.PermissionAnswer{Decision: decision})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, agenttest.Dump(evs))
+	}
+	return tc, evs
+}
+
+// SessionProcs returns the pids of the host's processes whose variable
+// envVar names a directory below home, by the session whose home it is
+// (home/sandboxed/ID/…; "" for any other directory below home).
+func SessionProcs(home, envVar string) map[string][]string {
+	out := map[string][]string{}
+	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range envs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			v, ok := strings.CutPrefix(kv, envVar+"=")
+			if !ok {
+				continue
+			}
+			rel, err := filepath.Rel(home, v)
+			if err != nil || !filepath.IsLocal(rel) {
+				continue
+			}
+			id := ""
+			if r, ok := strings.CutPrefix(rel, "sandboxed/"); ok {
+				id, _, _ = strings.Cut(r, "/")
+			}
+			out[id] = append(out[id], filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return out
 }
 
 // dir returns the daemon's data directory, made on first use and removed
