@@ -27,7 +27,7 @@ func AgentPIDs(dir string) []int {
 		if err != nil || cwd != dir || isSupervisor(pid) {
 			continue
 		}
-		if p := ppid(pid); p == self || (isSupervisor(p) && ppid(p) == self) {
+		if p := ParentPID(pid); p == self || (isSupervisor(p) && ParentPID(p) == self) {
 			pids = append(pids, pid)
 		}
 	}
@@ -40,9 +40,10 @@ func isSupervisor(pid int) bool {
 	return err == nil && strings.TrimSpace(string(comm)) == "agentbox-tree"
 }
 
-// ppid reads the parent pid from /proc/PID/stat (the field after the
-// parenthesised command name, which may itself hold spaces or parens).
-func ppid(pid int) int {
+// ParentPID reads the parent pid from /proc/PID/stat (the field after the
+// parenthesised command name, which may itself hold spaces or parens); 0
+// when the process is gone.
+func ParentPID(pid int) int {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0

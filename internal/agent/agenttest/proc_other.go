@@ -7,6 +7,9 @@ import "testing"
 // AgentPIDs needs /proc; elsewhere it finds nothing.
 func AgentPIDs(string) []int { return nil }
 
+// ParentPID needs /proc; elsewhere it finds none.
+func ParentPID(int) int { return 0 }
+
 // KillAgentByCwd needs /proc: elsewhere a Target must set KillAgent.
 func KillAgentByCwd(t *testing.T, cwd string) {
 	t.Helper()

@@ -239,7 +239,7 @@ func SandboxedAgentPIDs(cwd string) []int {
 		if err != nil {
 			continue
 		}
-		parent[pid] = ppid(pid)
+		parent[pid] = agenttest.ParentPID(pid)
 		if isSandboxInit(pid) {
 			inits = append(inits, pid)
 		}
@@ -277,25 +277,6 @@ func isSandboxInit(pid int) bool {
 	}
 	arg0, _, _ := strings.Cut(string(b), "\x00")
 	return arg0 == "agentbox-sandbox-init"
-}
-
-// ppid reads the parent pid from /proc/PID/stat.
-func ppid(pid int) int {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
 }
 
 // Check implements agenttest.Host: session.started names the sandbox's
