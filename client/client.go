@@ -189,6 +189,27 @@ func (c *Client) Agents(ctx context.Context) (AgentList, error) {
 	return out, err
 }
 
+// Agent describes one agent with the models and modes it offers.
+func (c *Client) Agent(ctx context.Context, name string) (AgentDetail, error) {
+	var out AgentDetail
+	err := c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(name), nil, nil, &out)
+	return out, err
+}
+
+// UpdateSession changes a session's model and/or mode between turns. It
+// fails with a Problem of type ProblemBusy during a turn, ProblemUnknownModel
+// or ProblemUnknownMode for a choice the agent does not offer, and
+// ProblemSwitchUnsupported when the agent cannot make the change.
+func (c *Client) UpdateSession(ctx context.Context, id string, req UpdateSession) (Session, error) {
+	p, err := sessionPath(id)
+	if err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err = c.do(ctx, http.MethodPatch, p, nil, req, &out)
+	return out, err
+}
+
 // CreateSession starts a session; it returns once the agent is ready.
 func (c *Client) CreateSession(ctx context.Context, req CreateSession) (Session, error) {
 	var out Session

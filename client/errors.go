@@ -36,6 +36,9 @@ const (
 	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here
 	ProblemEnvRequired          = ProblemTypeBase + "env-required"           // 422: resume (or a message to a stopped session) without env the client gave at create; the detail names the variables to send
 	ProblemUnsupportedContent   = ProblemTypeBase + "unsupported-content"    // 422: a message part the session's agent does not accept; the detail names the part
+	ProblemUnknownModel         = ProblemTypeBase + "unknown-model"          // 422: a model the agent does not offer (by the list it announced); the detail names the ones it does
+	ProblemUnknownMode          = ProblemTypeBase + "unknown-mode"           // 422: a mode the agent does not offer; the detail names the ones it does
+	ProblemSwitchUnsupported    = ProblemTypeBase + "switch-unsupported"     // 422: the agent cannot change the session's model or mode between turns, or refused the change
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After

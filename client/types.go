@@ -32,6 +32,9 @@ type Capabilities struct {
 	Usage         bool `json:"usage"`
 	Resume        bool `json:"resume"`
 	Interrupt     bool `json:"interrupt"`
+	ModelList     bool `json:"model_list" doc:"The agent says which models and modes it offers: session.started carries its list, GET /v1/agents/{name} the latest one."`
+	ModelSwitch   bool `json:"model_switch" doc:"PATCH /v1/sessions/{id} can change the model between turns."`
+	ModeSwitch    bool `json:"mode_switch" doc:"PATCH /v1/sessions/{id} can change the mode between turns."`
 }
 
 // Agent describes one agent the daemon can run.
@@ -44,6 +47,32 @@ type Agent struct {
 	Installed    bool         `json:"installed"`
 	Version      string       `json:"version,omitempty"`
 	Path         string       `json:"path,omitempty"`
+}
+
+// Choice is one model or mode an agent offers, in the agent's own words.
+type Choice = event.Choice
+
+// AgentDetail is the answer of GET /v1/agents/{name}: the agent with the
+// models and modes it offers. The lists are the agent's own answer, as the
+// session named in CatalogSession announced it (session.started); they are
+// absent until a session of the agent has started here, for agents
+// without model_list, and for agents not available.
+type AgentDetail struct {
+	Agent
+	Models         []Choice   `json:"models,omitempty" doc:"The models the agent offers."`
+	Modes          []Choice   `json:"modes,omitempty" doc:"The modes the agent offers."`
+	DefaultModel   string     `json:"default_model,omitempty" doc:"The model the agent picked for a session that asked for none."`
+	DefaultMode    string     `json:"default_mode,omitempty" doc:"The mode the agent picked for a session that asked for none."`
+	CatalogSession string     `json:"catalog_session,omitempty" doc:"The session whose agent announced the lists."`
+	CatalogTime    *time.Time `json:"catalog_time,omitempty" doc:"When it did."`
+	CatalogNote    string     `json:"catalog_note,omitempty" doc:"Why there are no lists, when there are none."`
+}
+
+// UpdateSession is the body of PATCH /v1/sessions/{id}: the model and/or
+// mode for the session's next turns (empty: unchanged).
+type UpdateSession struct {
+	Model string `json:"model,omitempty" maxLength:"200" doc:"The model from the next turn on."`
+	Mode  string `json:"mode,omitempty" maxLength:"64" doc:"The agent-specific mode from the next turn on."`
 }
 
 // AgentList is the answer of GET /v1/agents.

@@ -26,6 +26,7 @@ type Type string
 const (
 	TypeSessionStarted      Type = "session.started"
 	TypeSessionEnded        Type = "session.ended"
+	TypeSessionConfigured   Type = "session.configured"
 	TypeTurnStarted         Type = "turn.started"
 	TypeTurnCompleted       Type = "turn.completed"
 	TypeItemStarted         Type = "item.started"
@@ -42,7 +43,7 @@ const (
 
 // Types lists every event type of schema v1 in a stable order.
 var Types = []Type{
-	TypeSessionStarted, TypeSessionEnded,
+	TypeSessionStarted, TypeSessionEnded, TypeSessionConfigured,
 	TypeTurnStarted, TypeTurnCompleted,
 	TypeItemStarted, TypeItemDelta, TypeItemCompleted,
 	TypePermissionRequested, TypePermissionResolved,
@@ -118,6 +119,8 @@ func NewPayload(t Type) Payload {
 		return &SessionStarted{}
 	case TypeSessionEnded:
 		return &SessionEnded{}
+	case TypeSessionConfigured:
+		return &SessionConfigured{}
 	case TypeTurnStarted:
 		return &TurnStarted{}
 	case TypeTurnCompleted:
@@ -156,6 +159,33 @@ type SessionStarted struct {
 	// Sandbox describes the isolation the agent runs in; absent when it
 	// runs on the host.
 	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
+	// Mode is the session's mode, when one was chosen or the agent says.
+	Mode string `json:"mode,omitempty"`
+	// Models and Modes are what the agent said it offers this session
+	// (its model_list capability), in its own words; absent when it does
+	// not say.
+	Models []Choice `json:"models,omitempty"`
+	Modes  []Choice `json:"modes,omitempty"`
+}
+
+// Choice is one model or mode an agent offers.
+type Choice struct {
+	ID          string `json:"id"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// SessionConfigured records a change of the session's model or mode made
+// between turns through the API; the agent has taken it, and a resume
+// starts with it.
+type SessionConfigured struct {
+	// Model and Mode are the session's model and mode from now on (empty:
+	// the agent's default).
+	Model string `json:"model,omitempty"`
+	Mode  string `json:"mode,omitempty"`
+	// PreviousModel and PreviousMode are what they were.
+	PreviousModel string `json:"previous_model,omitempty"`
+	PreviousMode  string `json:"previous_mode,omitempty"`
 }
 
 // SandboxInfo says what isolation a session's agent runs under.
@@ -585,6 +615,7 @@ type Native struct {
 // EventType implementations.
 func (*SessionStarted) EventType() Type      { return TypeSessionStarted }
 func (*SessionEnded) EventType() Type        { return TypeSessionEnded }
+func (*SessionConfigured) EventType() Type   { return TypeSessionConfigured }
 func (*TurnStarted) EventType() Type         { return TypeTurnStarted }
 func (*TurnCompleted) EventType() Type       { return TypeTurnCompleted }
 func (*ItemStarted) EventType() Type         { return TypeItemStarted }

@@ -89,6 +89,7 @@ func samples() []sample {
 		{agent, true, &event.ItemDelta{ItemID: "item_0194b3a1d3927c0b", Field: event.DeltaText, Delta: "Fixed: the formatter "}},
 		{agent, true, &event.ItemCompleted{Item: event.Item{ID: "item_0194b3a1d3927c0b", Kind: event.ItemMessage, Status: event.StatusCompleted, Role: event.RoleAssistant, Content: []event.ContentPart{event.TextPart("Fixed: the formatter now keeps the final newline, and CHANGELOG.md has an entry under Fixed.")}}}},
 		{daemon, true, &event.TurnCompleted{TurnID: sampleTurn, StopReason: event.StopEndTurn, Usage: &event.Usage{InputTokens: 18234, OutputTokens: 912, CacheReadTokens: 15872, CacheWriteTokens: 2048, CostUSD: floatp(0.0421)}, DurationMS: 48211}},
+		{daemon, false, &event.SessionConfigured{Model: "agentbox/gpt-5", Mode: "plan", PreviousModel: "agentbox/gpt-4.1", PreviousMode: "build"}},
 		{daemon, false, &event.SessionEnded{Reason: event.EndCompleted, Message: "closed by the client", ExitCode: intp(0)}},
 	}
 	out := make([]sample, len(list))

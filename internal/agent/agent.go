@@ -44,6 +44,15 @@ type Capabilities struct {
 	Usage     bool `json:"usage"`
 	Resume    bool `json:"resume"`
 	Interrupt bool `json:"interrupt"`
+	// ModelList: the agent says which models (and modes) it offers a
+	// session (its Session is a Cataloger); session.started carries the
+	// list and GET /v1/agents/{name} shows the latest one.
+	ModelList bool `json:"model_list"`
+	// ModelSwitch and ModeSwitch: the session's model or mode can be
+	// changed between turns (its Session is a Configurer that carries it
+	// to the agent natively).
+	ModelSwitch bool `json:"model_switch"`
+	ModeSwitch  bool `json:"mode_switch"`
 }
 
 // Info describes an adapter for /v1/agents.
@@ -177,6 +186,33 @@ type Session interface {
 type Exiter interface {
 	Done() <-chan struct{}
 	Exit() event.SessionEnded
+}
+
+// Choice is one model or mode an agent offers, in the agent's own words.
+type Choice = event.Choice
+
+// Catalog is what an agent said a session may use: its models and modes,
+// and the ones in force. Empty lists mean the agent did not say.
+type Catalog struct {
+	Models []Choice
+	Model  string
+	Modes  []Choice
+	Mode   string
+}
+
+// Cataloger is implemented by sessions whose agent announces the models
+// and modes it offers (e.g. ACP's session/new). Catalog returns the
+// agent's latest answer, with the current model and mode.
+type Cataloger interface {
+	Catalog() Catalog
+}
+
+// Configurer is implemented by sessions that can switch their model or
+// mode between turns, natively (the agent's own request, not a restart).
+// An empty model or mode is left as it is. The engine calls it only while
+// no turn runs.
+type Configurer interface {
+	Configure(ctx context.Context, model, mode string) error
 }
 
 // SandboxNeeder is implemented by adapters whose agent needs host paths

@@ -49,6 +49,13 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("`images` and `files` say which content parts of a message reach the agent: a message with a part\n")
 	b.WriteString("the session's agent does not take is refused whole (422 `unsupported-content`, naming the part,\n")
 	b.WriteString("e.g. `content[1]: agent mock does not accept image parts`), never sent without it.\n\n")
+	b.WriteString("`model list`: the agent says which models and modes it offers a session, in its own words; the daemon\n")
+	b.WriteString("never makes a list up. `session.started` carries it, `GET /v1/agents/{name}` shows the latest one\n")
+	b.WriteString("(none before a session of the agent has started), and once known a create or `PATCH` naming a\n")
+	b.WriteString("model or mode not on it answers 422 (`unknown-model`, `unknown-mode`) before any process starts.\n")
+	b.WriteString("Other agents take the session's model and mode as given and say themselves when they refuse it.\n")
+	b.WriteString("`model switch` and `mode switch`: `PATCH /v1/sessions/{id}` changes them between turns, carried to\n")
+	b.WriteString("the running agent natively and recorded as `session.configured` (422 `switch-unsupported` without).\n\n")
 	names := r.Names()
 	infos := make([]agent.Info, len(names))
 	for i, n := range names {

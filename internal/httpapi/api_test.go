@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -189,6 +190,52 @@ func TestAgents(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("agents (-want +got):\n%s", d)
 	}
+}
+
+// TestAgentDetail: GET /v1/agents/{name} answers the agent with its
+// catalog, an unavailable one without lists and a note, and an unknown one
+// 404.
+func TestAgentDetail(t *testing.T) {
+	h := newHarness(t, Config{})
+	var got client.AgentDetail
+	h.do("GET", "/v1/agents/mock", "").ok(t, 200, &got)
+	at := h.eng.now
+	want := client.AgentDetail{
+		Agent: client.Agent{Name: "mock", Title: "Mock agent", Available: true, Installed: true, Version: "1.0.0",
+			Capabilities: client.Capabilities{Text: true, Deltas: true, Permissions: true, Questions: true, Interrupt: true}},
+		Models: []client.Choice{{ID: "m1"}, {ID: "m2"}}, DefaultModel: "m1", CatalogSession: "ses_cat", CatalogTime: &at,
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("agent (-want +got):\n%s", d)
+	}
+	h.do("GET", "/v1/agents/broken", "").ok(t, 200, &got)
+	if got.Available || got.Models != nil || got.Modes != nil || got.CatalogNote == "" {
+		t.Fatalf("unavailable agent = %+v, want no lists and a note", got)
+	}
+	h.do("GET", "/v1/agents/nope", "").problem(t, 404, client.ProblemNotFound)
+}
+
+// TestUpdateSession: PATCH /v1/sessions/{id} changes the model between
+// turns; during a turn it answers 409 busy, an unknown model or mode 422
+// naming the field, an unknown session 404.
+func TestUpdateSession(t *testing.T) {
+	h := newHarness(t, Config{})
+	s := h.createSession()
+	base := "/v1/sessions/" + s.ID
+	var got client.Session
+	h.do("PATCH", base, `{"model":"m2"}`).ok(t, 200, &got)
+	if got.Model != "m2" {
+		t.Fatalf("updated = %+v, want model m2", got)
+	}
+	h.do("PATCH", base, `{"model":"gpt-nope"}`).problem(t, 422, client.ProblemUnknownModel)
+	h.do("PATCH", base, `{"mode":"yolo"}`).problem(t, 422, client.ProblemUnknownMode)
+	h.do("PATCH", base, `{"model":"`+strings.Repeat("m", 201)+`"}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", base+"/messages", `{"text":"hello"}`).ok(t, 202, nil)
+	p := h.do("PATCH", base, `{"model":"m1"}`).problem(t, 409, client.ProblemBusy)
+	if p.Detail == "" {
+		t.Fatalf("409 without detail: %+v", p)
+	}
+	h.do("PATCH", "/v1/sessions/ses_nope", `{"model":"m1"}`).problem(t, 404, client.ProblemNotFound)
 }
 
 func TestSessionLifecycle(t *testing.T) {
@@ -436,6 +483,9 @@ func TestErrorMapping(t *testing.T) {
 		{session.ErrNotResumable, 409, client.ProblemNotResumable},
 		{&session.EnvRequiredError{ID: "ses_1", Names: []string{"OPENAI_API_KEY"}}, 422, client.ProblemEnvRequired},
 		{&session.ContentError{Index: 1, Type: event.PartImage, Agent: "pi"}, 422, client.ProblemUnsupportedContent},
+		{&session.ChoiceError{Field: "model", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownModel},
+		{&session.ChoiceError{Field: "mode", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownMode},
+		{fmt.Errorf("%w: no", session.ErrSwitchUnsupported), 422, client.ProblemSwitchUnsupported},
 		{errors.New("disk full at /var/lib/secret"), 500, client.ProblemInternal},
 	} {
 		h := newHarness(t, Config{})

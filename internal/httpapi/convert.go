@@ -24,6 +24,7 @@ func toAgent(in agent.Info) client.Agent {
 			CommandOutput: c.CommandOutput, FileChanges: c.FileChanges, Diffs: c.Diffs,
 			Permissions: c.Permissions, Questions: c.Questions, Images: c.Images, Files: c.Files,
 			Plans: c.Plans, Usage: c.Usage, Resume: c.Resume, Interrupt: c.Interrupt,
+			ModelList: c.ModelList, ModelSwitch: c.ModelSwitch, ModeSwitch: c.ModeSwitch,
 		},
 		Available: in.Available,
 		Reason:    in.Reason,
@@ -31,6 +32,25 @@ func toAgent(in agent.Info) client.Agent {
 		Version:   in.Version,
 		Path:      in.Path,
 	}
+}
+
+// toAgentDetail is an agent with what its sessions said it offers.
+func toAgentDetail(in agent.Info, c *session.Catalog) client.AgentDetail {
+	out := client.AgentDetail{Agent: toAgent(in)}
+	switch {
+	case !in.Available:
+		out.CatalogNote = "the agent is not available here"
+	case c == nil && !in.Capabilities.ModelList:
+		out.CatalogNote = "the agent does not say which models or modes it offers; the session's model and mode go to it as given"
+	case c == nil:
+		out.CatalogNote = "the agent announces its models and modes when a session starts; no session of it has started since the daemon did"
+	default:
+		at := c.At
+		out.Models, out.Modes = c.Models, c.Modes
+		out.DefaultModel, out.DefaultMode = c.DefaultModel, c.DefaultMode
+		out.CatalogSession, out.CatalogTime = c.SessionID, &at
+	}
+	return out
 }
 
 func toSession(s store.Session) client.Session {

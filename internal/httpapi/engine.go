@@ -13,7 +13,12 @@ import (
 // implements it.
 type Engine interface {
 	Agents(ctx context.Context) []agent.Info
+	// AgentCatalog is one agent with the models and modes its sessions
+	// announced (nil when none has).
+	AgentCatalog(ctx context.Context, name string) (agent.Info, *session.Catalog, error)
 	Create(ctx context.Context, p session.CreateParams) (store.Session, error)
+	// Configure changes a session's model and/or mode between turns.
+	Configure(ctx context.Context, id, model, mode string) (store.Session, error)
 	Get(ctx context.Context, id string) (store.Session, error)
 	List(ctx context.Context, opts store.ListOptions) ([]store.Session, error)
 	// Delete terminates a live session; with purge it also removes its log.

@@ -404,3 +404,42 @@ func (f *fakeEngine) SetNetwork(ctx context.Context, id string, allow []string) 
 	fs.network.Allow = slices.Clone(allow)
 	return *fs.network, nil
 }
+
+// AgentCatalog answers the fake agents; "mock" offers two models.
+func (f *fakeEngine) AgentCatalog(_ context.Context, name string) (agent.Info, *session.Catalog, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, in := range f.agents {
+		if in.Name != name {
+			continue
+		}
+		if !in.Available {
+			return in, nil, nil
+		}
+		return in, &session.Catalog{Models: []agent.Choice{{ID: "m1"}, {ID: "m2"}}, DefaultModel: "m1", SessionID: "ses_cat", At: f.now}, nil
+	}
+	return agent.Info{}, nil, notFound("agent", name)
+}
+
+// Configure follows the engine's rules: between turns only, and a model on
+// the fake catalog.
+func (f *fakeEngine) Configure(_ context.Context, id, model, mode string) (store.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, err := f.get(id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	if fs.s.CurrentTurnID != "" {
+		return store.Session{}, fmt.Errorf("configure: %w", session.ErrBusy)
+	}
+	if model != "" && model != "m1" && model != "m2" {
+		return store.Session{}, &session.ChoiceError{Field: "model", Value: model, Agent: fs.s.Agent, Offered: []string{"m1", "m2"}, From: "session ses_cat"}
+	}
+	if mode != "" {
+		return store.Session{}, &session.ChoiceError{Field: "mode", Value: mode, Agent: fs.s.Agent, From: "session ses_cat"}
+	}
+	fs.s.Model = model
+	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionConfigured{Model: model}))
+	return fs.s, nil
+}

@@ -145,6 +145,15 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemEnvRequired, msg)
 	case errors.Is(err, session.ErrUnsupportedContent):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnsupportedContent, msg)
+	case errors.Is(err, session.ErrUnknownChoice):
+		typ := client.ProblemUnknownModel
+		var ce *session.ChoiceError
+		if errors.As(err, &ce) && ce.Field == "mode" {
+			typ = client.ProblemUnknownMode
+		}
+		return newProblem(http.StatusUnprocessableEntity, typ, msg)
+	case errors.Is(err, session.ErrSwitchUnsupported):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemSwitchUnsupported, msg)
 	case errors.Is(err, session.ErrNoSandbox):
 		return newProblem(http.StatusConflict, client.ProblemNoSandbox, msg)
 	case errors.Is(err, egress.ErrInvalidSecret):

@@ -27,6 +27,17 @@ type healthOutput struct{ Body client.Health }
 
 type agentsOutput struct{ Body client.AgentList }
 
+type agentInput struct {
+	Name string `path:"name" minLength:"1" maxLength:"128" doc:"Agent name."`
+}
+
+type agentOutput struct{ Body client.AgentDetail }
+
+type updateSessionInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Body client.UpdateSession
+}
+
 type createSessionInput struct{ Body client.CreateSession }
 
 type createdOutput struct {
@@ -148,6 +159,16 @@ func (s *server) register(api huma.API) {
 	}, s.agents)
 
 	huma.Register(api, huma.Operation{
+		OperationID: "getAgent", Method: http.MethodGet, Path: "/v1/agents/{name}", Tags: []string{"agents"},
+		Summary: "Get an agent with its models and modes",
+		Description: "The agent as in the list, with the models and modes it offers (capability model_list) in its own words: " +
+			"the lists its latest session announced in session.started, and the defaults it picked for a session that asked for none. " +
+			"Before a session of the agent has started here there are no lists (catalog_note says why); the daemon never makes one up. " +
+			"Once known, a create or update naming a model or mode not on the list answers 422 (unknown-model, unknown-mode) before any process starts.",
+		Errors: errs(http.StatusNotFound),
+	}, s.agent)
+
+	huma.Register(api, huma.Operation{
 		OperationID: "createSession", Method: http.MethodPost, Path: "/v1/sessions", Tags: []string{"sessions"},
 		Summary: "Start a session",
 		Description: "Starts an agent session. The session is usable once its status leaves starting; follow its events. " +
@@ -169,6 +190,19 @@ func (s *server) register(api huma.API) {
 		Summary: "Get a session",
 		Errors:  errs(http.StatusNotFound),
 	}, s.getSession)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "updateSession", Method: http.MethodPatch, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
+		Summary: "Change a session's model or mode",
+		Description: "Changes the model and/or mode (an empty one stays) from the next turn on, between turns only: during a turn it answers 409 (busy); " +
+			"wait for turn.completed or interrupt the turn, then send it again. A live agent takes the change natively before the answer " +
+			"(capabilities model_switch, mode_switch; otherwise 422 switch-unsupported, also when the agent refuses); a session without a live agent " +
+			"records it and its resume starts with it. A model or mode not on the list the agent announced answers 422 (unknown-model, unknown-mode). " +
+			"The change is recorded as a session.configured event and stored with the session.",
+		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}, s.updateSession)
 
 	huma.Register(api, huma.Operation{
 		OperationID: "deleteSession", Method: http.MethodDelete, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
@@ -272,6 +306,22 @@ func (s *server) agents(ctx context.Context, _ *struct{}) (*agentsOutput, error)
 		out[i] = toAgent(in)
 	}
 	return &agentsOutput{Body: client.AgentList{Agents: out}}, nil
+}
+
+func (s *server) agent(ctx context.Context, in *agentInput) (*agentOutput, error) {
+	info, cat, err := s.eng.AgentCatalog(ctx, in.Name)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &agentOutput{Body: toAgentDetail(info, cat)}, nil
+}
+
+func (s *server) updateSession(ctx context.Context, in *updateSessionInput) (*sessionOutput, error) {
+	ss, err := s.eng.Configure(ctx, in.ID, in.Body.Model, in.Body.Mode)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &sessionOutput{Body: s.toSession(ss)}, nil
 }
 
 func (s *server) createSession(ctx context.Context, in *createSessionInput) (*createdOutput, error) {

@@ -42,6 +42,12 @@ var (
 	// ErrUnsupportedContent: a message has a content part its session's
 	// agent cannot take; see ContentError.
 	ErrUnsupportedContent = errors.New("content the agent cannot take")
+	// ErrUnknownChoice: a model or mode the agent does not offer (see
+	// ChoiceError for which field).
+	ErrUnknownChoice = errors.New("a model or mode the agent does not offer")
+	// ErrSwitchUnsupported: a change of model or mode the session's agent
+	// cannot make between turns.
+	ErrSwitchUnsupported = errors.New("the agent cannot switch it between turns")
 )
 
 // EnvRequiredError is the error (wrapping ErrEnvRequired) of a resume, or
@@ -109,3 +115,20 @@ type endingError struct {
 }
 
 func (e *endingError) Error() string { return e.msg }
+
+// ChoiceError is a model or mode the agent does not offer; it wraps
+// ErrUnknownChoice.
+type ChoiceError struct {
+	Field   string // "model" or "mode"
+	Value   string
+	Agent   string
+	Offered []string
+	// From says where the list comes from (which session announced it).
+	From string
+}
+
+func (e *ChoiceError) Error() string {
+	return fmt.Sprintf("%s %q: agent %s does not offer it (it offers %s, as %s said)", e.Field, e.Value, e.Agent, strings.Join(e.Offered, ", "), e.From)
+}
+
+func (e *ChoiceError) Unwrap() error { return ErrUnknownChoice }

@@ -62,6 +62,9 @@ type live struct {
 	idleAt    time.Time
 	idleTimer *time.Timer
 	stopping  bool
+	// configuring is set while Configure changes the model or mode: no
+	// turn starts meanwhile.
+	configuring bool
 
 	// The event queue; see pump.
 	queue    []batch
@@ -363,6 +366,10 @@ func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (stri
 	if l.turnCancel != nil {
 		l.mu.Unlock()
 		return "", fmt.Errorf("%w in session %s (turn %s)", ErrBusy, l.id, l.turnID)
+	}
+	if l.configuring {
+		l.mu.Unlock()
+		return "", fmt.Errorf("%w: session %s is changing its model or mode; send the message again", ErrBusy, l.id)
 	}
 	l.busyLocked()
 	turnID := ids.New(ids.Turn)

@@ -5,6 +5,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,9 +139,12 @@ type Manager struct {
 	stopping map[string]*live
 	// parked keeps, in memory only, the env a client gave a session whose
 	// idle agent was stopped, for the resume its next message makes.
-	parked  map[string]map[string]string
-	closing bool
-	wg      sync.WaitGroup
+	parked map[string]map[string]string
+	// catalogs holds, per agent name, the models and modes its sessions
+	// announced last (see Catalog).
+	catalogs map[string]Catalog
+	closing  bool
+	wg       sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -286,6 +290,9 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 		return store.Session{}, fmt.Errorf("%w: this daemon runs agents without a sandbox (start it with sandboxing enabled)", ErrPolicy)
 	}
 
+	if err := m.checkCreateChoices(p.Agent, p.Model, p.Mode); err != nil {
+		return store.Session{}, err
+	}
 	if err := m.checkEnv(p.Agent, a, policy, agent.Config{Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode, Cwd: p.Cwd, Env: p.Env}); err != nil {
 		return store.Session{}, err
 	}
@@ -475,9 +482,19 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		return nil
 	})
 	if err == nil {
-		_, err = l.append(ctx, event.New(event.SourceDaemon, &event.SessionStarted{
-			Agent: s.Agent, Model: s.Model, Cwd: s.Cwd, NativeSessionID: l.nativeID(), Resumed: resumed, Sandbox: sbInfo,
-		}))
+		started := &event.SessionStarted{
+			Agent: s.Agent, Model: s.Model, Mode: s.Mode, Cwd: s.Cwd, NativeSessionID: l.nativeID(), Resumed: resumed, Sandbox: sbInfo,
+		}
+		if cat, ok := sess.(agent.Cataloger); ok {
+			// The agent's own list, announced in the log and kept as
+			// the agent's catalog for GET /v1/agents/{name} and the
+			// checks of later creates.
+			c := cat.Catalog()
+			started.Models, started.Modes = c.Models, c.Modes
+			started.Model, started.Mode = cmp.Or(started.Model, c.Model), cmp.Or(started.Mode, c.Mode)
+			m.learnCatalog(s.Agent, s.ID, c, s.Model != "", s.Mode != "")
+		}
+		_, err = l.append(ctx, event.New(event.SourceDaemon, started))
 	}
 	if err != nil {
 		m.terminate(context.Background(), l, event.EndError, "could not record session start", store.StatusFailed)

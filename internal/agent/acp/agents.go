@@ -44,6 +44,10 @@ type Config struct {
 	// CodexModel and OpenCodeModel are the default models of codex-acp
 	// and opencode-acp (Codex's own default; DefaultOpenCodeModel).
 	CodexModel, OpenCodeModel string
+	// OpenCodeModels are more models opencode-acp's provider declares
+	// (opencode.json), which a session may select or switch to; the
+	// agent lists them itself.
+	OpenCodeModels []string
 	// Binary finds an installed agent (nil: install.Binary).
 	Binary func(name string) func() (path, version string, err error)
 	// Options tune the generic adapter.
@@ -191,7 +195,8 @@ func ClaudeCode(c Config) agent.Adapter {
 	}, c.Options)
 }
 
-// codexCaps: TestConformanceCodex backs text, deltas, file changes with
+// codexCaps: TestE2ECodexSwitch backs the model list and the model switch
+// (codex-acp offers no modes). TestConformanceCodex backs text, deltas, file changes with
 // diffs (write, two_turns) and interrupt (interrupt);
 // TestE2ECodexPermissions backs permissions and command items with their
 // exit code (allow and deny); TestGolden backs tool calls. codex-acp's only
@@ -200,7 +205,7 @@ func ClaudeCode(c Config) agent.Adapter {
 // not the turn's tokens: no usage.
 var codexCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Interrupt: true,
+	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true,
 }
 
 // Codex is Zed's codex-acp (the native binary), with a CODEX_HOME holding
@@ -284,10 +289,11 @@ func underTemp(dir string) bool {
 // openCodeCaps: TestConformanceOpenCode (the whole shared suite) backs
 // text, deltas, usage, file changes with diffs (write), permissions and
 // command items (permission_allow/deny), interrupt (interrupt); TestGolden
-// backs tool calls. Reasoning is not claimed: no test covers it yet.
+// backs tool calls; TestE2EOpenCodeSwitch backs the model list and the
+// model and mode switch. Reasoning is not claimed: no test covers it yet.
 var openCodeCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true,
+	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
 
 // OpenCode is `opencode acp`, with a private home whose opencode.json
@@ -295,6 +301,10 @@ var openCodeCaps = agent.Capabilities{
 // and edit.
 func OpenCode(c Config) agent.Adapter {
 	model := orDefault(c.OpenCodeModel, DefaultOpenCodeModel)
+	models := map[string]any{model: map[string]any{"name": model, "tool_call": true}}
+	for _, m := range c.OpenCodeModels {
+		models[m] = map[string]any{"name": m, "tool_call": true}
+	}
 	return New(Agent{
 		Name: NameOpenCode, Title: "OpenCode (ACP)", Binary: c.binary("opencode"), Caps: openCodeCaps,
 		ExitsOnEOF: true,
@@ -310,7 +320,7 @@ func OpenCode(c Config) agent.Adapter {
 				"provider": map[string]any{"agentbox": map[string]any{
 					"npm": "@ai-sdk/openai-compatible", "name": "agentbox",
 					"options": map[string]any{"baseURL": "{env:AGENTBOX_OPENCODE_BASE_URL}", "apiKey": "{env:AGENTBOX_OPENCODE_API_KEY}"},
-					"models":  map[string]any{model: map[string]any{"name": model, "tool_call": true}},
+					"models":  models,
 				}},
 				"model": "agentbox/" + model, "small_model": "agentbox/" + model,
 				"autoupdate": false, "share": "disabled",

@@ -45,6 +45,14 @@ type session struct {
 	// come before it.
 	early   []event.Event
 	started bool
+
+	// cmu guards what the agent said the session may use (session/new or
+	// session/load) and the choices in force, kept up to date as the
+	// session switches.
+	cmu     sync.Mutex
+	modes   *sdk.SessionModeState
+	models  *sdk.SessionModelState
+	options []sdk.SessionConfigOption
 }
 
 type turn struct {
@@ -53,8 +61,10 @@ type turn struct {
 }
 
 var (
-	_ agent.Session = (*session)(nil)
-	_ agent.Exiter  = (*session)(nil)
+	_ agent.Session    = (*session)(nil)
+	_ agent.Exiter     = (*session)(nil)
+	_ agent.Cataloger  = (*session)(nil)
+	_ agent.Configurer = (*session)(nil)
 )
 
 // startSession starts the process, initializes the agent and opens its
@@ -166,56 +176,156 @@ func (s *session) open(ctx context.Context) error {
 	if err := s.host.SetNativeSessionID(ctx, string(s.sid)); err != nil {
 		return err
 	}
+	s.cmu.Lock()
+	s.modes, s.models, s.options = modes, models, options
+	s.cmu.Unlock()
 	mode, explicit := s.cfg.Mode, true
 	if mode == "" {
 		mode, explicit = s.a.spec.PermissionModes[s.cfg.PermissionMode], false
 	}
 	if mode != "" {
-		if err := s.setMode(ctx, mode, modes, options); err != nil && explicit {
+		if err := s.setMode(ctx, mode); err != nil && explicit {
 			return err
 		}
 	}
 	if s.cfg.Model != "" {
-		return s.setModel(ctx, s.cfg.Model, models, options)
+		return s.setModel(ctx, s.cfg.Model)
 	}
 	return nil
 }
 
+// Configure switches the session's model and mode between turns, with the
+// same requests the start uses.
+func (s *session) Configure(ctx context.Context, model, mode string) error {
+	if mode != "" {
+		if err := s.setMode(ctx, mode); err != nil {
+			return err
+		}
+	}
+	if model != "" {
+		return s.setModel(ctx, model)
+	}
+	return nil
+}
+
+// Catalog is what the agent offered in session/new (or session/load): its
+// models and modes, from the config options of category model and mode
+// when it has no list of its own, with the ones in force.
+func (s *session) Catalog() agent.Catalog {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	var c agent.Catalog
+	if s.models != nil {
+		for _, m := range s.models.AvailableModels {
+			c.Models = append(c.Models, agent.Choice{ID: string(m.ModelId), Name: m.Name, Description: deref(m.Description)})
+		}
+		c.Model = string(s.models.CurrentModelId)
+	}
+	if s.modes != nil {
+		for _, m := range s.modes.AvailableModes {
+			c.Modes = append(c.Modes, agent.Choice{ID: string(m.Id), Name: m.Name, Description: deref(m.Description)})
+		}
+		c.Mode = string(s.modes.CurrentModeId)
+	}
+	for _, o := range s.options {
+		sel := o.Select
+		if sel == nil || sel.Category == nil {
+			continue
+		}
+		list, cur := &c.Models, &c.Model
+		switch *sel.Category {
+		case sdk.SessionConfigOptionCategoryModel:
+		case sdk.SessionConfigOptionCategoryMode:
+			list, cur = &c.Modes, &c.Mode
+		default:
+			continue
+		}
+		if len(*list) > 0 {
+			continue // the agent's own list comes first
+		}
+		for _, v := range selectValues(sel) {
+			*list = append(*list, agent.Choice{ID: string(v.Value), Name: v.Name, Description: deref(v.Description)})
+		}
+		*cur = string(sel.CurrentValue)
+	}
+	return c
+}
+
+// selectValues lists a select option's values, grouped or not.
+func selectValues(sel *sdk.SessionConfigOptionSelect) []sdk.SessionConfigSelectOption {
+	var out []sdk.SessionConfigSelectOption
+	if sel.Options.Ungrouped != nil {
+		out = append(out, *sel.Options.Ungrouped...)
+	}
+	if sel.Options.Grouped != nil {
+		for _, g := range *sel.Options.Grouped {
+			out = append(out, g.Options...)
+		}
+	}
+	return out
+}
+
 // setMode switches the session's mode with session/set_mode, or with the
 // config option of category "mode" when that is how the agent offers it.
-func (s *session) setMode(ctx context.Context, mode string, modes *sdk.SessionModeState, options []sdk.SessionConfigOption) error {
+func (s *session) setMode(ctx context.Context, mode string) error {
+	s.cmu.Lock()
+	modes := s.modes
+	s.cmu.Unlock()
 	if modes != nil {
 		for _, m := range modes.AvailableModes {
 			if string(m.Id) == mode {
-				if modes.CurrentModeId == m.Id {
+				if s.currentMode() == m.Id {
 					return nil
 				}
-				_, err := call[sdk.SetSessionModeResponse](ctx, s, sdk.AgentMethodSessionSetMode, sdk.SetSessionModeRequest{SessionId: s.sid, ModeId: m.Id})
-				return err
+				if _, err := call[sdk.SetSessionModeResponse](ctx, s, sdk.AgentMethodSessionSetMode, sdk.SetSessionModeRequest{SessionId: s.sid, ModeId: m.Id}); err != nil {
+					return err
+				}
+				s.cmu.Lock()
+				s.modes.CurrentModeId = m.Id
+				s.cmu.Unlock()
+				return nil
 			}
 		}
 	}
-	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryMode, mode, options); ok || err != nil {
+	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryMode, mode); ok || err != nil {
 		return err
 	}
 	return fmt.Errorf("the agent offers no mode %q", mode)
 }
 
+func (s *session) currentMode() sdk.SessionModeId {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return s.modes.CurrentModeId
+}
+
 // setModel selects the model with session/set_model, or with the config
 // option of category "model".
-func (s *session) setModel(ctx context.Context, model string, models *sdk.SessionModelState, options []sdk.SessionConfigOption) error {
+func (s *session) setModel(ctx context.Context, model string) error {
+	s.cmu.Lock()
+	models := s.models
+	var cur sdk.ModelId
+	if models != nil {
+		cur = models.CurrentModelId
+	}
+	s.cmu.Unlock()
 	if models != nil {
 		for _, m := range models.AvailableModels {
 			if string(m.ModelId) == model {
-				if models.CurrentModelId == m.ModelId {
+				if cur == m.ModelId {
 					return nil
 				}
-				_, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetModel, map[string]string{"sessionId": string(s.sid), "modelId": model})
-				return err
+				if _, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetModel, map[string]string{"sessionId": string(s.sid), "modelId": model}); err != nil {
+					return err
+				}
+				s.cmu.Lock()
+				s.models.CurrentModelId = m.ModelId
+				s.cmu.Unlock()
+				return nil
 			}
 		}
 	}
-	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryModel, model, options); ok || err != nil {
+	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryModel, model); ok || err != nil {
 		return err
 	}
 	return fmt.Errorf("the agent offers no model %q", model)
@@ -223,34 +333,32 @@ func (s *session) setModel(ctx context.Context, model string, models *sdk.Sessio
 
 // setOption sets the select option of a category to value, if the agent
 // offers one with that value.
-func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCategory, value string, options []sdk.SessionConfigOption) (bool, error) {
+func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCategory, value string) (bool, error) {
+	s.cmu.Lock()
+	options := slices.Clone(s.options)
+	s.cmu.Unlock()
 	for _, o := range options {
 		sel := o.Select
 		if sel == nil || sel.Category == nil || *sel.Category != cat {
 			continue
 		}
-		var values []sdk.SessionConfigValueId
-		if sel.Options.Ungrouped != nil {
-			for _, v := range *sel.Options.Ungrouped {
-				values = append(values, v.Value)
-			}
-		}
-		if sel.Options.Grouped != nil {
-			for _, g := range *sel.Options.Grouped {
-				for _, v := range g.Options {
-					values = append(values, v.Value)
-				}
-			}
-		}
-		if !slices.Contains(values, sdk.SessionConfigValueId(value)) {
+		if !slices.ContainsFunc(selectValues(sel), func(v sdk.SessionConfigSelectOption) bool { return string(v.Value) == value }) {
 			continue
 		}
-		if sel.CurrentValue == sdk.SessionConfigValueId(value) {
+		s.cmu.Lock()
+		cur := sel.CurrentValue
+		s.cmu.Unlock()
+		if cur == sdk.SessionConfigValueId(value) {
 			return true, nil
 		}
-		_, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetConfigOption,
-			map[string]string{"sessionId": string(s.sid), "configId": string(sel.Id), "value": value})
-		return true, err
+		if _, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetConfigOption,
+			map[string]string{"sessionId": string(s.sid), "configId": string(sel.Id), "value": value}); err != nil {
+			return true, err
+		}
+		s.cmu.Lock()
+		sel.CurrentValue = sdk.SessionConfigValueId(value) // shared with s.options
+		s.cmu.Unlock()
+		return true, nil
 	}
 	return false, nil
 }
