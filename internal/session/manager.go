@@ -492,7 +492,8 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			c := cat.Catalog()
 			started.Models, started.Modes = c.Models, c.Modes
 			started.Model, started.Mode = cmp.Or(started.Model, c.Model), cmp.Or(started.Mode, c.Mode)
-			m.learnCatalog(s.Agent, s.ID, c, s.Model != "", s.Mode != "")
+			// A permission mode may pick a mode (plan) the agent then reports.
+			m.learnCatalog(s.Agent, s.ID, c, s.Model != "", s.Mode != "" || s.PermissionMode != "" && s.PermissionMode != "default")
 		}
 		_, err = l.append(ctx, event.New(event.SourceDaemon, started))
 	}
