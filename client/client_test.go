@@ -384,3 +384,51 @@ func TestUnixSocket(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestModels: Agent returns the agent with its models; UpdateSession
+// switches a session's model between turns, and its problems (unknown
+// agent or model, a running turn) come back typed.
+func TestModels(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	block := make(chan struct{})
+	script := func(tn *fakeapi.Turn) {
+		select {
+		case <-block:
+		case <-tn.Context().Done():
+		}
+	}
+	models := []client.Choice{{ID: "m1", Name: "One"}, {ID: "m2"}}
+	_, c := newPair(t, fakeapi.Config{Script: script, Models: models})
+	a, err := c.Agent(ctx, "mock")
+	if err != nil || a.Name != "mock" || !cmp.Equal(a.Models, models) || a.DefaultModel != "m1" {
+		t.Fatalf("Agent = %+v, %v", a, err)
+	}
+	if _, err := c.Agent(ctx, "nope"); !client.IsNotFound(err) {
+		t.Fatalf("Agent(nope) = %v, want not found", err)
+	}
+	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock", Model: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock", Model: "m9"}); !client.HasProblemType(err, client.ProblemUnknownModel) {
+		t.Fatalf("create with an unknown model = %v", err)
+	}
+	got, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m2"})
+	if err != nil || got.Model != "m2" {
+		t.Fatalf("UpdateSession = %+v, %v", got, err)
+	}
+	if _, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m9"}); !client.HasProblemType(err, client.ProblemUnknownModel) {
+		t.Fatalf("update to an unknown model = %v", err)
+	}
+	if _, err := c.Send(ctx, s.ID, "block"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m1"}); !client.HasProblemType(err, client.ProblemBusy) {
+		t.Fatalf("update during a turn = %v, want busy", err)
+	}
+	close(block)
+	if _, err := c.UpdateSession(ctx, "", client.UpdateSession{Model: "m1"}); err == nil {
+		t.Fatal("update without an id succeeded")
+	}
+}

@@ -10,6 +10,7 @@
 package fakeapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,11 @@ type Config struct {
 	// "*", or "*.domain" for a name in the domain) is refused with 422
 	// policy. Nil permits any rule.
 	GlobalAllow []string
+	// Models are the models every agent lists in GET /v1/agents/{name}
+	// (as its sessions would have announced them); a create or PATCH
+	// naming another is refused with 422 unknown-model. Nil: no lists,
+	// any model.
+	Models []client.Choice
 }
 
 // Faults are deliberate stream failures, each decided per event sent with
@@ -336,6 +342,8 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("GET /v1/agents", s.agents)
+	mux.HandleFunc("GET /v1/agents/{name}", s.agent)
+	mux.HandleFunc("PATCH /v1/sessions/{id}", s.updateSession)
 	mux.HandleFunc("POST /v1/sessions", s.createSession)
 	mux.HandleFunc("GET /v1/sessions", s.listSessions)
 	mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
@@ -410,6 +418,57 @@ func (s *Server) agents(w http.ResponseWriter, _ *http.Request) {
 	reply(w, http.StatusOK, client.AgentList{Agents: s.cfg.Agents})
 }
 
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
+	i := slices.IndexFunc(s.cfg.Agents, func(a client.Agent) bool { return a.Name == r.PathValue("name") })
+	if i < 0 {
+		problem(w, http.StatusNotFound, "not-found", "agent "+strconv.Quote(r.PathValue("name"))+" not found")
+		return
+	}
+	out := client.AgentDetail{Agent: s.cfg.Agents[i]}
+	if out.Available && len(s.cfg.Models) > 0 {
+		out.Models, out.DefaultModel, out.CatalogSession = s.cfg.Models, s.cfg.Models[0].ID, "ses_catalog"
+	} else {
+		out.CatalogNote = "no session of the agent has started"
+	}
+	reply(w, http.StatusOK, out)
+}
+
+// knownModel says whether model may be used (see Config.Models).
+func (s *Server) knownModel(model string) bool {
+	return model == "" || s.cfg.Models == nil || slices.ContainsFunc(s.cfg.Models, func(c client.Choice) bool { return c.ID == model })
+}
+
+func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) {
+	var req client.UpdateSession
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Model == "" && req.Mode == "" {
+		problem(w, http.StatusUnprocessableEntity, "validation", "set model, mode or both")
+		return
+	}
+	if !s.knownModel(req.Model) {
+		problem(w, http.StatusUnprocessableEntity, "unknown-model", "model "+strconv.Quote(req.Model)+": the agent does not offer it")
+		return
+	}
+	ss := s.lookup(w, r)
+	if ss == nil {
+		return
+	}
+	if ss.turn != nil {
+		s.mu.Unlock()
+		problem(w, http.StatusConflict, "busy", "a turn is running in session "+ss.ID+": change the model or mode after its turn.completed, or interrupt it first")
+		return
+	}
+	ch := event.SessionConfigured{PreviousModel: ss.Model, PreviousMode: ss.Mode}
+	ss.Model, ss.Mode = cmp.Or(req.Model, ss.Model), cmp.Or(req.Mode, ss.Mode)
+	ch.Model, ch.Mode = ss.Model, ss.Mode
+	s.appendLocked(ss.ID, "", event.SourceDaemon, &ch)
+	out := ss.Session
+	s.mu.Unlock()
+	reply(w, http.StatusOK, out)
+}
+
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req client.CreateSession
 	if !decode(w, r, &req) {
@@ -428,6 +487,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	i := slices.IndexFunc(s.cfg.Agents, func(a client.Agent) bool { return a.Name == req.Agent })
 	if i < 0 {
 		problem(w, http.StatusUnprocessableEntity, "unknown-agent", "unknown agent "+strconv.Quote(req.Agent))
+		return
+	}
+	if !s.knownModel(req.Model) {
+		problem(w, http.StatusUnprocessableEntity, "unknown-model", "model "+strconv.Quote(req.Model)+": the agent does not offer it")
 		return
 	}
 	if a := s.cfg.Agents[i]; !a.Available {
