@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/agent/install"
 )
 
@@ -46,8 +47,77 @@ func (a *app) agentsCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.AddCommand(a.agentsInstallCmd())
+	cmd.AddCommand(a.agentsInstallCmd(), a.agentsShowCmd())
 	return cmd
+}
+
+// agentsShowCmd shows one agent with the models and modes it offers.
+func (a *app) agentsShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show an agent with its capabilities and the models and modes it offers",
+		Long: `Show an agent as the daemon sees it, with the models and modes the agent
+itself announced (in the latest session of it that started). Select one with
+"agentbox run --model" or switch a session between turns with
+"agentbox sessions set ID --model M --mode M".`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			ag, err := c.Agent(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(cmd.OutOrStdout(), ag)
+			}
+			w := cmd.OutOrStdout()
+			avail := "yes"
+			if !ag.Available {
+				avail = "no: " + ag.Reason
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "name\t%s\ntitle\t%s\navailable\t%s\nversion\t%s\n", termSafe(ag.Name), termSafe(ag.Title), termSafe(avail), dash(termSafe(ag.Version)))
+			fmt.Fprintf(tw, "model switch\t%s\nmode switch\t%s\n", yesNo(ag.Capabilities.ModelSwitch), yesNo(ag.Capabilities.ModeSwitch))
+			if ag.CatalogNote != "" {
+				fmt.Fprintf(tw, "models\t%s\n", termSafe(ag.CatalogNote))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, l := range []struct {
+				title, def string
+				list       []client.Choice
+			}{{"MODEL", ag.DefaultModel, ag.Models}, {"MODE", ag.DefaultMode, ag.Modes}} {
+				if len(l.list) == 0 {
+					continue
+				}
+				fmt.Fprintln(w)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "%s\tNAME\tDEFAULT\n", l.title)
+				for _, ch := range l.list {
+					def := ""
+					if ch.ID == l.def {
+						def = "yes"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", termSafe(ch.ID), dash(termSafe(ch.Name)), def)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // agentsInstallCmd installs agent CLIs into the local cache itself: no

@@ -635,3 +635,30 @@ func TestRunRm(t *testing.T) {
 		t.Fatalf("continued session after run --rm: %v", err)
 	}
 }
+
+// TestAgentShowAndSessionSet: agents show lists the agent's models with
+// its default; sessions set switches a session's model, and says why not
+// (unknown model, unknown agent).
+func TestAgentShowAndSessionSet(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeapi.Config{Models: []client.Choice{{ID: "m1", Name: "Model one"}, {ID: "m2"}}})
+	r := h.run(t.Context(), nil, "agents", "show", "mock")
+	r.check(t, 0, []string{"available", "model switch", "MODEL", "m1", "Model one", "yes", "m2"}, nil)
+	r = h.run(t.Context(), nil, "agents", "show", "nope")
+	r.check(t, 1, nil, []string{"not found"})
+
+	c, err := client.New(h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.CreateSession(t.Context(), client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(t.Context(), nil, "sessions", "set", s.ID, "--model", "m2")
+	r.check(t, 0, []string{"session " + s.ID + ": model m2"}, nil)
+	r = h.run(t.Context(), nil, "sessions", "set", s.ID, "--model", "m9")
+	r.check(t, 1, nil, []string{"does not offer"})
+	r = h.run(t.Context(), nil, "sessions", "set", s.ID)
+	r.check(t, 1, nil, []string{"give --model, --mode or both"})
+}

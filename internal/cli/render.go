@@ -100,6 +100,8 @@ func (r *Renderer) Render(ev event.Event) {
 			parts = append(parts, p.Cwd)
 		}
 		r.line(r.paint(styleDim, strings.Join(parts, " · ")))
+	case *event.SessionConfigured:
+		r.line(r.paint(styleDim, fmt.Sprintf("● session now uses model %s, mode %s", dash(p.Model), dash(p.Mode))))
 	case *event.SessionEnded:
 		s := "● session ended: " + string(p.Reason)
 		if p.Message != "" {

@@ -166,6 +166,7 @@ func goldenEvents() []event.Event {
 	s.raw(event.TypeItemStarted, `[1,2]`)
 	s.add(&event.SessionEnded{Reason: event.EndError, Message: "agent crashed", ExitCode: exit(2), StderrTail: "panic: boom\n\ngoroutine 1 [running]:"})
 	s.add(&event.SessionStarted{Agent: "claude", Resumed: true})
+	s.add(&event.SessionConfigured{Model: "opus", PreviousModel: "sonnet"})
 	s.add(&event.SessionEnded{Reason: event.EndCompleted})
 	return s.evs
 }

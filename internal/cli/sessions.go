@@ -26,7 +26,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd())
+	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsSetCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd())
 	return cmd
 }
 
@@ -275,6 +275,41 @@ Continue it with: agentbox run --session ID "..."`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&env, "env", nil, "NAME=VALUE for the agent's environment (repeatable; never stored)")
+	return cmd
+}
+
+// sessionsSetCmd changes a session's model or mode between turns.
+func (a *app) sessionsSetCmd() *cobra.Command {
+	var model, mode string
+	cmd := &cobra.Command{
+		Use:   "set ID [--model MODEL] [--mode MODE]",
+		Short: "Change a session's model or mode for its next turns",
+		Long: `Change the model and/or mode of a session between turns (not while a turn
+runs: wait for it, or interrupt it first). The agent takes the change at once
+where it can (see "agentbox agents show NAME"); a session that is not live
+starts with it when resumed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if model == "" && mode == "" {
+				return errors.New("give --model, --mode or both")
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.UpdateSession(cmd.Context(), args[0], client.UpdateSession{Model: model, Mode: mode})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return newJSONLines(cmd.OutOrStdout()).write(s)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "session %s: model %s, mode %s\n", s.ID, dash(termSafe(s.Model)), dash(termSafe(s.Mode)))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&model, "model", "", "the model from the next turn on")
+	cmd.Flags().StringVar(&mode, "mode", "", "the agent-specific mode from the next turn on")
 	return cmd
 }
 
