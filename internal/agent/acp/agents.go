@@ -102,11 +102,12 @@ func setIf(env map[string]string, k, v string) {
 // geminiCaps: TestConformanceGemini backs text, deltas, file changes with
 // diffs and usage (write), permissions and command output
 // (permission_allow/deny), interrupt (interrupt); generic tool calls are
-// backed by TestGolden (hand-thoughts-plan). Resume (session/load) is
+// backed by TestGolden (hand-thoughts-plan); TestE2EGeminiSwitch backs the
+// model list and the model and mode switch. Resume (session/load) is
 // implemented but not claimed: no test covers it yet.
 var geminiCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true,
+	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
 
 // Gemini is Gemini CLI over ACP (gemini --acp), with a private HOME whose
@@ -158,10 +159,11 @@ func Gemini(c Config) agent.Adapter {
 // claudeCaps: TestConformanceClaudeCode backs text, deltas, file changes
 // with diffs (write) and interrupt (interrupt); TestE2EClaudeCodePermissions
 // backs permissions and command items (allow and deny); TestGolden backs
-// tool calls. claude-code-acp reports no token usage.
+// tool calls; TestE2EClaudeCodeSwitch backs the model list and the model
+// and mode switch. claude-code-acp reports no token usage.
 var claudeCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Interrupt: true,
+	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
 
 // ClaudeCode is Zed's claude-code-acp (Claude Code through its agent SDK).

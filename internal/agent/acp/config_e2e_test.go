@@ -15,8 +15,8 @@ import (
 
 // switchCase is how one agent shows a model and mode switch.
 type switchCase struct {
-	// model is the model to switch to, wire the model name the fake LLM
-	// then sees in the agent's requests.
+	// model is the model to switch to, wire (part of) the model name the
+	// fake LLM then sees in the agent's requests.
 	model, wire string
 	// mode is the mode to switch to; modeMark is text the agent's next
 	// model request carries only in that mode ("": mode not tested).
@@ -68,12 +68,19 @@ func testSwitch(t *testing.T, st *agenttest.Stack, name string, sc switchCase) {
 	if tc, evs := st.Turn(t, ses.ID, "hello", nil); tc.StopReason != event.StopEndTurn {
 		t.Fatalf("first turn: %+v\n%s", tc, agenttest.Dump(evs))
 	}
-	before := len(st.LLM.Requests())
+	// The agent's main model so far: that of the turn's last request (an
+	// agent may make side requests with a small model).
+	var prev string
 	for _, r := range st.LLM.Requests() {
-		if r.Model == sc.wire || sc.modeMark != "" && strings.Contains(string(r.Body)+r.BodyText, sc.modeMark) {
+		if r.Model == "" {
+			continue
+		}
+		if strings.Contains(r.Model, sc.wire) || sc.modeMark != "" && strings.Contains(string(r.Body)+r.BodyText, sc.modeMark) {
 			t.Fatalf("the agent asked for %s or in mode %s before the switch: the test cannot tell", sc.wire, sc.mode)
 		}
+		prev = r.Model
 	}
+	before := len(st.LLM.Requests())
 	upd, err := st.C.UpdateSession(ctx, ses.ID, client.UpdateSession{Model: sc.model, Mode: sc.mode})
 	if err != nil {
 		t.Fatalf("update: %v", err)
@@ -84,22 +91,25 @@ func testSwitch(t *testing.T, st *agenttest.Stack, name string, sc switchCase) {
 	if tc, evs := st.Turn(t, ses.ID, "hello again", nil); tc.StopReason != event.StopEndTurn {
 		t.Fatalf("turn after the switch: %+v\n%s", tc, agenttest.Dump(evs))
 	}
-	reqs := st.LLM.Requests()[before:]
-	var turnReqs int
-	for _, r := range reqs {
-		if r.API == fakellm.APIModels || r.Model == "" {
+	// After the switch the agent asks for the new model and no longer for
+	// the old one, and (in the new mode) carries its mark.
+	var wire, marked bool
+	for _, r := range st.LLM.Requests()[before:] {
+		switch {
+		case r.Model == "":
 			continue
+		case r.Model == prev:
+			t.Errorf("after the switch the agent still asked for %q", prev)
+		case strings.Contains(r.Model, sc.wire):
+			wire = true
 		}
-		turnReqs++
-		if r.Model != sc.wire {
-			t.Errorf("after the switch the agent asked for model %q, want %q", r.Model, sc.wire)
-		}
-		if sc.modeMark != "" && !strings.Contains(string(r.Body)+r.BodyText, sc.modeMark) {
-			t.Errorf("after the switch to mode %s the request does not carry %q", sc.mode, sc.modeMark)
-		}
+		marked = marked || strings.Contains(string(r.Body)+r.BodyText, sc.modeMark)
 	}
-	if turnReqs == 0 {
-		t.Fatal("no model request after the switch")
+	if !wire {
+		t.Errorf("after the switch no request asked for %q", sc.wire)
+	}
+	if sc.modeMark != "" && !marked {
+		t.Errorf("after the switch to mode %s no request carries %q", sc.mode, sc.modeMark)
 	}
 	var configured []event.SessionConfigured
 	err = st.C.EventsAll(ctx, ses.ID, 0, func(e event.Event) error {
@@ -145,4 +155,32 @@ func TestE2EOpenCodeSwitch(t *testing.T) {
 		URLSuffix: "/v1",
 	})
 	testSwitch(t, st, NameOpenCode, switchCase{model: "agentbox/gpt-5", wire: "gpt-5", mode: "plan", modeMark: "Plan mode ACTIVE"})
+}
+
+// TestE2EClaudeCodeSwitch: claude-code-acp lists Claude's models and its
+// permission modes in session/new and switches both between turns.
+func TestE2EClaudeCodeSwitch(t *testing.T) {
+	t.Parallel()
+	bin := installed(t, NameClaudeCode)
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: NameClaudeCode,
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			return ClaudeCode(Config{Binary: bin, DataDir: t.TempDir(), AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()})
+		},
+	})
+	testSwitch(t, st, NameClaudeCode, switchCase{model: "opus", wire: "opus", mode: "plan", modeMark: "Plan mode is active"})
+}
+
+// TestE2EGeminiSwitch: Gemini CLI lists its models and approval modes in
+// session/new and switches both between turns.
+func TestE2EGeminiSwitch(t *testing.T) {
+	t.Parallel()
+	bin := installed(t, "gemini")
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: NameGemini,
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			return Gemini(Config{Binary: bin, DataDir: t.TempDir(), GeminiBaseURL: llm.URL(""), GeminiAPIKey: llm.Key(), GeminiMaxAttempts: 1})
+		},
+	})
+	testSwitch(t, st, NameGemini, switchCase{model: "gemini-2.5-pro", wire: "gemini-2.5-pro", mode: "plan", modeMark: "operating in **Plan Mode**"})
 }
