@@ -109,3 +109,18 @@ func TestE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestE2EModelSwitch: pi lists the models its provider declares
+// (get_available_models) and switches with set_model between turns; a
+// resumed session starts with the new model.
+func TestE2EModelSwitch(t *testing.T) {
+	agenttest.RequireInstalled(t, Name)
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name:      Name,
+		URLSuffix: "/v1",
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			return New(Options{Binary: install.Binary(Name), BaseURL: llm.URL(""), APIKey: llm.Key(), Home: t.TempDir(), Models: []string{"gpt-5"}})
+		},
+	})
+	agenttest.Switch(t, st, Name, agenttest.SwitchCase{Model: "gpt-5", Wire: "gpt-5", Resume: true})
+}

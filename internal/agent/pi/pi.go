@@ -49,6 +49,10 @@ type Options struct {
 	BaseURL, APIKey string
 	// Model is the model id used when a session names none (DefaultModel).
 	Model string
+	// Models are more model ids the provider declares (models.json),
+	// which a session may select or switch to; pi lists them itself
+	// (get_available_models).
+	Models []string
 	// AutoRetry lets pi retry failed model requests itself (with backoff
 	// of 2, 4 and 8 s). Off by default: an upstream failure then ends the
 	// turn at once with a retryable error event, and retrying is the
@@ -103,13 +107,15 @@ var _ agent.Adapter = (*adapter)(nil)
 // test: text, deltas, usage, tool calls, file changes, diffs, command
 // output, permissions and interrupt by the conformance suite
 // (conformance_test.go) and the golden transcripts; reasoning by the
-// thinking transcript and TestE2EThinking; resume by TestE2EResume.
+// thinking transcript and TestE2EThinking; resume by TestE2EResume; the
+// model list and switch by TestE2EModelSwitch (pi has no modes).
 // Images with data reach pi as the prompt's images (promptFor); file parts
 // only as a mention of their path, so Files is not claimed.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Images: true, Usage: true, Interrupt: true, Resume: true,
+	ModelList: true, ModelSwitch: true,
 }
 
 // Info implements agent.Adapter.
@@ -154,10 +160,16 @@ func (a *adapter) sessionDir(home, baseURL, apiKey, model string) (string, error
 	if err != nil {
 		return "", err
 	}
+	declared := []any{map[string]any{"id": model, "reasoning": false}}
+	for _, m := range a.opts.Models {
+		if m != model {
+			declared = append(declared, map[string]any{"id": m, "reasoning": false})
+		}
+	}
 	models := map[string]any{"providers": map[string]any{DefaultProvider: map[string]any{
 		"baseUrl": baseURL, "api": "openai-completions", "apiKey": apiKey,
 		"compat": map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-		"models": []any{map[string]any{"id": model, "reasoning": false}},
+		"models": declared,
 	}}}
 	settings := map[string]any{"quietStartup": true, "retry": map[string]any{"enabled": a.opts.AutoRetry}}
 	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
@@ -260,6 +272,9 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	id, err := s.sessionID(sctx)
 	if err == nil {
 		err = host.SetNativeSessionID(ctx, id)
+	}
+	if err == nil {
+		err = s.loadModels(sctx, model)
 	}
 	if err != nil {
 		s.Kill()

@@ -176,7 +176,14 @@ type promptImage struct {
 
 type simpleCommand struct {
 	ID   string `json:"id"`
-	Type string `json:"type"` // "abort", "get_state"
+	Type string `json:"type"` // "abort", "get_state", "get_available_models"
+}
+
+type setModelCommand struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"` // "set_model"
+	Provider string `json:"provider"`
+	ModelID  string `json:"modelId"`
 }
 
 type uiResponse struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,11 @@ type session struct {
 	turn      *turn
 	nextID    int
 	responses map[string]chan *Line // command id → its response
+
+	// models are what get_available_models listed for our provider,
+	// model the one in force.
+	models []agent.Choice
+	model  string
 }
 
 // turn is the running turn.
@@ -39,8 +45,10 @@ type turn struct {
 }
 
 var (
-	_ agent.Session = (*session)(nil)
-	_ agent.Exiter  = (*session)(nil)
+	_ agent.Session    = (*session)(nil)
+	_ agent.Exiter     = (*session)(nil)
+	_ agent.Cataloger  = (*session)(nil)
+	_ agent.Configurer = (*session)(nil)
 )
 
 // startSession starts pi (on the host or in the session's sandbox) and the
@@ -172,6 +180,63 @@ func (s *session) sessionID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("pi: get_state named no session id (%s)", agent.Clip(string(r.Data), 200))
 	}
 	return st.SessionID, nil
+}
+
+// loadModels asks pi which models it has (get_available_models) and keeps
+// those of our provider, the one a session can use; current is the model
+// pi was started with.
+func (s *session) loadModels(ctx context.Context, current string) error {
+	r, err := s.call(ctx, "get_available_models", func(id string) any { return simpleCommand{ID: id, Type: "get_available_models"} })
+	if err != nil {
+		return err
+	}
+	var data struct {
+		Models []struct {
+			ID       string `json:"id"`
+			Name     string `json:"name"`
+			Provider string `json:"provider"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal(r.Data, &data); err != nil {
+		return fmt.Errorf("pi: get_available_models: %w", err)
+	}
+	var list []agent.Choice
+	for _, m := range data.Models {
+		if m.Provider == DefaultProvider {
+			list = append(list, agent.Choice{ID: m.ID, Name: agent.Clip(m.Name, 200)})
+		}
+	}
+	s.mu.Lock()
+	s.models, s.model = list, current
+	s.mu.Unlock()
+	return nil
+}
+
+// Catalog implements agent.Cataloger: the models pi listed.
+func (s *session) Catalog() agent.Catalog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model}
+}
+
+// Configure implements agent.Configurer with pi's set_model; pi has no
+// modes.
+func (s *session) Configure(ctx context.Context, model, mode string) error {
+	if mode != "" {
+		return errors.New("pi has no modes")
+	}
+	if model == "" {
+		return nil
+	}
+	if _, err := s.call(ctx, "set_model", func(id string) any {
+		return setModelCommand{ID: id, Type: "set_model", Provider: DefaultProvider, ModelID: model}
+	}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.model = model
+	s.mu.Unlock()
+	return nil
 }
 
 // Prompt implements agent.Session.
