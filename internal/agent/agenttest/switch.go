@@ -22,6 +22,9 @@ type SwitchCase struct {
 	// Resume: the agent can resume; after the switch the session is ended
 	// and resumed, and its next turn still asks for the new model.
 	Resume bool
+	// NoList: the agent does not list its models (model_list false); the
+	// model goes to it as given.
+	NoList bool
 }
 
 // Switch backs model_list, model_switch and mode_switch with the real
@@ -44,25 +47,33 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 	if !ok {
 		t.Fatalf("first event %s, want session.started", page.Events[0].Type)
 	}
-	t.Logf("%s offers models %v (current %q), modes %v (current %q)", name, started.Models, started.Model, started.Modes, started.Mode)
-	if !slices.ContainsFunc(started.Models, func(c event.Choice) bool { return c.ID == sc.Model }) {
-		t.Fatalf("session.started models %v do not include %q", started.Models, sc.Model)
-	}
-	if sc.Mode != "" && !slices.ContainsFunc(started.Modes, func(c event.Choice) bool { return c.ID == sc.Mode }) {
-		t.Fatalf("session.started modes %v do not include %q", started.Modes, sc.Mode)
-	}
 	det, err := st.C.Agent(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if det.CatalogSession != ses.ID || !slices.Equal(det.Models, started.Models) || !slices.Equal(det.Modes, started.Modes) ||
-		!det.Capabilities.ModelList || !det.Capabilities.ModelSwitch || sc.Mode != "" && !det.Capabilities.ModeSwitch {
-		t.Fatalf("GET /v1/agents/%s = %+v, want the lists of session %s", name, det, ses.ID)
+	if !det.Capabilities.ModelSwitch || sc.Mode != "" && !det.Capabilities.ModeSwitch || det.Capabilities.ModelList == sc.NoList {
+		t.Fatalf("GET /v1/agents/%s capabilities %+v do not match the case %+v", name, det.Capabilities, sc)
 	}
-	// The list is known: a model not on it fails before any process.
-	_, err = st.C.CreateSession(ctx, client.CreateSession{Agent: name, Model: "no-such-model", Cwd: st.Host.Workspace(t)})
-	if !client.HasProblemType(err, client.ProblemUnknownModel) || !strings.Contains(err.Error(), sc.Model) {
-		t.Fatalf("create with an unknown model: %v, want 422 unknown-model naming the offered ones", err)
+	if sc.NoList {
+		if len(started.Models)+len(det.Models) != 0 || det.CatalogNote == "" {
+			t.Fatalf("an agent without model_list: session.started models %v, agent %+v", started.Models, det)
+		}
+	} else {
+		t.Logf("%s offers models %v (current %q), modes %v (current %q)", name, started.Models, started.Model, started.Modes, started.Mode)
+		if !slices.ContainsFunc(started.Models, func(c event.Choice) bool { return c.ID == sc.Model }) {
+			t.Fatalf("session.started models %v do not include %q", started.Models, sc.Model)
+		}
+		if sc.Mode != "" && !slices.ContainsFunc(started.Modes, func(c event.Choice) bool { return c.ID == sc.Mode }) {
+			t.Fatalf("session.started modes %v do not include %q", started.Modes, sc.Mode)
+		}
+		if det.CatalogSession != ses.ID || !slices.Equal(det.Models, started.Models) || !slices.Equal(det.Modes, started.Modes) {
+			t.Fatalf("GET /v1/agents/%s = %+v, want the lists of session %s", name, det, ses.ID)
+		}
+		// The list is known: a model not on it fails before any process.
+		_, err = st.C.CreateSession(ctx, client.CreateSession{Agent: name, Model: "no-such-model", Cwd: st.Host.Workspace(t)})
+		if !client.HasProblemType(err, client.ProblemUnknownModel) || !strings.Contains(err.Error(), sc.Model) {
+			t.Fatalf("create with an unknown model: %v, want 422 unknown-model naming the offered ones", err)
+		}
 	}
 
 	st.SetScenario(fakellm.ScenarioText)

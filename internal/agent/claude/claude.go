@@ -84,12 +84,14 @@ var _ agent.Adapter = (*adapter)(nil)
 // (TestE2EPlanQuestionAndImage, stream-question, stream-tasks), images
 // (TestE2EPlanQuestionAndImage, TestUserMessageLine), files
 // (TestUserMessageLine), resume (TestE2EResume), interrupt
-// (TestE2EInterrupt, TestE2EInterruptWhileAsking).
+// (TestE2EInterrupt, TestE2EInterruptWhileAsking), model switch
+// (TestE2EModelSwitch). The CLI does not list its models here, and has no
+// modes besides its permission mode.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Questions: true, Images: true, Files: true, Plans: true,
-	Usage: true, Resume: true, Interrupt: true,
+	Usage: true, Resume: true, Interrupt: true, ModelSwitch: true,
 }
 
 // Info implements agent.Adapter.

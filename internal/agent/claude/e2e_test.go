@@ -533,3 +533,10 @@ func TestE2EPermissionModes(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EModelSwitch: a switch between turns reaches Claude Code as its
+// set_model control request: the next turn asks the API for the new model.
+func TestE2EModelSwitch(t *testing.T) {
+	s := newStack(t, nil)
+	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "sonnet", Wire: "sonnet", NoList: true})
+}

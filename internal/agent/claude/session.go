@@ -34,7 +34,9 @@ type session struct {
 	turn     *turn
 	native   string
 	requests map[string]context.CancelFunc // pending control requests from the CLI
-	nextID   atomic.Int64
+	// ours are our own control requests waiting for their response.
+	ours   map[string]chan controlResponse
+	nextID atomic.Int64
 }
 
 // turn is the running turn.
@@ -45,8 +47,9 @@ type turn struct {
 }
 
 var (
-	_ agent.Session = (*session)(nil)
-	_ agent.Exiter  = (*session)(nil)
+	_ agent.Session    = (*session)(nil)
+	_ agent.Exiter     = (*session)(nil)
+	_ agent.Configurer = (*session)(nil)
 )
 
 // startSession starts the process and its reader goroutines.
@@ -56,7 +59,7 @@ func startSession(opts Options, c command, cfg agent.Config, host agent.Host, na
 	m.SetNativeSessionID(nativeID)
 	s := &session{
 		opts: opts, host: host, cwd: cfg.Cwd, mapper: m, native: nativeID,
-		requests: map[string]context.CancelFunc{},
+		requests: map[string]context.CancelFunc{}, ours: map[string]chan controlResponse{},
 	}
 	rt, err := procrt.Start(&agent.Proc{Path: c.path, Args: c.args, Env: c.env, Dir: c.dir, Sandbox: cfg.Sandbox}, procrt.Config{
 		Name: "claude", Who: "the claude CLI", Short: "the CLI", ErrPrefix: "claude: the CLI", Host: host,
@@ -112,8 +115,19 @@ func (s *session) handle(line []byte) {
 func (s *session) control(env *envelope, t *turn) {
 	switch env.Type {
 	case "control_response":
-		// Acknowledgements of our interrupts; the turn's result is what
-		// counts.
+		// Our requests: set_model waits for its answer; for interrupts
+		// the turn's result is what counts.
+		var res controlResponse
+		if json.Unmarshal(env.Response, &res) != nil {
+			return
+		}
+		s.mu.Lock()
+		ch := s.ours[res.RequestID]
+		delete(s.ours, res.RequestID)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- res
+		}
 	case "control_cancel_request":
 		s.mu.Lock()
 		if cancel := s.requests[env.RequestID]; cancel != nil {
@@ -239,6 +253,42 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		id := fmt.Sprintf("agentbox-interrupt-%d", s.nextID.Add(1))
 		return s.WriteJSON(wctx, controlRequestLine{Type: "control_request", RequestID: id, Request: map[string]string{"subtype": "interrupt"}})
 	})
+}
+
+// Configure implements agent.Configurer: the CLI's set_model control
+// request, answered before the next turn. Claude Code has no modes of its
+// own besides the permission mode given at create.
+func (s *session) Configure(ctx context.Context, model, mode string) error {
+	if mode != "" {
+		return errors.New("claude has no modes (its permission_mode is given at create)")
+	}
+	if model == "" {
+		return nil
+	}
+	id := fmt.Sprintf("agentbox-set-model-%d", s.nextID.Add(1))
+	ch := make(chan controlResponse, 1)
+	s.mu.Lock()
+	s.ours[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.ours, id)
+		s.mu.Unlock()
+	}()
+	if err := s.WriteJSON(ctx, controlRequestLine{Type: "control_request", RequestID: id, Request: map[string]string{"subtype": "set_model", "model": model}}); err != nil {
+		return err
+	}
+	select {
+	case res := <-ch:
+		if res.Subtype != "success" {
+			return fmt.Errorf("claude: set_model %q: %s", model, orDefault(res.Error, "refused"))
+		}
+		return nil
+	case <-s.Exited():
+		return s.ExitError()
+	case <-ctx.Done():
+		return fmt.Errorf("claude: no answer to set_model: %w", ctx.Err())
+	}
 }
 
 // userMessageLine is the stream-json user message for a turn's input.
