@@ -25,6 +25,9 @@ type SwitchCase struct {
 	// NoList: the agent does not list its models (model_list false); the
 	// model goes to it as given.
 	NoList bool
+	// ListOnly: the agent lists its models but cannot switch them
+	// (model_switch false); only the list is checked.
+	ListOnly bool
 }
 
 // Switch backs model_list, model_switch and mode_switch with the real
@@ -51,7 +54,7 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !det.Capabilities.ModelSwitch || sc.Mode != "" && !det.Capabilities.ModeSwitch || det.Capabilities.ModelList == sc.NoList {
+	if det.Capabilities.ModelSwitch == sc.ListOnly || sc.Mode != "" && !det.Capabilities.ModeSwitch || det.Capabilities.ModelList == sc.NoList {
 		t.Fatalf("GET /v1/agents/%s capabilities %+v do not match the case %+v", name, det.Capabilities, sc)
 	}
 	if sc.NoList {
@@ -76,6 +79,12 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 		}
 	}
 
+	if sc.ListOnly {
+		if _, err := st.C.UpdateSession(ctx, ses.ID, client.UpdateSession{Model: sc.Model}); !client.HasProblemType(err, client.ProblemSwitchUnsupported) {
+			t.Fatalf("switch of an agent without model_switch: %v, want 422 switch-unsupported", err)
+		}
+		return
+	}
 	st.SetScenario(fakellm.ScenarioText)
 	if tc, evs := st.Turn(t, ses.ID, "hello", nil); tc.StopReason != event.StopEndTurn {
 		t.Fatalf("first turn: %+v\n%s", tc, Dump(evs))
@@ -111,7 +120,7 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 		case r.Model == "":
 			continue
 		case r.Model == prev:
-			t.Errorf("after the switch the agent still asked for %q", prev)
+			t.Errorf("after the switch the agent still asked for %q (%s %s, prompt %d)", prev, r.API, r.Path, r.Prompt)
 		case strings.Contains(r.Model, sc.Wire):
 			wire = true
 		}

@@ -337,3 +337,13 @@ func TestE2EUpstreamError(t *testing.T) {
 		t.Fatalf("turn after the error: %s\n%s", tc.StopReason, agenttest.Dump(evs))
 	}
 }
+
+// TestE2EModelList: the app-server lists its models (model/list), which
+// session.started and GET /v1/agents/codex carry and a create is checked
+// against. A switch is refused: turn/start's model override did not reach
+// the turn's model request in codex 0.171.0 (the model request of the
+// next prompt still named the thread's model).
+func TestE2EModelList(t *testing.T) {
+	s := newStack(t)
+	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "gpt-6-luna", ListOnly: true})
+}

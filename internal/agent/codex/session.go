@@ -1,10 +1,12 @@
 package codex
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +43,9 @@ type session struct {
 	turn    *turn
 	closing bool
 	ended   bool
+	// models are what model/list answered, model the thread's.
+	models []agent.Choice
+	model  string
 
 	done chan struct{}
 }
@@ -54,8 +59,9 @@ type turn struct {
 }
 
 var (
-	_ agent.Session = (*session)(nil)
-	_ agent.Exiter  = (*session)(nil)
+	_ agent.Session   = (*session)(nil)
+	_ agent.Exiter    = (*session)(nil)
+	_ agent.Cataloger = (*session)(nil)
 )
 
 // startThread starts or resumes the session's thread.
@@ -93,7 +99,45 @@ func startThread(ctx context.Context, a *adapter, srv *server, cfg agent.Config,
 		cancel()
 		return nil, fmt.Errorf("codex: %w", err)
 	}
+	// The list is informative: a server that cannot list its models still
+	// runs the session (with the model as given).
+	_ = s.loadModels(tctx, cmp.Or(cfg.Model, a.opts.Model))
 	return s, nil
+}
+
+// loadModels asks the app-server which models it offers (model/list).
+func (s *session) loadModels(ctx context.Context, current string) error {
+	var res struct {
+		Data []struct {
+			ID          string `json:"id"`
+			Model       string `json:"model"`
+			DisplayName string `json:"displayName"`
+			Description string `json:"description"`
+			IsDefault   bool   `json:"isDefault"`
+		} `json:"data"`
+	}
+	if err := s.srv.call(ctx, "model/list", map[string]any{}, &res); err != nil {
+		return fmt.Errorf("codex: model/list: %w", err)
+	}
+	var list []agent.Choice
+	for _, m := range res.Data {
+		id := cmp.Or(m.Model, m.ID)
+		list = append(list, agent.Choice{ID: id, Name: agent.Clip(m.DisplayName, 200), Description: agent.Clip(m.Description, 500)})
+		if current == "" && m.IsDefault {
+			current = id
+		}
+	}
+	s.mu.Lock()
+	s.models, s.model = list, current
+	s.mu.Unlock()
+	return nil
+}
+
+// Catalog implements agent.Cataloger: the models model/list named.
+func (s *session) Catalog() agent.Catalog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model}
 }
 
 func (s *session) currentTurn() *turn {
