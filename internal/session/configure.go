@@ -197,12 +197,20 @@ func (m *Manager) Configure(ctx context.Context, id, model, mode string) (store.
 // configureParked records a change for a session without a live agent;
 // its resume starts the agent with it.
 func (m *Manager) configureParked(ctx context.Context, s store.Session, model, mode string) (store.Session, error) {
+	// Holding the session as "resuming" keeps a resume from starting the
+	// agent with the old choice while the new one is being stored.
 	m.mu.Lock()
-	resuming, stopping := m.resuming[s.ID], m.stopping[s.ID] != nil
-	m.mu.Unlock()
-	if resuming || stopping || s.Status == store.StatusStarting {
+	if m.resuming[s.ID] || m.stopping[s.ID] != nil || m.live[s.ID] != nil || s.Status == store.StatusStarting {
+		m.mu.Unlock()
 		return store.Session{}, fmt.Errorf("%w: session %s is starting or stopping its agent; send the change again", ErrBusy, s.ID)
 	}
+	m.resuming[s.ID] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.resuming, s.ID)
+		m.mu.Unlock()
+	}()
 	if err := m.checkCreateChoices(s.Agent, model, mode); err != nil {
 		return store.Session{}, err
 	}
