@@ -265,6 +265,25 @@ func selectValues(sel *sdk.SessionConfigOptionSelect) []sdk.SessionConfigSelectO
 	return out
 }
 
+// noteMode follows a mode the agent switched to itself (e.g. leaving plan
+// mode), so that Catalog says the mode in force.
+func (s *session) noteMode(params json.RawMessage) {
+	var n struct {
+		Update struct {
+			Kind string `json:"sessionUpdate"`
+			Mode string `json:"currentModeId"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(params, &n) != nil || n.Update.Kind != "current_mode_update" || n.Update.Mode == "" {
+		return
+	}
+	s.cmu.Lock()
+	if s.modes != nil {
+		s.modes.CurrentModeId = sdk.SessionModeId(n.Update.Mode)
+	}
+	s.cmu.Unlock()
+}
+
 // setMode switches the session's mode with session/set_mode, or with the
 // config option of category "mode" when that is how the agent offers it.
 func (s *session) setMode(ctx context.Context, mode string) error {
@@ -384,6 +403,7 @@ func (s *session) handle(ctx context.Context, method string, params json.RawMess
 	}
 	switch method {
 	case sdk.ClientMethodSessionUpdate:
+		s.noteMode(params)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.loading || s.turn == nil {
