@@ -318,3 +318,22 @@ func TestE2EKilledServer(t *testing.T) {
 		t.Fatalf("turn on a fresh server: %+v\n%s", tc, agenttest.Dump(evs))
 	}
 }
+
+// TestE2EModelSwitch: the server lists the models its config declares
+// (GET /config/providers) and its primary agents as modes (GET /agent); a
+// switch between turns names both in the next prompt, and the fake LLM
+// sees the new model and the plan agent's instructions.
+func TestE2EModelSwitch(t *testing.T) {
+	opencodeBinary(t)
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: Name,
+		New: func(t testing.TB, _ agenttest.LLM) agent.Adapter {
+			ad := New(Options{Binary: installedBinary, APIKey: fakeKey, Home: filepath.Join(t.TempDir(), "opencode-home"), MaxRetries: -1, Models: []string{"gpt-5"}})
+			t.Cleanup(func() { _ = ad.(*adapter).Close() })
+			return ad
+		},
+		Env:       func(llm agenttest.LLM) map[string]string { return map[string]string{"OPENAI_BASE_URL": llm.URL("")} },
+		URLSuffix: "/v1",
+	})
+	agenttest.Switch(t, st, Name, agenttest.SwitchCase{Model: "gpt-5", Wire: "gpt-5", Mode: "plan", ModeMark: "Plan mode ACTIVE"})
+}

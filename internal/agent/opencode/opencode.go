@@ -46,6 +46,10 @@ type Options struct {
 	BaseURL, APIKey string
 	// Model is the model id used when a session names none (DefaultModel).
 	Model string
+	// Models are more model ids the provider declares, which a session
+	// may select or switch to; OpenCode lists them itself
+	// (GET /config/providers).
+	Models []string
 	// Raw keeps OpenCode's original event in each universal event.
 	Raw bool
 	// InterruptTimeout is how long an interrupt waits for the session to go
@@ -113,10 +117,13 @@ var _ agent.Adapter = (*adapter)(nil)
 // command output and permissions (TestE2E/permission-*), interrupt
 // (TestE2E/interrupt). Reasoning parts are mapped but not claimed until a
 // test covers them; questions, plans and resume are not supported. Images
-// and files reach OpenCode as its file parts (promptParts).
+// and files reach OpenCode as its file parts (promptParts). Models and
+// modes (its primary agents) are listed by the server and go with each
+// prompt, so they switch between turns (TestE2EModelSwitch).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true,
 	FileChanges: true, Diffs: true, Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true,
+	ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
 
 // Info implements agent.Adapter.

@@ -84,7 +84,7 @@ func (a *adapter) sessionHome(id, model string) (string, error) {
 			return "", err
 		}
 	}
-	b, err := configJSON("{env:"+baseURLEnv+"}", model)
+	b, err := configJSON("{env:"+baseURLEnv+"}", model, a.opts.Models)
 	if err != nil {
 		return "", err
 	}

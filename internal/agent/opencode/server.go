@@ -62,7 +62,7 @@ func (a *adapter) startServer(ctx context.Context, key serverKey) (*server, erro
 	if err != nil {
 		return nil, fmt.Errorf("opencode: home directory: %w", err)
 	}
-	cfgPath, err := writeConfig(home, key)
+	cfgPath, err := writeConfig(home, key, a.opts.Models)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +95,8 @@ func freePort(ctx context.Context) (int, error) {
 
 // writeConfig writes the OpenCode config of a server key. The API key is
 // not in it: the config refers to the environment variable that holds it.
-func writeConfig(home string, key serverKey) (string, error) {
-	b, err := configJSON(key.baseURL, key.model)
+func writeConfig(home string, key serverKey, models []string) (string, error) {
+	b, err := configJSON(key.baseURL, key.model, models)
 	if err != nil {
 		return "", err
 	}
@@ -121,7 +121,11 @@ func writeConfig(home string, key serverKey) (string, error) {
 // configJSON is an OpenCode config: the provider "agentbox" at baseURL
 // (which may be an {env:…} reference), its key read from apiKeyEnv, and
 // model.
-func configJSON(baseURL, model string) ([]byte, error) {
+func configJSON(baseURL, model string, more []string) ([]byte, error) {
+	models := map[string]any{model: map[string]any{"name": model, "tool_call": true}}
+	for _, m := range more {
+		models[m] = map[string]any{"name": m, "tool_call": true}
+	}
 	cfg := map[string]any{
 		"$schema": "https://opencode.ai/config.json",
 		"provider": map[string]any{
@@ -132,7 +136,7 @@ func configJSON(baseURL, model string) ([]byte, error) {
 					"baseURL": baseURL,
 					"apiKey":  "{env:" + apiKeyEnv + "}",
 				},
-				"models": map[string]any{model: map[string]any{"name": model, "tool_call": true}},
+				"models": models,
 			},
 		},
 		"model":       providerID + "/" + model,

@@ -1,12 +1,14 @@
 package opencode
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,11 +40,19 @@ type session struct {
 	exit      event.SessionEnded // set before done is closed
 	closeOnce sync.Once
 	turnMu    sync.Mutex // one turn at a time
+
+	// cmu guards the models and agents (modes) OpenCode listed and the
+	// ones the next prompts name ("": the server's default).
+	cmu           sync.Mutex
+	models, modes []agent.Choice
+	model, mode   string
 }
 
 var (
-	_ agent.Session = (*session)(nil)
-	_ agent.Exiter  = (*session)(nil)
+	_ agent.Session    = (*session)(nil)
+	_ agent.Cataloger  = (*session)(nil)
+	_ agent.Configurer = (*session)(nil)
+	_ agent.Exiter     = (*session)(nil)
 )
 
 func startSession(ctx context.Context, a *adapter, srv *server, cfg agent.Config, host agent.Host, rules []rule) (*session, error) {
@@ -82,8 +92,76 @@ func startSession(ctx context.Context, a *adapter, srv *server, cfg agent.Config
 	if err := host.SetNativeSessionID(ctx, created.ID); err != nil {
 		return fail(fmt.Errorf("opencode: %w", err))
 	}
+	if err := s.loadCatalog(ctx); err != nil {
+		return fail(err)
+	}
 	go s.watch()
 	return s, nil
+}
+
+// loadCatalog asks the server for its models (GET /config/providers, our
+// provider's) and its primary agents (GET /agent), OpenCode's modes.
+func (s *session) loadCatalog(ctx context.Context) error {
+	var provs struct {
+		Providers []struct {
+			ID     string `json:"id"`
+			Models map[string]struct {
+				ID   string `json:"id"`
+				Name string `json:"name"`
+			} `json:"models"`
+		} `json:"providers"`
+	}
+	if err := s.srv.call(ctx, http.MethodGet, "/config/providers", s.cfg.Cwd, nil, &provs); err != nil {
+		return err
+	}
+	var agents []struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		Mode        string `json:"mode"`
+		Hidden      bool   `json:"hidden"`
+	}
+	if err := s.srv.call(ctx, http.MethodGet, "/agent", s.cfg.Cwd, nil, &agents); err != nil {
+		return err
+	}
+	var models, modes []agent.Choice
+	for _, p := range provs.Providers {
+		if p.ID != providerID {
+			continue
+		}
+		for id, m := range p.Models {
+			models = append(models, agent.Choice{ID: cmp.Or(m.ID, id), Name: agent.Clip(m.Name, 200)})
+		}
+	}
+	slices.SortFunc(models, func(a, b agent.Choice) int { return strings.Compare(a.ID, b.ID) })
+	for _, a := range agents {
+		if (a.Mode == "primary" || a.Mode == "all") && !a.Hidden {
+			modes = append(modes, agent.Choice{ID: a.Name, Description: agent.Clip(a.Description, 500)})
+		}
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.models, s.modes = models, modes
+	// The server's configured model (its key's), not /config/providers'
+	// default, which is OpenCode's own pick among the declared ones.
+	s.model = cmp.Or(s.cfg.Model, s.a.opts.Model)
+	s.mode = s.cfg.Mode
+	return nil
+}
+
+// Catalog implements agent.Cataloger.
+func (s *session) Catalog() agent.Catalog {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model, Modes: slices.Clone(s.modes), Mode: s.mode}
+}
+
+// Configure implements agent.Configurer: OpenCode takes the model and the
+// agent (mode) with each prompt, so the next prompts name them.
+func (s *session) Configure(_ context.Context, model, mode string) error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.model, s.mode = cmp.Or(model, s.model), cmp.Or(mode, s.mode)
+	return nil
 }
 
 // watch ends the session when the server dies under it.
@@ -360,6 +438,14 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		}
 	}
 	body := map[string]any{"parts": promptParts(in)}
+	s.cmu.Lock()
+	if s.model != "" {
+		body["model"] = map[string]string{"providerID": providerID, "modelID": s.model}
+	}
+	if s.mode != "" {
+		body["agent"] = s.mode
+	}
+	s.cmu.Unlock()
 	if err := s.srv.call(ctx, http.MethodPost, "/session/"+s.id+"/prompt_async", s.cfg.Cwd, body, nil); err != nil {
 		if ctx.Err() != nil {
 			return agent.Result{StopReason: event.StopInterrupted}, nil
