@@ -132,7 +132,11 @@ func configJSON(baseURL, model string) ([]byte, error) {
 					"baseURL": baseURL,
 					"apiKey":  "{env:" + apiKeyEnv + "}",
 				},
-				"models": map[string]any{model: map[string]any{"name": model, "tool_call": true}},
+				// attachment and modalities: OpenCode turns the image and
+				// PDF parts of a prompt into an error text for a model that
+				// does not declare them.
+				"models": map[string]any{model: map[string]any{"name": model, "tool_call": true, "attachment": true,
+					"modalities": map[string]any{"input": []string{"text", "image", "pdf"}, "output": []string{"text"}}}},
 			},
 		},
 		"model":       providerID + "/" + model,

@@ -157,7 +157,9 @@ func (a *adapter) sessionDir(home, baseURL, apiKey, model string) (string, error
 	models := map[string]any{"providers": map[string]any{DefaultProvider: map[string]any{
 		"baseUrl": baseURL, "api": "openai-completions", "apiKey": apiKey,
 		"compat": map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-		"models": []any{map[string]any{"id": model, "reasoning": false}},
+		// input: pi drops the image parts of a prompt ("image omitted")
+		// for a model that does not declare image input.
+		"models": []any{map[string]any{"id": model, "reasoning": false, "input": []string{"text", "image"}}},
 	}}}
 	settings := map[string]any{"quietStartup": true, "retry": map[string]any{"enabled": a.opts.AutoRetry}}
 	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
