@@ -48,7 +48,12 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("backs each flag.\n\n")
 	b.WriteString("`images` and `files` say which content parts of a message reach the agent: a message with a part\n")
 	b.WriteString("the session's agent does not take is refused whole (422 `unsupported-content`, naming the part,\n")
-	b.WriteString("e.g. `content[1]: agent mock does not accept image parts`), never sent without it.\n\n")
+	b.WriteString("e.g. `content[1]: agent mock does not accept image parts`), never sent without it.\n")
+	b.WriteString("An image or file part carries its bytes (`data`, base64), an http(s) `uri`, or a `path` in the\n")
+	b.WriteString("session's workspace, which the daemon reads into `data` before any agent sees the message; a path\n")
+	b.WriteString("(or `file:` URI, or symbolic link) leading out of the workspace, or naming anything but a regular\n")
+	b.WriteString("file of at most 16 MiB, is refused (422). Each ✓ is checked at the fake model by the adapter's\n")
+	b.WriteString("`TestE2EContent`: the image's bytes and the file's content must arrive, in the agent's own form.\n\n")
 	names := r.Names()
 	infos := make([]agent.Info, len(names))
 	for i, n := range names {

@@ -93,7 +93,12 @@ func setIf(env map[string]string, k, v string) {
 
 // Capabilities of the built-in agents. Each true flag is backed by a test
 // named in the comment above it (conformance_test.go, e2e_test.go and the
-// goldens of translate_test.go).
+// goldens of translate_test.go). Images and files, for all four: each
+// declares image and embeddedContext in its promptCapabilities at
+// initialize (claude-code-acp 0.16.2, codex-acp 0.16.0, opencode 1.18.33,
+// gemini 0.61.0), and TestE2EContent checks that an image block's bytes
+// and an embedded resource's text reach the model; promptBlocks refuses
+// a part an agent's initialize does not declare (TestPromptBlocks).
 
 // geminiCaps: TestConformanceGemini backs text, deltas, file changes with
 // diffs and usage (write), permissions and command output
@@ -101,6 +106,7 @@ func setIf(env map[string]string, k, v string) {
 // backed by TestGolden (hand-thoughts-plan). Resume (session/load) is
 // implemented but not claimed: no test covers it yet.
 var geminiCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Usage: true, Interrupt: true,
 }
@@ -156,6 +162,7 @@ func Gemini(c Config) agent.Adapter {
 // backs permissions and command items (allow and deny); TestGolden backs
 // tool calls. claude-code-acp reports no token usage.
 var claudeCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Interrupt: true,
 }
@@ -199,6 +206,7 @@ func ClaudeCode(c Config) agent.Adapter {
 // permission subtests. Its usage_update carries the context window's fill,
 // not the turn's tokens: no usage.
 var codexCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Interrupt: true,
 }
@@ -286,6 +294,7 @@ func underTemp(dir string) bool {
 // command items (permission_allow/deny), interrupt (interrupt); TestGolden
 // backs tool calls. Reasoning is not claimed: no test covers it yet.
 var openCodeCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Usage: true, Interrupt: true,
 }
@@ -310,7 +319,11 @@ func OpenCode(c Config) agent.Adapter {
 				"provider": map[string]any{"agentbox": map[string]any{
 					"npm": "@ai-sdk/openai-compatible", "name": "agentbox",
 					"options": map[string]any{"baseURL": "{env:AGENTBOX_OPENCODE_BASE_URL}", "apiKey": "{env:AGENTBOX_OPENCODE_API_KEY}"},
-					"models":  map[string]any{model: map[string]any{"name": model, "tool_call": true}},
+					// attachment and modalities: OpenCode turns image and
+					// PDF parts into an error text for a model that does not
+					// declare them.
+					"models": map[string]any{model: map[string]any{"name": model, "tool_call": true, "attachment": true,
+						"modalities": map[string]any{"input": []string{"text", "image", "pdf"}, "output": []string{"text"}}}},
 				}},
 				"model": "agentbox/" + model, "small_model": "agentbox/" + model,
 				"autoupdate": false, "share": "disabled",

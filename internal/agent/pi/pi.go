@@ -104,12 +104,14 @@ var _ agent.Adapter = (*adapter)(nil)
 // output, permissions and interrupt by the conformance suite
 // (conformance_test.go) and the golden transcripts; reasoning by the
 // thinking transcript and TestE2EThinking; resume by TestE2EResume.
-// Images with data reach pi as the prompt's images (promptFor); file parts
-// only as a mention of their path, so Files is not claimed.
+// Images reach pi as the prompt's images (promptFor; the generated model
+// declares image input, else pi omits them), files as their text
+// (agent.FileText: pi has no file input): TestE2EContent checks both at
+// the model.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Images: true, Usage: true, Interrupt: true, Resume: true,
+	Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true, Resume: true,
 }
 
 // Info implements agent.Adapter.

@@ -214,7 +214,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 func promptFor(in agent.Input) (promptCommand, error) {
 	cmd := promptCommand{Type: "prompt"}
 	var text []string
-	for _, p := range in.Content {
+	for i, p := range in.Content {
 		switch p.Type {
 		case event.PartText:
 			text = append(text, p.Text)
@@ -225,7 +225,11 @@ func promptFor(in agent.Input) (promptCommand, error) {
 				text = append(text, "(attached image: "+orDefault(p.Path, p.URI)+")")
 			}
 		case event.PartFile:
-			text = append(text, "(attached file: "+orDefault(p.Path, p.URI)+")")
+			t, err := agent.FileText(p)
+			if err != nil {
+				return cmd, fmt.Errorf("pi: content[%d]: %w", i, err)
+			}
+			text = append(text, t)
 		}
 	}
 	cmd.Message = strings.Join(text, "\n")
