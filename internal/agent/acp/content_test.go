@@ -1,10 +1,14 @@
 package acp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -53,5 +57,44 @@ func TestPromptBlocks(t *testing.T) {
 				t.Errorf("block\n got %s\nwant %s", b, tt.want)
 			}
 		})
+	}
+}
+
+// TestPromptRefusedAtRuntime: an agent whose initialize declares no
+// promptCapabilities (the test agent of terminal_test.go) is refused an
+// image and a file with content even when its adapter's static flags
+// claim them: the turn fails naming the part, nothing reaches the agent,
+// and the session takes a text message afterwards.
+func TestPromptRefusedAtRuntime(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := FromConfig(Custom{Name: "content-test", Command: exe, Env: map[string]string{testAgentEnv: "terminal"}, Terminal: true}, t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &testHost{}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := ad.Start(ctx, agent.Config{Cwd: t.TempDir()}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close(context.Background()) }()
+	for i, p := range []event.ContentPart{
+		{Type: event.PartImage, MimeType: "image/png", Data: "iVBORw0KGgo="},
+		{Type: event.PartFile, MimeType: "text/plain", Data: "aGk="},
+	} {
+		_, err := s.Prompt(ctx, agent.Input{TurnID: fmt.Sprint("t", i), Content: []event.ContentPart{event.TextPart("[]"), p}})
+		if !errors.Is(err, agent.ErrUnsupportedContent) || !strings.Contains(err.Error(), "content[1]") {
+			t.Errorf("%s part: %v, want ErrUnsupportedContent naming content[1]", p.Type, err)
+		}
+	}
+	if _, err := s.Prompt(ctx, agent.Input{TurnID: "t2", Content: []event.ContentPart{event.TextPart("[]")}}); err != nil {
+		t.Fatalf("a text message after the refusals: %v", err)
+	}
+	if got := h.lastText(t); got != "null" {
+		t.Errorf("the agent answered %q; want the answer to the text message only (null)", got)
 	}
 }

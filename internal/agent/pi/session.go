@@ -222,7 +222,9 @@ func promptFor(in agent.Input) (promptCommand, error) {
 			if p.Data != "" {
 				cmd.Images = append(cmd.Images, promptImage{Type: "image", Data: p.Data, MimeType: orDefault(p.MimeType, "image/png")})
 			} else {
-				text = append(text, "(attached image: "+orDefault(p.Path, p.URI)+")")
+				// pi takes an image's bytes only: one by uri would reach
+				// the model as a mention, not an image.
+				return cmd, fmt.Errorf("pi: content[%d]: %w: pi takes images as data, not by uri", i, agent.ErrUnsupportedContent)
 			}
 		case event.PartFile:
 			t, err := agent.FileText(p)
