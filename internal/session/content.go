@@ -86,7 +86,9 @@ const MaxAttachment = 16 << 20
 //     device, so a client (or an agent that planted a link in the
 //     workspace) cannot make the daemon put a host file in the prompt;
 //   - uri: only http(s), passed on for the agent to fetch; a file: URI is
-//     taken as its path, any other scheme is refused.
+//     taken as its path (with data too: the path then only names the
+//     content, and must still lie in the workspace), any other scheme is
+//     refused.
 //
 // The parts it returns carry data (and path, relative and cleaned, as the
 // part's name) or an http(s) uri: adapters never read the host.
@@ -111,7 +113,12 @@ func resolveContent(cwd string, content []event.ContentPart) ([]event.ContentPar
 			case err != nil:
 				return nil, bad("uri does not parse")
 			case u.Scheme == "https" || u.Scheme == "http":
-			case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost") && p.Path == "" && p.Data == "":
+			case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost"):
+				// An ACP client's resource_link sends both: they must
+				// name the same file (the path is checked below).
+				if p.Path != "" && !sameWorkspaceFile(cwd, u.Path, p.Path) {
+					return nil, bad("uri %q and path %q name different files of the workspace", p.URI, p.Path)
+				}
 				p.Path, p.URI = u.Path, ""
 			default:
 				return nil, bad("uri scheme %q is not http, https or file (a file: uri is a path in the session's workspace)", u.Scheme)
@@ -154,6 +161,14 @@ func resolveContent(cwd string, content []event.ContentPart) ([]event.ContentPar
 		out[i] = p
 	}
 	return out, nil
+}
+
+// sameWorkspaceFile reports whether a and b name the same file of the
+// workspace cwd.
+func sameWorkspaceFile(cwd, a, b string) bool {
+	ra, errA := workspacePath(cwd, a)
+	rb, errB := workspacePath(cwd, b)
+	return errA == nil && errB == nil && ra == rb
 }
 
 // workspacePath returns p as a clean path relative to the workspace cwd,

@@ -80,6 +80,8 @@ func TestContentPathConfinedToWorkspace(t *testing.T) {
 		{Type: event.PartFile, Path: "missing.txt"},
 		{Type: event.PartImage, Data: "not base64!"},
 		{Type: event.PartFile, Data: "aGk=", Path: "../name"},
+		{Type: event.PartFile, Data: "aGk=", URI: "file://" + secret},
+		{Type: event.PartFile, URI: "file://" + secret, Path: "notes.txt"},
 	} {
 		_, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("look"), p})
 		if !errors.Is(err, session.ErrInvalid) || !strings.Contains(err.Error(), "content[1]") {
@@ -102,6 +104,8 @@ func TestContentPathConfinedToWorkspace(t *testing.T) {
 		{Type: event.PartFile, Path: "notes.txt"},
 		{Type: event.PartFile, Path: filepath.Join(cwd, "notes.txt")},
 		{Type: event.PartFile, URI: "file://" + filepath.Join(cwd, "./dir/../notes.txt")},
+		// An ACP client's resource_link: both, as internal/acpserver sends it.
+		{Type: event.PartFile, URI: "file://" + filepath.Join(cwd, "notes.txt"), Path: filepath.Join(cwd, "notes.txt")},
 	} {
 		after := evs[len(evs)-1].Seq
 		if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("look"), p}); err != nil {
