@@ -52,8 +52,9 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("An image or file part carries its bytes (`data`, base64), an http(s) `uri`, or a `path` in the\n")
 	b.WriteString("session's workspace, which the daemon reads into `data` before any agent sees the message; a path\n")
 	b.WriteString("(or `file:` URI, or symbolic link) leading out of the workspace, or naming anything but a regular\n")
-	b.WriteString("file of at most 16 MiB, is refused (422). Each ✓ is checked at the fake model by the adapter's\n")
-	b.WriteString("`TestE2EContent`: the image's bytes and the file's content must arrive, in the agent's own form.\n\n")
+	b.WriteString("file of at most 16 MiB, is refused (422). Each ✓ is checked at the fake model by the conformance\n")
+	b.WriteString("suite's `content` subtest (sandboxed too with `AGENTBOX_CONFORMANCE=full`): the image's bytes and\n")
+	b.WriteString("the file's content must arrive, in the agent's own form; a – by the subtest refusing the part.\n\n")
 	names := r.Names()
 	infos := make([]agent.Info, len(names))
 	for i, n := range names {

@@ -96,7 +96,7 @@ func setIf(env map[string]string, k, v string) {
 // goldens of translate_test.go). Images and files, for all four: each
 // declares image and embeddedContext in its promptCapabilities at
 // initialize (claude-code-acp 0.16.2, codex-acp 0.16.0, opencode 1.18.33,
-// gemini 0.61.0), and TestE2EContent checks that an image block's bytes
+// gemini 0.61.0), and the conformance suite's content subtest checks that an image block's bytes
 // and an embedded resource's text reach the model; promptBlocks refuses
 // a part an agent's initialize does not declare (TestPromptBlocks).
 

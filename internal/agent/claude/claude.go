@@ -82,8 +82,8 @@ var _ agent.Adapter = (*adapter)(nil)
 // output (TestE2EPermission, stream-tools-bypass), permissions
 // (TestE2EPermission, TestE2EPermissionModes), questions and plans
 // (TestE2EPlanQuestionAndImage, stream-question, stream-tasks), images
-// (TestE2EContent, TestE2EPlanQuestionAndImage, TestUserMessageLine),
-// files (TestE2EContent, TestUserMessageLine), resume (TestE2EResume), interrupt
+// (TestConformance/*/content, TestE2EPlanQuestionAndImage, TestUserMessageLine),
+// files (TestConformance/*/content, TestUserMessageLine), resume (TestE2EResume), interrupt
 // (TestE2EInterrupt, TestE2EInterruptWhileAsking).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,

@@ -132,8 +132,8 @@ var _ agent.Adapter = (*adapter)(nil)
 // (goldens) but not produced by the fake LLM through the real CLI, so
 // Reasoning and Plans are claimed on the goldens only; questions are not
 // supported. Images reach codex as its image inputs (userInput), files as
-// their text (agent.FileText: codex has no file input): TestE2EContent
-// checks both at the model.
+// their text (agent.FileText: codex has no file input): the conformance
+// suite's content subtest checks both at the model.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,

@@ -115,7 +115,8 @@ var _ agent.Adapter = (*adapter)(nil)
 // test covers them; questions, plans and resume are not supported. Images
 // and files reach OpenCode as its file parts (promptParts; the generated
 // model declares attachments, else OpenCode answers them with an error
-// text): TestE2EContent checks both at the model.
+// text): the conformance suite's content subtest checks both at the
+// model.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true,
 	FileChanges: true, Diffs: true, Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true,

@@ -106,7 +106,7 @@ var _ agent.Adapter = (*adapter)(nil)
 // thinking transcript and TestE2EThinking; resume by TestE2EResume.
 // Images reach pi as the prompt's images (promptFor; the generated model
 // declares image input, else pi omits them), files as their text
-// (agent.FileText: pi has no file input): TestE2EContent checks both at
+// (agent.FileText: pi has no file input): the conformance suite's content subtest checks both at
 // the model.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
