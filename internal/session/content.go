@@ -191,16 +191,25 @@ func workspacePath(cwd, p string) (string, error) {
 }
 
 // readAttachment reads the regular file rel under root, at most
-// MaxAttachment bytes. It opens without blocking (a FIFO would hang the
-// daemon) and checks the opened file, not the name, so that a swap between
-// the check and the read changes nothing.
+// MaxAttachment bytes. It opens without blocking (a FIFO swapped in after
+// the first check would hang the daemon) and checks the opened file too,
+// so that a swap between the check and the read changes nothing.
 func readAttachment(root *os.Root, rel string) ([]byte, error) {
+	// Not even opened if it is not a regular file now (opening a device
+	// can have effects of its own); checked again once open.
+	fi, err := root.Stat(rel)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }() // read-only
-	fi, err := f.Stat()
+	fi, err = f.Stat()
 	if err != nil {
 		return nil, err
 	}
