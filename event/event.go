@@ -309,7 +309,12 @@ type ContentPart struct {
 	MimeType string   `json:"mime_type,omitempty"`
 	// Data is base64 content of an inline image or file.
 	Data string `json:"data,omitempty"`
-	URI  string `json:"uri,omitempty"`
+	// URI is an http(s) address the agent fetches (a file: URI is taken
+	// as Path).
+	URI string `json:"uri,omitempty"`
+	// Path names a file in the session's workspace (relative, or absolute
+	// inside it): the daemon reads it into Data before the agent sees the
+	// message, and refuses a path that leads out of the workspace.
 	Path string `json:"path,omitempty"`
 }
 

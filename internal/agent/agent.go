@@ -21,6 +21,11 @@ import (
 // ErrUnknown is returned (wrapped) when no adapter has the requested name.
 var ErrUnknown = errors.New("unknown agent")
 
+// ErrUnsupportedContent is returned (wrapped, naming the part) by an
+// adapter whose agent cannot take a part of a message: the message is
+// refused, never sent without it.
+var ErrUnsupportedContent = errors.New("content the agent cannot take")
+
 // Capabilities says what an agent can produce or accept. Every flag set to
 // true must be backed by a test of the adapter.
 type Capabilities struct {

@@ -46,6 +46,8 @@ type conversation struct {
 	includeUsage bool // Chat stream_options.include_usage
 	body         map[string]any
 	size         int // body size in bytes (for the usage figures)
+	// parts are the content parts of the user messages (Request.Parts).
+	parts []Part
 }
 
 // position returns the 0-based user prompt the next answer belongs to (the
@@ -121,6 +123,7 @@ func parseAnthropic(b map[string]any) *conversation {
 				c.history = append(c.history, entryToolResult)
 			} else {
 				c.history = append(c.history, entryUser)
+				anthropicParts(c, m["content"])
 			}
 		case "assistant":
 			if has("tool_use") {
@@ -161,6 +164,7 @@ func parseChat(b map[string]any) *conversation {
 		switch str(m["role"]) {
 		case "user":
 			c.history = append(c.history, entryUser)
+			chatParts(c, m["content"])
 		case "tool", "function":
 			c.history = append(c.history, entryToolResult)
 		case "assistant":
@@ -207,6 +211,7 @@ func parseResponses(b map[string]any) *conversation {
 	switch in := b["input"].(type) {
 	case string:
 		c.history = append(c.history, entryUser)
+		responsesParts(c, in)
 	case []any:
 		for _, it := range in {
 			m := obj(it)
@@ -216,6 +221,7 @@ func parseResponses(b map[string]any) *conversation {
 				switch str(m["role"]) {
 				case "user":
 					c.history = append(c.history, entryUser)
+					responsesParts(c, m["content"])
 				case "assistant":
 					c.history = append(c.history, entryAssistant)
 				default:
@@ -280,6 +286,7 @@ func parseGemini(b map[string]any, model string, stream bool) *conversation {
 				c.history = append(c.history, entryToolResult)
 			} else {
 				c.history = append(c.history, entryUser)
+				geminiParts(c, parts)
 			}
 		case "model":
 			if has("functionCall") {

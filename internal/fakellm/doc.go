@@ -64,6 +64,13 @@
 // key is the first of: the Authorization header (without "Bearer "),
 // x-api-key, x-goog-api-key, api-key, the ?key= query parameter.
 //
+// Request.Parts holds the content parts of the request's user messages
+// (not tool results) in the API's own form — Anthropic image/document
+// blocks, Chat image_url/file, Responses input_image/input_file, Gemini
+// inlineData/fileData — with inline bytes as base64 (Part.Data, from a
+// base64 source or a data: URL), so that a test can check that an image
+// or a file reached the model (Images, Files). At most 256 are kept.
+//
 // # Required key
 //
 // With Options.RequireKey set, the model API calls (the routes above but

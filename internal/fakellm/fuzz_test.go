@@ -30,6 +30,8 @@ func FuzzRequest(f *testing.F) {
 		`{"contents":[{"role":"model","parts":[{"functionCall":{}}]}],"tools":[{"functionDeclarations":[{"name":"replace","parameters":{"properties":{"edits":{"items":{"properties":{"old":{}}}}}}}]}]}`,
 		`{"generationConfig":{"responseMimeType":"application/json","responseSchema":{"$ref":"#","properties":{"a":{"$ref":"#"},"b":{"type":"array","minItems":99,"items":{"$ref":"#"}}}}}}`,
 		`{"response_format":{"type":"json_schema","json_schema":{"schema":{"anyOf":[{"type":"null"}],"allOf":[{"enum":[]}]}}}}`,
+		`{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"QQ=="}},{"type":"document","source":{"type":"text"}},{"type":"image_url","image_url":"data:;base64"},{"type":"file","file":{"file_data":"data:x/y;base64,QQ"}}]}]}`,
+		`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:,"},{"type":"input_file","file_data":7}]}],"contents":[{"parts":[{"inlineData":{}},{"file_data":{"file_uri":"x"}},{"text":1}]}]}`,
 		`[]`, `null`, `{"messages":7}`, ``,
 	} {
 		for api := range uint8(4) {

@@ -57,6 +57,9 @@ type Request struct {
 	Prompt int `json:"prompt"`
 	Turn   int `json:"turn"`
 	Step   int `json:"step"`
+	// Parts are the content parts of the request's user messages (text,
+	// images, files; not tool results), in order, at most 256.
+	Parts []Part `json:"parts,omitempty"`
 	// Status is the HTTP status of the answer, Reply a summary of it.
 	Status int    `json:"status"`
 	Reply  string `json:"reply"`

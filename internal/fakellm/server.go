@@ -493,7 +493,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, hr *http.Request) {
 	}
 	c.size = len(raw)
 	r := decide(sc, c, s.opts.Workdir)
-	rec.Model, rec.Stream = c.model, c.stream
+	rec.Model, rec.Stream, rec.Parts = c.model, c.stream, c.parts
 	rec.Prompt, rec.Turn, rec.Step, rec.Reply = r.prompt, r.turn, r.step, r.summary
 	rec.Status = http.StatusOK
 	if r.err != nil {

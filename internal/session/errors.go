@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
 )
 
 // Errors returned (wrapped) by the Manager. The HTTP layer maps them to
@@ -41,7 +42,7 @@ var (
 	ErrEnvRequired = errors.New("the session needs its env again")
 	// ErrUnsupportedContent: a message has a content part its session's
 	// agent cannot take; see ContentError.
-	ErrUnsupportedContent = errors.New("content the agent cannot take")
+	ErrUnsupportedContent = agent.ErrUnsupportedContent
 	// ErrUnknownChoice: a model or mode the agent does not offer (see
 	// ChoiceError for which field).
 	ErrUnknownChoice = errors.New("a model or mode the agent does not offer")

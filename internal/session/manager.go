@@ -786,6 +786,13 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 		if err := m.checkContent(ctx, name, content); err != nil {
 			return "", err
 		}
+		s, err := m.Get(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if content, err = resolveContent(s.Cwd, content); err != nil {
+			return "", err
+		}
 	}
 	if l := m.lookup(id); l != nil && l.sess != nil {
 		turn, err := l.startTurn(ctx, content)

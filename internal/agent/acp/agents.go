@@ -97,7 +97,12 @@ func setIf(env map[string]string, k, v string) {
 
 // Capabilities of the built-in agents. Each true flag is backed by a test
 // named in the comment above it (conformance_test.go, e2e_test.go and the
-// goldens of translate_test.go).
+// goldens of translate_test.go). Images and files, for all four: each
+// declares image and embeddedContext in its promptCapabilities at
+// initialize (claude-code-acp 0.16.2, codex-acp 0.16.0, opencode 1.18.33,
+// gemini 0.61.0), and the conformance suite's content subtest checks that an image block's bytes
+// and an embedded resource's text reach the model; promptBlocks refuses
+// a part an agent's initialize does not declare (TestPromptBlocks).
 
 // geminiCaps: TestConformanceGemini backs text, deltas, file changes with
 // diffs and usage (write), permissions and command output
@@ -106,6 +111,7 @@ func setIf(env map[string]string, k, v string) {
 // model list and the model and mode switch. Resume (session/load) is
 // implemented but not claimed: no test covers it yet.
 var geminiCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
@@ -162,6 +168,7 @@ func Gemini(c Config) agent.Adapter {
 // tool calls; TestE2EClaudeCodeSwitch backs the model list and the model
 // and mode switch. claude-code-acp reports no token usage.
 var claudeCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
@@ -206,6 +213,7 @@ func ClaudeCode(c Config) agent.Adapter {
 // permission subtests. Its usage_update carries the context window's fill,
 // not the turn's tokens: no usage.
 var codexCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true,
 }
@@ -294,6 +302,7 @@ func underTemp(dir string) bool {
 // backs tool calls; TestE2EOpenCodeSwitch backs the model list and the
 // model and mode switch. Reasoning is not claimed: no test covers it yet.
 var openCodeCaps = agent.Capabilities{
+	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
@@ -303,9 +312,15 @@ var openCodeCaps = agent.Capabilities{
 // and edit.
 func OpenCode(c Config) agent.Adapter {
 	model := orDefault(c.OpenCodeModel, DefaultOpenCodeModel)
-	models := map[string]any{model: map[string]any{"name": model, "tool_call": true}}
+	// attachment and modalities: OpenCode turns the image and PDF parts of
+	// a prompt into an error text for a model that does not declare them.
+	declare := func(name string) map[string]any {
+		return map[string]any{"name": name, "tool_call": true, "attachment": true,
+			"modalities": map[string]any{"input": []string{"text", "image", "pdf"}, "output": []string{"text"}}}
+	}
+	models := map[string]any{model: declare(model)}
 	for _, m := range c.OpenCodeModels {
-		models[m] = map[string]any{"name": m, "tool_call": true}
+		models[m] = declare(m)
 	}
 	return New(Agent{
 		Name: NameOpenCode, Title: "OpenCode (ACP)", Binary: c.binary("opencode"), Caps: openCodeCaps,

@@ -1,17 +1,22 @@
 package acp
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -33,6 +38,9 @@ type session struct {
 	// terms are the agent's terminals (nil when terminal/* is not served).
 	terms *terminals
 	sid   sdk.SessionId
+	// prompt is what the agent declared it takes in a prompt at
+	// initialize (promptBlocks refuses what it did not).
+	prompt sdk.PromptCapabilities
 
 	// mu guards the translator and the turn, and is held while the
 	// events of one message are emitted, so they stay in order.
@@ -142,6 +150,7 @@ func (s *session) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.prompt = init.AgentCapabilities.PromptCapabilities
 	var (
 		modes   *sdk.SessionModeState
 		models  *sdk.SessionModelState
@@ -538,7 +547,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		return agent.Result{}, err
 	}
 	defer end()
-	blocks, err := promptBlocks(in)
+	blocks, err := promptBlocks(in, s.prompt, s.cfg.Cwd)
 	if err != nil {
 		return agent.Result{}, err
 	}
@@ -681,23 +690,70 @@ func upstreamWhat(data any) string {
 	return ""
 }
 
-// promptBlocks converts the turn's input to ACP content blocks.
-func promptBlocks(in agent.Input) ([]sdk.ContentBlock, error) {
+// promptBlocks converts the turn's input to ACP content blocks, as far as
+// the agent's promptCapabilities (pc, from initialize) allow: an image
+// with data becomes an image block when the agent declared image; a file
+// becomes an embedded resource (text when it is UTF-8 text, else a blob)
+// when it declared embeddedContext, else a resource_link to its path in
+// the workspace cwd (which the agent reads itself). A part the agent did
+// not declare refuses the whole message (agent.ErrUnsupportedContent,
+// naming the part), so a static flag that disagrees with the agent is
+// never a silent drop. The engine (internal/session) has already read
+// every path part into data, confined to the workspace; a part's path is
+// then its name relative to cwd.
+func promptBlocks(in agent.Input, pc sdk.PromptCapabilities, cwd string) ([]sdk.ContentBlock, error) {
 	var blocks []sdk.ContentBlock
-	for _, p := range in.Content {
+	for i, p := range in.Content {
+		refuse := func(what string) error {
+			return fmt.Errorf("acp: content[%d]: %w: the agent did not declare %s in its promptCapabilities", i, agent.ErrUnsupportedContent, what)
+		}
+		uri := p.URI
+		if p.Path != "" {
+			uri = (&url.URL{Scheme: "file", Path: filepath.Join(cwd, p.Path)}).String()
+		}
 		switch p.Type {
 		case event.PartText:
 			if p.Text != "" {
 				blocks = append(blocks, sdk.TextBlock(p.Text))
 			}
 		case event.PartImage:
-			if p.Data != "" {
-				blocks = append(blocks, sdk.ImageBlock(p.Data, orDefault(p.MimeType, "image/png")))
-			} else {
-				blocks = append(blocks, sdk.ResourceLinkBlock(orDefault(p.Path, p.URI), orDefault(p.URI, "file://"+p.Path)))
+			switch {
+			case p.Data == "":
+				blocks = append(blocks, sdk.ResourceLinkBlock(orDefault(p.Path, uri), uri))
+			case !pc.Image:
+				return nil, refuse("image")
+			default:
+				b := sdk.ImageBlock(p.Data, orDefault(p.MimeType, "image/png"))
+				if uri != "" {
+					b.Image.Uri = &uri
+				}
+				blocks = append(blocks, b)
 			}
 		case event.PartFile:
-			blocks = append(blocks, sdk.ResourceLinkBlock(orDefault(p.Path, p.URI), orDefault(p.URI, "file://"+p.Path)))
+			name := orDefault(p.Path, uri)
+			switch {
+			case p.Data != "" && pc.EmbeddedContext:
+				raw, err := base64.StdEncoding.DecodeString(p.Data)
+				if err != nil {
+					return nil, fmt.Errorf("acp: content[%d]: data is not base64: %w", i, err)
+				}
+				if uri == "" {
+					uri = "attachment:" + url.PathEscape(orDefault(name, fmt.Sprintf("content-%d", i)))
+				}
+				var mt *string
+				if p.MimeType != "" {
+					mt = &p.MimeType
+				}
+				res := sdk.EmbeddedResourceResource{BlobResourceContents: &sdk.BlobResourceContents{Blob: p.Data, MimeType: mt, Uri: uri}}
+				if utf8.Valid(raw) && !bytes.ContainsRune(raw, 0) {
+					res = sdk.EmbeddedResourceResource{TextResourceContents: &sdk.TextResourceContents{Text: string(raw), MimeType: mt, Uri: uri}}
+				}
+				blocks = append(blocks, sdk.ResourceBlock(res))
+			case uri != "" && (p.Path != "" || p.Data == ""):
+				blocks = append(blocks, sdk.ResourceLinkBlock(name, uri))
+			default:
+				return nil, refuse("embeddedContext (a file with content and no path)")
+			}
 		}
 	}
 	if len(blocks) == 0 {

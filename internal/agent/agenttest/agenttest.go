@@ -90,6 +90,7 @@ var subtests = []subtest{
 	{"interrupt", (*suite).testInterrupt},
 	{"crash", (*suite).testCrash},
 	{"upstream_error", (*suite).testUpstreamError},
+	{"content", func(s *suite, t *testing.T) { s.CheckContent(t) }},
 }
 
 // Run runs the conformance subtests on tg twice, each variant on a stack

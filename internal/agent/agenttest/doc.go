@@ -34,6 +34,10 @@
 //	                  session is failed, a new session works
 //	upstream_error    "error500" → error event(s), turn.completed error; the
 //	                  next turn ("text") works
+//	content           Stack.CheckContent: a real PNG reaches the model with
+//	                  its bytes (Caps.Images), a workspace file's content
+//	                  (Caps.Files); a part without its flag is refused 422
+//	                  unsupported-content
 //
 // Every session a subtest creates is deleted at its end, and its whole log
 // is then read back and checked twice: with CheckInvariants (gapless seqs,

@@ -82,8 +82,8 @@ var _ agent.Adapter = (*adapter)(nil)
 // output (TestE2EPermission, stream-tools-bypass), permissions
 // (TestE2EPermission, TestE2EPermissionModes), questions and plans
 // (TestE2EPlanQuestionAndImage, stream-question, stream-tasks), images
-// (TestE2EPlanQuestionAndImage, TestUserMessageLine), files
-// (TestUserMessageLine), resume (TestE2EResume), interrupt
+// (TestConformance/*/content, TestE2EPlanQuestionAndImage, TestUserMessageLine),
+// files (TestConformance/*/content, TestUserMessageLine), resume (TestE2EResume), interrupt
 // (TestE2EInterrupt, TestE2EInterruptWhileAsking), model switch
 // (TestE2EModelSwitch). The CLI does not list its models here, and has no
 // modes besides its permission mode.

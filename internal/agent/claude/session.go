@@ -318,15 +318,14 @@ func userMessageLine(in agent.Input, sessionID string) (userLine, error) {
 			case p.Data != "" && p.MimeType == "application/pdf":
 				content = append(content, map[string]any{"type": "document", "source": map[string]string{
 					"type": "base64", "media_type": p.MimeType, "data": p.Data}})
-			case p.Data != "":
-				b, err := base64.StdEncoding.DecodeString(p.Data)
-				if err != nil {
-					return userLine{}, fmt.Errorf("claude: file data is not base64: %w", err)
-				}
-				content = append(content, map[string]string{"type": "text",
-					"text": fmt.Sprintf("Attached file %s:\n%s", orDefault(p.Path, orDefault(p.URI, "(unnamed)")), b)})
 			default:
-				content = append(content, map[string]string{"type": "text", "text": "(attached file: " + orDefault(p.Path, p.URI) + ")"})
+				// Text files as their text; a binary file other than a
+				// PDF, or a file by uri, is refused, never a mention.
+				text, err := agent.FileText(p)
+				if err != nil {
+					return userLine{}, fmt.Errorf("claude: %w", err)
+				}
+				content = append(content, map[string]string{"type": "text", "text": text})
 			}
 		}
 	}

@@ -131,14 +131,15 @@ var _ agent.Adapter = (*adapter)(nil)
 // (TestE2EInterrupt). Reasoning, plans and MCP/web-search items are mapped
 // (goldens) but not produced by the fake LLM through the real CLI, so
 // Reasoning and Plans are claimed on the goldens only; questions are not
-// supported. Images reach codex as its image inputs (userInput); file
-// parts only as a mention of their path, so Files is not claimed. The
-// model list is model/list's (TestE2EModelList); the model is not switched
-// between turns (see that test).
+// supported. Images reach codex as its image inputs (userInput), files as
+// their text (agent.FileText: codex has no file input): the conformance
+// suite's content subtest checks both at the model. The model list is
+// model/list's (TestE2EModelList); the model is not switched between turns
+// (see that test).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Images: true, Plans: true, Usage: true, Resume: true, Interrupt: true,
+	Permissions: true, Images: true, Files: true, Plans: true, Usage: true, Resume: true, Interrupt: true,
 	ModelList: true,
 }
 

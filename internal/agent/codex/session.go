@@ -237,7 +237,7 @@ func (s *session) end() {
 // userInput converts a turn's input to Codex's.
 func userInput(in agent.Input) ([]map[string]any, error) {
 	var out []map[string]any
-	for _, p := range in.Content {
+	for i, p := range in.Content {
 		switch p.Type {
 		case event.PartText:
 			if p.Text != "" {
@@ -257,9 +257,11 @@ func userInput(in agent.Input) ([]map[string]any, error) {
 				out = append(out, map[string]any{"type": "localImage", "path": p.Path})
 			}
 		case event.PartFile:
-			if ref := p.Path + p.URI; ref != "" {
-				out = append(out, map[string]any{"type": "text", "text": "(attached file: " + ref + ")"})
+			text, err := agent.FileText(p)
+			if err != nil {
+				return nil, fmt.Errorf("codex: content[%d]: %w", i, err)
 			}
+			out = append(out, map[string]any{"type": "text", "text": text})
 		}
 	}
 	if len(out) == 0 {

@@ -117,9 +117,12 @@ var _ agent.Adapter = (*adapter)(nil)
 // command output and permissions (TestE2E/permission-*), interrupt
 // (TestE2E/interrupt). Reasoning parts are mapped but not claimed until a
 // test covers them; questions, plans and resume are not supported. Images
-// and files reach OpenCode as its file parts (promptParts). Models and
-// modes (its primary agents) are listed by the server and go with each
-// prompt, so they switch between turns (TestE2EModelSwitch).
+// and files reach OpenCode as its file parts (promptParts; the generated
+// model declares attachments, else OpenCode answers them with an error
+// text): the conformance suite's content subtest checks both at the
+// model. Models and modes (its primary agents) are listed by the server
+// and go with each prompt, so they switch between turns
+// (TestE2EModelSwitch).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true,
 	FileChanges: true, Diffs: true, Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true,

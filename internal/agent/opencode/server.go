@@ -122,9 +122,15 @@ func writeConfig(home string, key serverKey, models []string) (string, error) {
 // (which may be an {env:…} reference), its key read from apiKeyEnv, and
 // model.
 func configJSON(baseURL, model string, more []string) ([]byte, error) {
-	models := map[string]any{model: map[string]any{"name": model, "tool_call": true}}
+	// attachment and modalities: OpenCode turns the image and PDF parts of
+	// a prompt into an error text for a model that does not declare them.
+	declare := func(name string) map[string]any {
+		return map[string]any{"name": name, "tool_call": true, "attachment": true,
+			"modalities": map[string]any{"input": []string{"text", "image", "pdf"}, "output": []string{"text"}}}
+	}
+	models := map[string]any{model: declare(model)}
 	for _, m := range more {
-		models[m] = map[string]any{"name": m, "tool_call": true}
+		models[m] = declare(m)
 	}
 	cfg := map[string]any{
 		"$schema": "https://opencode.ai/config.json",

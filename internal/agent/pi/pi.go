@@ -109,12 +109,14 @@ var _ agent.Adapter = (*adapter)(nil)
 // (conformance_test.go) and the golden transcripts; reasoning by the
 // thinking transcript and TestE2EThinking; resume by TestE2EResume; the
 // model list and switch by TestE2EModelSwitch (pi has no modes).
-// Images with data reach pi as the prompt's images (promptFor); file parts
-// only as a mention of their path, so Files is not claimed.
+// Images reach pi as the prompt's images (promptFor; the generated model
+// declares image input, else pi omits them), files as their text
+// (agent.FileText: pi has no file input): the conformance suite's content
+// subtest checks both at the model.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Images: true, Usage: true, Interrupt: true, Resume: true,
+	Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true, Resume: true,
 	ModelList: true, ModelSwitch: true,
 }
 
@@ -160,10 +162,12 @@ func (a *adapter) sessionDir(home, baseURL, apiKey, model string) (string, error
 	if err != nil {
 		return "", err
 	}
-	declared := []any{map[string]any{"id": model, "reasoning": false}}
+	// input: pi drops the image parts of a prompt ("image omitted") for a
+	// model that does not declare image input.
+	declared := []any{map[string]any{"id": model, "reasoning": false, "input": []string{"text", "image"}}}
 	for _, m := range a.opts.Models {
 		if m != model {
-			declared = append(declared, map[string]any{"id": m, "reasoning": false})
+			declared = append(declared, map[string]any{"id": m, "reasoning": false, "input": []string{"text", "image"}})
 		}
 	}
 	models := map[string]any{"providers": map[string]any{DefaultProvider: map[string]any{

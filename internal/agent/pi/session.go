@@ -279,7 +279,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 func promptFor(in agent.Input) (promptCommand, error) {
 	cmd := promptCommand{Type: "prompt"}
 	var text []string
-	for _, p := range in.Content {
+	for i, p := range in.Content {
 		switch p.Type {
 		case event.PartText:
 			text = append(text, p.Text)
@@ -287,10 +287,16 @@ func promptFor(in agent.Input) (promptCommand, error) {
 			if p.Data != "" {
 				cmd.Images = append(cmd.Images, promptImage{Type: "image", Data: p.Data, MimeType: orDefault(p.MimeType, "image/png")})
 			} else {
-				text = append(text, "(attached image: "+orDefault(p.Path, p.URI)+")")
+				// pi takes an image's bytes only: one by uri would reach
+				// the model as a mention, not an image.
+				return cmd, fmt.Errorf("pi: content[%d]: %w: pi takes images as data, not by uri", i, agent.ErrUnsupportedContent)
 			}
 		case event.PartFile:
-			text = append(text, "(attached file: "+orDefault(p.Path, p.URI)+")")
+			t, err := agent.FileText(p)
+			if err != nil {
+				return cmd, fmt.Errorf("pi: content[%d]: %w", i, err)
+			}
+			text = append(text, t)
 		}
 	}
 	cmd.Message = strings.Join(text, "\n")
