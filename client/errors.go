@@ -36,6 +36,9 @@ const (
 	ProblemPolicy               = ProblemTypeBase + "policy"                 // 422: the sandbox policy is invalid or cannot be enforced here
 	ProblemEnvRequired          = ProblemTypeBase + "env-required"           // 422: resume (or a message to a stopped session) without env the client gave at create; the detail names the variables to send
 	ProblemUnsupportedContent   = ProblemTypeBase + "unsupported-content"    // 422: a message part the session's agent does not accept; the detail names the part
+	ProblemInvalidMCPServer     = ProblemTypeBase + "invalid-mcp-server"     // 422: an MCP server of the create request breaks a rule; the detail names its index and field
+	ProblemMCPUnsupported       = ProblemTypeBase + "mcp-unsupported"        // 422: MCP servers for an agent that cannot take them (capability mcp); the detail names the agent
+	ProblemMCPRequired          = ProblemTypeBase + "mcp-required"           // 422: resume (or a message to a stopped session) of a session whose MCP servers had env or header values, which are never stored; the detail names them
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After

@@ -44,6 +44,10 @@ type Capabilities struct {
 	Usage     bool `json:"usage"`
 	Resume    bool `json:"resume"`
 	Interrupt bool `json:"interrupt"`
+	// MCP: the MCP servers of Config.MCPServers reach the agent in its
+	// native configuration. The engine refuses a create with MCP servers
+	// for an agent without it.
+	MCP bool `json:"mcp"`
 }
 
 // Info describes an adapter for /v1/agents.
@@ -92,6 +96,10 @@ type Config struct {
 	// every process of this session inside it (Proc does), or refuse the
 	// session with an error wrapping ErrNoSandbox.
 	Sandbox sandbox.Sandbox
+	// MCPServers are the session's MCP servers (ValidateMCPServers has
+	// checked them), with their env and header values: like Env, the
+	// values are handed to the agent only and never stored.
+	MCPServers []MCPServer
 }
 
 // ErrNoSandbox is returned (wrapped) by adapters that cannot run a session
