@@ -102,7 +102,7 @@ func setIf(env map[string]string, k, v string) {
 // implemented but not claimed: no test covers it yet.
 var geminiCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true,
+	Permissions: true, Usage: true, Interrupt: true, MCP: true,
 }
 
 // Gemini is Gemini CLI over ACP (gemini --acp), with a private HOME whose
@@ -157,7 +157,7 @@ func Gemini(c Config) agent.Adapter {
 // tool calls. claude-code-acp reports no token usage.
 var claudeCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Interrupt: true,
+	Permissions: true, Interrupt: true, MCP: true,
 }
 
 // ClaudeCode is Zed's claude-code-acp (Claude Code through its agent SDK).
@@ -200,7 +200,7 @@ func ClaudeCode(c Config) agent.Adapter {
 // not the turn's tokens: no usage.
 var codexCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Interrupt: true,
+	Permissions: true, Interrupt: true, MCP: true,
 }
 
 // Codex is Zed's codex-acp (the native binary), with a CODEX_HOME holding
@@ -287,7 +287,7 @@ func underTemp(dir string) bool {
 // backs tool calls. Reasoning is not claimed: no test covers it yet.
 var openCodeCaps = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true,
+	Permissions: true, Usage: true, Interrupt: true, MCP: true,
 }
 
 // OpenCode is `opencode acp`, with a private home whose opencode.json
@@ -437,7 +437,7 @@ type Custom struct {
 // runs of the built-in agents) and what the adapter enforces itself
 // (interrupt: session/cancel, then a kill after InterruptTimeout).
 // Agent-specific output (usage, command output, diffs) is not promised.
-var customCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, Permissions: true, Interrupt: true}
+var customCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, Permissions: true, Interrupt: true, MCP: true}
 
 // FromConfig returns the adapter of a configured ACP agent. Its homes are
 // under dataDir/agents/NAME, as the built-in agents' are ("": a private

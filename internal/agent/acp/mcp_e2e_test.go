@@ -1,0 +1,47 @@
+package acp
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agent/agenttest/mcptest"
+	"github.com/agentbox/agentbox/internal/fakellm"
+)
+
+// TestE2EClaudeCodeMCP: an MCP server given at create reaches
+// claude-code-acp as the mcpServers of session/new; the model calls its
+// tool, the agent calls our server (which sees its env value), and the
+// result is in the session's events.
+func TestE2EClaudeCodeMCP(t *testing.T) {
+	bin := installed(t, NameClaudeCode)
+	srv := mcptest.Build(t)
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: NameClaudeCode,
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			return ClaudeCode(Config{Binary: bin, DataDir: t.TempDir(), AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()})
+		},
+		Scenarios: map[string]*fakellm.Scenario{"mcp": {Turns: []fakellm.Turn{
+			{Calls: []fakellm.Call{{Name: "mcp__docs__" + mcptest.Tool, Arguments: json.RawMessage(`{"text":"hello-acp"}`)}}},
+			{Text: "called"},
+		}}},
+	})
+	st.SetScenario("mcp")
+	ses, _ := st.CreateWith(t, client.CreateSession{PermissionMode: "bypass", MCPServers: []client.MCPServer{
+		{Name: "docs", Command: srv, Env: map[string]string{mcptest.TokenEnv: "tok-acp-2"}},
+	}})
+	tc, evs := st.Turn(t, ses.ID, "call the mcp tool", nil)
+	var out string
+	for _, it := range agenttest.Items(t, evs) {
+		if it.Kind == event.ItemToolCall || it.Kind == event.ItemMCPToolCall {
+			out += it.Output
+		}
+	}
+	if tc.StopReason != event.StopEndTurn || !strings.Contains(out, "mcpecho: hello-acp token=tok-acp-2") {
+		t.Fatalf("tool output %q, turn %+v\n%s", out, tc, agenttest.Dump(evs))
+	}
+}
