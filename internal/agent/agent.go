@@ -200,6 +200,14 @@ type SandboxNeeder interface {
 	RemoveState(sessionID string) error
 }
 
+// MCPChecker is implemented by adapters that take only some of the MCP
+// servers ValidateMCPServers accepts (e.g. not every transport): the
+// engine refuses a create whose servers CheckMCP rejects, before any
+// process starts.
+type MCPChecker interface {
+	CheckMCP(servers []MCPServer) error
+}
+
 // Adapter starts sessions of one agent.
 type Adapter interface {
 	Info(ctx context.Context) Info

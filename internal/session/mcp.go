@@ -53,6 +53,11 @@ func checkMCP(name string, a agent.Adapter, info agent.Info, in []agent.MCPServe
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if c, ok := a.(agent.MCPChecker); ok {
+		if err := c.CheckMCP(out); err != nil {
+			return nil, fmt.Errorf("%w: agent %s: %w", ErrMCPUnsupported, name, err)
+		}
+	}
 	return out, nil
 }
 

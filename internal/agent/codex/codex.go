@@ -136,7 +136,7 @@ var _ agent.Adapter = (*adapter)(nil)
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Images: true, Plans: true, Usage: true, Resume: true, Interrupt: true,
+	Permissions: true, Images: true, Plans: true, Usage: true, Resume: true, Interrupt: true, MCP: true,
 }
 
 // Info implements agent.Adapter.
@@ -496,8 +496,13 @@ func threadParams(cfg agent.Config, pol policy) map[string]any {
 	if cfg.Model != "" {
 		p["model"] = cfg.Model
 	}
+	conf := map[string]any{}
 	if u := cfg.Env[EnvBaseURL]; u != "" {
-		p["config"] = map[string]any{"model_providers." + providerID + ".base_url": u}
+		conf["model_providers."+providerID+".base_url"] = u
+	}
+	maps.Copy(conf, mcpConfig(cfg.MCPServers, cfg.PermissionMode))
+	if len(conf) > 0 {
+		p["config"] = conf
 	}
 	if cfg.NativeSessionID != "" {
 		p["threadId"] = cfg.NativeSessionID
