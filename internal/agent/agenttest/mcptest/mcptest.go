@@ -4,6 +4,7 @@
 package mcptest
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -19,7 +20,29 @@ const TokenEnv = "MCPTEST_TOKEN"
 // Build compiles mcpecho into a fresh directory and returns its path.
 func Build(t testing.TB) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "mcpecho")
+	return BuildIn(t, t.TempDir())
+}
+
+// BuildVisible compiles mcpecho into a fresh directory under /var/tmp,
+// removed when t ends: a path a sandbox whose policy reads the host's root
+// can see (its /tmp is its own).
+func BuildVisible(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "mcpecho-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return BuildIn(t, dir)
+}
+
+// BuildIn compiles mcpecho into dir and returns its path.
+func BuildIn(t testing.TB, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "mcpecho")
 	cmd := exec.Command("go", "build", "-o", out, "github.com/agentbox/agentbox/internal/agent/agenttest/mcptest/mcpecho")
 	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
