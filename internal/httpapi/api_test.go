@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -436,6 +438,9 @@ func TestErrorMapping(t *testing.T) {
 		{session.ErrNotResumable, 409, client.ProblemNotResumable},
 		{&session.EnvRequiredError{ID: "ses_1", Names: []string{"OPENAI_API_KEY"}}, 422, client.ProblemEnvRequired},
 		{&session.ContentError{Index: 1, Type: event.PartImage, Agent: "pi"}, 422, client.ProblemUnsupportedContent},
+		{fmt.Errorf("%w: %w", session.ErrInvalid, agent.ErrInvalidMCP), 422, client.ProblemInvalidMCPServer},
+		{fmt.Errorf("%w: agent pi", session.ErrMCPUnsupported), 422, client.ProblemMCPUnsupported},
+		{&session.MCPRequiredError{ID: "ses_1", Names: []string{"docs.env.TOKEN"}}, 422, client.ProblemMCPRequired},
 		{errors.New("disk full at /var/lib/secret"), 500, client.ProblemInternal},
 	} {
 		h := newHarness(t, Config{})
