@@ -304,6 +304,9 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	if err := m.checkEnv(p.Agent, a, policy, agent.Config{Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode, Cwd: p.Cwd, Env: p.Env}); err != nil {
 		return store.Session{}, err
 	}
+	if err := checkMCPCredentials(policy, mcp); err != nil {
+		return store.Session{}, err
+	}
 
 	// A slot under the live cap, held until the agent has started (launch
 	// takes it over) or the create fails.
@@ -1017,6 +1020,9 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 		return store.Session{}, &EnvRequiredError{ID: id, Names: missing}
 	}
 	if mcp, err = resumeMCP(s, a, info, mcp, parkedMCP); err != nil {
+		return store.Session{}, err
+	}
+	if err := checkMCPCredentials(s.Policy, mcp); err != nil {
 		return store.Session{}, err
 	}
 	m.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/credential"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -116,4 +117,45 @@ func cloneMCP(servers []agent.MCPServer) []agent.MCPServer {
 		out[i].Headers = maps.Clone(out[i].Headers)
 	}
 	return out
+}
+
+// credentialHeaders are headers that carry credentials whatever their
+// value looks like.
+var credentialHeaders = map[string]bool{"authorization": true, "proxy-authorization": true, "cookie": true}
+
+// checkMCPCredentials is checkEnv for a sandboxed session's MCP servers (policy
+// is not empty), on create and on resume: the agent in the sandbox holds
+// its MCP servers' configuration, so no credential may be in their env or
+// headers either. A credential of an http server belongs in a daemon
+// secret bound to the server's host, which the egress proxy adds to the
+// requests for it. The error names every refused variable or header and
+// the rule it broke, never a value.
+func checkMCPCredentials(policy json.RawMessage, servers []agent.MCPServer) error {
+	if len(policy) == 0 {
+		return nil
+	}
+	var bad []string
+	for i, s := range servers {
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			if why := credential.Check(k, s.Env[k]); why != "" {
+				bad = append(bad, fmt.Sprintf("mcp_servers[%d] (%s) env %s (%s)", i, s.Name, k, why))
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+			why := string(credential.Check(k, s.Headers[k]))
+			if why == "" && credentialHeaders[strings.ToLower(k)] {
+				why = "a credential header"
+			}
+			if why != "" {
+				bad = append(bad, fmt.Sprintf("mcp_servers[%d] (%s) header %s (%s)", i, s.Name, k, why))
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: the session's agent runs in a sandbox, which no credential may enter, and it holds its MCP servers' "+
+		"configuration. For an http MCP server, store the credential as a daemon secret bound to the server's host and header "+
+		"(PUT /v1/secrets/NAME with value, host and header) and name it in the policy's env.secrets: the egress proxy adds it "+
+		"to the requests for that host only", ErrCredentialInEnv, strings.Join(bad, ", "))
 }
