@@ -49,6 +49,13 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("`images` and `files` say which content parts of a message reach the agent: a message with a part\n")
 	b.WriteString("the session's agent does not take is refused whole (422 `unsupported-content`, naming the part,\n")
 	b.WriteString("e.g. `content[1]: agent mock does not accept image parts`), never sent without it.\n\n")
+	b.WriteString("`mcp` says the agent takes the session's `mcp_servers` (given at create) in its native form:\n")
+	b.WriteString("claude `--mcp-config` with `--strict-mcp-config` (values in its environment, expanded by the CLI),\n")
+	b.WriteString("codex the thread's `mcp_servers` config (stdio and http; its tools as the namespace `mcp__NAME`),\n")
+	b.WriteString("opencode the `mcp` section of its inline config (`OPENCODE_CONFIG_CONTENT`), the ACP agents the\n")
+	b.WriteString("`mcpServers` of `session/new` and `session/load` (http and sse only when the agent declares them).\n")
+	b.WriteString("An agent without it (pi has no MCP support) refuses a create with MCP servers (422 `mcp-unsupported`,\n")
+	b.WriteString("naming the agent), never starts without them.\n\n")
 	names := r.Names()
 	infos := make([]agent.Info, len(names))
 	for i, n := range names {
