@@ -45,3 +45,46 @@ func TestE2EClaudeCodeMCP(t *testing.T) {
 		t.Fatalf("tool output %q, turn %+v\n%s", out, tc, agenttest.Dump(evs))
 	}
 }
+
+// TestE2EGeminiMCP: the same for gemini, which offers a server's tools to
+// the model as mcp_NAME_TOOL.
+func TestE2EGeminiMCP(t *testing.T) {
+	bin := installed(t, "gemini")
+	srv := mcptest.Build(t)
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: NameGemini,
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			return Gemini(Config{Binary: bin, DataDir: t.TempDir(), GeminiBaseURL: llm.URL(""), GeminiAPIKey: llm.Key(), GeminiMaxAttempts: 1})
+		},
+		Scenarios: map[string]*fakellm.Scenario{"mcp": {Turns: []fakellm.Turn{
+			{Calls: []fakellm.Call{{Name: "mcp_docs_" + mcptest.Tool, Arguments: json.RawMessage(`{"text":"hello-gemini"}`)}}},
+			{Text: "called"},
+		}}},
+	})
+	st.SetScenario("mcp")
+	ses, _ := st.CreateWith(t, client.CreateSession{PermissionMode: "bypass", MCPServers: []client.MCPServer{
+		{Name: "docs", Command: srv, Env: map[string]string{mcptest.TokenEnv: "tok-gemini-5"}},
+	}})
+	tc, evs := st.Turn(t, ses.ID, "call the mcp tool", nil)
+	var out string
+	for _, it := range agenttest.Items(t, evs) {
+		if it.Kind == event.ItemToolCall || it.Kind == event.ItemMCPToolCall {
+			out += it.Output
+		}
+	}
+	if tc.StopReason != event.StopEndTurn || !strings.Contains(out, "mcpecho: hello-gemini token=tok-gemini-5") {
+		for _, r := range st.LLM.Requests() {
+			t.Logf("request %d: %s", r.Seq, r.Reply)
+			var body struct {
+				Tools []json.RawMessage `json:"tools"`
+			}
+			_ = json.Unmarshal(r.Body, &body)
+			for _, tl := range body.Tools {
+				if strings.Contains(string(tl), "echo") {
+					t.Logf("offers %.600s", tl)
+				}
+			}
+		}
+		t.Fatalf("tool output %q, turn %+v\n%s", out, tc, agenttest.Dump(evs))
+	}
+}
