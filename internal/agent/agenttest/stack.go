@@ -114,11 +114,15 @@ func (s *Stack) Create(t testing.TB, mode string, env map[string]string) (client
 }
 
 // CreateWith is Create with more of the request (e.g. MCPServers): its
-// agent, cwd and policy are the stack's, its env is added to the stack's.
+// agent and policy are the stack's, its cwd too unless req has one, and
+// its env is added to the stack's.
 func (s *Stack) CreateWith(t testing.TB, req client.CreateSession) (client.Session, string) {
 	t.Helper()
 	env := req.Env
-	cwd := s.opts.Cwd(t)
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = s.opts.Cwd(t)
+	}
 	var all map[string]string
 	if s.opts.Env != nil {
 		all = s.opts.Env(s.LLM)

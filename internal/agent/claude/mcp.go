@@ -10,15 +10,19 @@ import (
 )
 
 // mcpConfig is the session's MCP servers in the CLI's own form: the JSON
-// of --mcp-config (with --strict-mcp-config, so that no other MCP
-// configuration of the workspace or home applies), and the environment
+// of --mcp-config and the environment
 // that holds their env and header values. The JSON never holds a value:
 // it names a variable of the CLI's environment ("${AGENTBOX_MCP_…}",
 // which the CLI expands), so that no value is on a command line other
 // processes of the host can read.
+//
+// --strict-mcp-config is always given, with or without servers: no other
+// MCP configuration applies. The workspace is the agent's (a hostile
+// repository's): its .mcp.json with project settings that enable its
+// servers would otherwise start any command it names, asking no one.
 func mcpConfig(servers []agent.MCPServer) (args []string, env map[string]string, err error) {
 	if len(servers) == 0 {
-		return nil, nil, nil
+		return []string{"--strict-mcp-config"}, nil, nil
 	}
 	env = map[string]string{}
 	ref := func(i int, kind, k, v string) string {

@@ -37,4 +37,8 @@ func TestMCPConfigGolden(t *testing.T) {
 		t.Errorf("a secret value is on the command line: %q", args)
 	}
 	agenttest.Golden(t, "testdata/mcp-config.golden", []byte(pretty.String()), *update)
+	// Without servers no other MCP configuration applies either.
+	if args, env, err := mcpConfig(nil); err != nil || strings.Join(args, " ") != "--strict-mcp-config" || env != nil {
+		t.Errorf("without servers: %q, %v, %v", args, env, err)
+	}
 }
