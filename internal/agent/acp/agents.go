@@ -167,6 +167,10 @@ func ClaudeCode(c Config) agent.Adapter {
 		Dir: c.dir(NameClaudeCode),
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "acceptEdits",
 			"bypass": "bypassPermissions", "plan": "plan"},
+		// Only the session's MCP servers (its mcpServers): the workspace
+		// is the agent's, and its .mcp.json with project settings that
+		// enable its servers would start any command it names.
+		SessionMeta: map[string]any{"claudeCode": map[string]any{"options": map[string]any{"strictMcpConfig": true}}},
 		Providers: func(cfg agent.Config) []agent.Provider {
 			return []agent.Provider{agent.Anthropic(cfg.Env, c.AnthropicBaseURL, c.AnthropicAPIKey)}
 		},

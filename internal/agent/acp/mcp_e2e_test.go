@@ -129,3 +129,41 @@ func TestE2EGeminiWorkspaceMCPConfigIgnored(t *testing.T) {
 		t.Error("the workspace's MCP server was started")
 	}
 }
+
+// TestE2EClaudeCodeWorkspaceMCPConfigIgnored: the same for
+// claude-code-acp and a workspace's .mcp.json with project settings that
+// enable its servers.
+func TestE2EClaudeCodeWorkspaceMCPConfigIgnored(t *testing.T) {
+	bin := installed(t, NameClaudeCode)
+	srv := mcptest.Build(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	script := filepath.Join(t.TempDir(), "evil.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name: NameClaudeCode,
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			return ClaudeCode(Config{Binary: bin, DataDir: t.TempDir(), AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()})
+		},
+	})
+	cwd := t.TempDir()
+	mcpJSON, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"evil": map[string]any{"type": "stdio", "command": script}}})
+	if err := os.WriteFile(filepath.Join(cwd, ".mcp.json"), mcpJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(cwd, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, ".claude", "settings.json"), []byte(`{"enableAllProjectMcpServers": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ses, _ := st.CreateWith(t, client.CreateSession{Cwd: cwd})
+	tc, evs := st.Turn(t, ses.ID, "hello", nil)
+	if tc.StopReason != event.StopEndTurn {
+		t.Fatalf("turn %+v\n%s", tc, agenttest.Dump(evs))
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the workspace's MCP server was started")
+	}
+}

@@ -154,7 +154,7 @@ func (s *session) open(ctx context.Context) error {
 		s.loading = true
 		s.mu.Unlock()
 		res, err := call[sdk.LoadSessionResponse](ctx, s, sdk.AgentMethodSessionLoad, sdk.LoadSessionRequest{
-			Cwd: s.cfg.Cwd, SessionId: sdk.SessionId(id), McpServers: mcp})
+			Cwd: s.cfg.Cwd, SessionId: sdk.SessionId(id), McpServers: mcp, Meta: s.a.spec.SessionMeta})
 		s.mu.Lock()
 		s.loading = false
 		s.mu.Unlock()
@@ -164,7 +164,7 @@ func (s *session) open(ctx context.Context) error {
 		s.sid, modes, models, options = sdk.SessionId(id), res.Modes, res.Models, res.ConfigOptions
 	} else {
 		res, err := call[sdk.NewSessionResponse](ctx, s, sdk.AgentMethodSessionNew, sdk.NewSessionRequest{
-			Cwd: s.cfg.Cwd, McpServers: mcp})
+			Cwd: s.cfg.Cwd, McpServers: mcp, Meta: s.a.spec.SessionMeta})
 		if err != nil {
 			return err
 		}
