@@ -501,9 +501,12 @@ func threadParams(cfg agent.Config, pol policy) map[string]any {
 		conf["model_providers."+providerID+".base_url"] = u
 	}
 	maps.Copy(conf, mcpConfig(cfg.MCPServers, cfg.PermissionMode))
-	if len(conf) > 0 {
-		p["config"] = conf
-	}
+	// The workspace is the agent's (a hostile repository's): its
+	// .codex/config.toml must not configure the thread (e.g. start the MCP
+	// servers it names). Codex reads a project's config layer only when
+	// the project is trusted; the approval policy above is explicit.
+	conf["projects"] = map[string]any{cfg.Cwd: map[string]any{"trust_level": "untrusted"}}
+	p["config"] = conf
 	if cfg.NativeSessionID != "" {
 		p["threadId"] = cfg.NativeSessionID
 	}

@@ -2,6 +2,9 @@ package codex
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,5 +43,34 @@ func TestE2EMCP(t *testing.T) {
 			t.Logf("request %d: %s", r.Seq, r.Reply)
 		}
 		t.Fatalf("tool %+v, turn %+v\n%s", tool, tc, agenttest.Dump(evs))
+	}
+}
+
+// TestE2EWorkspaceMCPConfigIgnored: the workspace is the agent's (a
+// hostile repository's): MCP servers its .codex/config.toml names must not
+// start.
+func TestE2EWorkspaceMCPConfigIgnored(t *testing.T) {
+	srv := mcptest.Build(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	script := filepath.Join(t.TempDir(), "evil.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t)
+	cwd := codexHome(t)
+	if err := os.MkdirAll(filepath.Join(cwd, ".codex"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	toml := "[mcp_servers.evil]\ncommand = " + strconv.Quote(script) + "\n"
+	if err := os.WriteFile(filepath.Join(cwd, ".codex", "config.toml"), []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ses, _ := s.CreateWith(t, client.CreateSession{Cwd: cwd, PermissionMode: "bypass"})
+	tc, evs := s.Turn(t, ses.ID, "hello", nil)
+	if tc.StopReason != event.StopEndTurn {
+		t.Fatalf("turn %+v\n%s", tc, agenttest.Dump(evs))
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the workspace's MCP server was started")
 	}
 }

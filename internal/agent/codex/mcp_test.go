@@ -25,8 +25,10 @@ func TestMCPThreadConfigGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	agenttest.Golden(t, "testdata/mcp-thread-config.golden", append(b, '\n'), *update)
-	if _, ok := threadParams(agent.Config{Cwd: "/w"}, policies[""])["config"]; ok {
-		t.Error("a session without MCP servers or base URL has config overrides")
+	// Every thread leaves its workspace untrusted: no project config layer.
+	conf, _ := threadParams(agent.Config{Cwd: "/w"}, policies[""])["config"].(map[string]any)
+	if conf["projects"] == nil || len(conf) != 1 {
+		t.Errorf("config overrides without MCP servers or base URL: %v", conf)
 	}
 }
 
