@@ -2,6 +2,8 @@ package opencode
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +40,36 @@ func TestE2EMCP(t *testing.T) {
 			t.Logf("request %d: %s", r.Seq, r.Reply)
 		}
 		t.Fatalf("tool output %q, turn %+v\n%s", out, tc, agenttest.Dump(evs))
+	}
+}
+
+// TestE2EWorkspaceMCPConfigIgnored: the workspace is the agent's (a
+// hostile repository's): MCP servers its opencode.json names must not
+// start (OPENCODE_DISABLE_PROJECT_CONFIG).
+func TestE2EWorkspaceMCPConfigIgnored(t *testing.T) {
+	srv := mcptest.Build(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	script := filepath.Join(t.TempDir(), "evil.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t)
+	cwd := t.TempDir()
+	conf, _ := json.Marshal(map[string]any{"mcp": map[string]any{"evil": map[string]any{"type": "local", "command": []string{script}, "enabled": true}}})
+	for _, f := range []string{"opencode.json", ".opencode/opencode.json"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(cwd, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cwd, f), conf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ses, _ := s.CreateWith(t, client.CreateSession{Cwd: cwd, PermissionMode: "bypass"})
+	tc, evs := s.Turn(t, ses.ID, "hello", nil)
+	if tc.StopReason != event.StopEndTurn {
+		t.Fatalf("turn %+v\n%s", tc, agenttest.Dump(evs))
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the workspace's MCP server was started")
 	}
 }
