@@ -39,6 +39,9 @@ const (
 	ProblemUnknownModel         = ProblemTypeBase + "unknown-model"          // 422: a model the agent does not offer (by the list it announced); the detail names the ones it does
 	ProblemUnknownMode          = ProblemTypeBase + "unknown-mode"           // 422: a mode the agent does not offer; the detail names the ones it does
 	ProblemSwitchUnsupported    = ProblemTypeBase + "switch-unsupported"     // 422: the agent cannot change the session's model or mode between turns, or refused the change
+	ProblemInvalidMCPServer     = ProblemTypeBase + "invalid-mcp-server"     // 422: an MCP server of the create request breaks a rule; the detail names its index and field
+	ProblemMCPUnsupported       = ProblemTypeBase + "mcp-unsupported"        // 422: MCP servers for an agent that cannot take them (capability mcp); the detail names the agent
+	ProblemMCPRequired          = ProblemTypeBase + "mcp-required"           // 422: resume (or a message to a stopped session) of a session whose MCP servers had env or header values, which are never stored; the detail names them
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After

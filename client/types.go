@@ -143,11 +143,26 @@ type CreateSession struct {
 	Env            map[string]string `json:"env,omitempty" doc:"Extra environment variables for the agent process (e.g. ANTHROPIC_BASE_URL). They are handed to the agent only and never stored or returned; the agent's environment is otherwise built from scratch."`
 	Policy         json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy for the agent: a preset name (\"agent-default\") or an inline policy object (see docs/policy.md). Empty means the daemon's default. It is intersected with the operator's global policy and fixed for the session's life."`
 	PolicySource   *PolicySource     `json:"policy_source,omitempty" doc:"A policy document as written in a file, instead of policy; errors then name the file, line and field."`
+	MCPServers     []MCPServer       `json:"mcp_servers,omitempty" maxItems:"16" doc:"MCP servers for the agent, handed to it in its native configuration (agents with capability mcp). Env and header values are never stored: a resume that needs them answers 422 mcp-required naming them."`
+}
+
+// MCPServer is one MCP server of a session: a stdio command the agent
+// starts (inside the session's sandbox when it has one) or an http/sse URL
+// it connects to (through the session's egress policy).
+type MCPServer struct {
+	Name    string            `json:"name" minLength:"1" maxLength:"64" pattern:"^[a-zA-Z0-9][a-zA-Z0-9_-]*$" doc:"Unique in the session; agents put it into tool names (e.g. claude's mcp__NAME__TOOL)."`
+	Type    string            `json:"type,omitempty" enum:"stdio,http,sse" doc:"Transport; empty means stdio when command is set, http when url is."`
+	Command string            `json:"command,omitempty" maxLength:"4096" doc:"stdio: an absolute path, or a name the daemon finds in its PATH; in a sandbox it must be visible to the session (the daemon lets the sandbox read it)."`
+	Args    []string          `json:"args,omitempty" maxItems:"64" doc:"stdio: arguments."`
+	Env     map[string]string `json:"env,omitempty" doc:"stdio: environment of the server. Values are never stored."`
+	URL     string            `json:"url,omitempty" maxLength:"2048" doc:"http/sse: the server's URL."`
+	Headers map[string]string `json:"headers,omitempty" doc:"http/sse: request headers. Values are never stored."`
 }
 
 // ResumeSession is the (optional) body of POST /v1/sessions/{id}/resume.
 type ResumeSession struct {
-	Env map[string]string `json:"env,omitempty" doc:"Extra environment variables for the new agent process, as at create; never stored."`
+	Env        map[string]string `json:"env,omitempty" doc:"Extra environment variables for the new agent process, as at create; never stored."`
+	MCPServers []MCPServer       `json:"mcp_servers,omitempty" maxItems:"16" doc:"The session's MCP servers again, with their env and header values (never stored), when the resume answers mcp-required. Names must be those given at create."`
 }
 
 // SessionList is the answer of GET /v1/sessions.

@@ -58,6 +58,10 @@ type Capabilities struct {
 	// to the agent natively).
 	ModelSwitch bool `json:"model_switch"`
 	ModeSwitch  bool `json:"mode_switch"`
+	// MCP: the MCP servers of Config.MCPServers reach the agent in its
+	// native configuration. The engine refuses a create with MCP servers
+	// for an agent without it.
+	MCP bool `json:"mcp"`
 }
 
 // Info describes an adapter for /v1/agents.
@@ -106,6 +110,10 @@ type Config struct {
 	// every process of this session inside it (Proc does), or refuse the
 	// session with an error wrapping ErrNoSandbox.
 	Sandbox sandbox.Sandbox
+	// MCPServers are the session's MCP servers (ValidateMCPServers has
+	// checked them), with their env and header values: like Env, the
+	// values are handed to the agent only and never stored.
+	MCPServers []MCPServer
 }
 
 // ErrNoSandbox is returned (wrapped) by adapters that cannot run a session
@@ -231,6 +239,14 @@ type Configurer interface {
 type SandboxNeeder interface {
 	SandboxPaths(cfg Config) (read, write []string)
 	RemoveState(sessionID string) error
+}
+
+// MCPChecker is implemented by adapters that take only some of the MCP
+// servers ValidateMCPServers accepts (e.g. not every transport): the
+// engine refuses a create whose servers CheckMCP rejects, before any
+// process starts.
+type MCPChecker interface {
+	CheckMCP(servers []MCPServer) error
 }
 
 // Adapter starts sessions of one agent.

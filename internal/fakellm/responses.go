@@ -62,8 +62,12 @@ func writeResponses(ctx context.Context, w http.ResponseWriter, c *conversation,
 			items = append(items, object{"type": "local_shell_call", "id": newID("lsh_"), "status": "completed",
 				"call_id": newID("call_"), "action": object{"type": "exec", "command": tc.command, "env": object{}}})
 		default:
-			items = append(items, object{"type": "function_call", "id": newID("fc_"), "status": "completed",
-				"call_id": newID("call_"), "name": tc.name, "arguments": tc.arguments})
+			fc := object{"type": "function_call", "id": newID("fc_"), "status": "completed",
+				"call_id": newID("call_"), "name": tc.name, "arguments": tc.arguments}
+			if tc.namespace != "" {
+				fc["namespace"] = tc.namespace
+			}
+			items = append(items, fc)
 		}
 	}
 	if items == nil {

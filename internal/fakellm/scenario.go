@@ -70,6 +70,11 @@ type Call struct {
 	New     string `json:"new,omitempty"`     // edit
 
 	Name string `json:"name,omitempty"`
+	// Namespace of a raw call, for APIs whose tools come in namespaces
+	// (the Responses API's namespace tools, e.g. Codex's MCP tools
+	// "mcp__SERVER" holding TOOL): sent as the call's namespace; other
+	// APIs ignore it.
+	Namespace string `json:"namespace,omitempty"`
 	// Arguments of a raw call: a JSON object, or a JSON string that is the
 	// input of a freeform (custom) tool.
 	Arguments json.RawMessage `json:"arguments,omitempty"`

@@ -11,7 +11,9 @@ import (
 // toolCall is a concrete call of one of the request's tools.
 type toolCall struct {
 	name string
-	kind string // toolFunction, toolCustom, toolLocalShell
+	// namespace is a raw call's Call.Namespace (Responses API only).
+	namespace string
+	kind      string // toolFunction, toolCustom, toolLocalShell
 	// arguments is the JSON object text (toolFunction), input the raw
 	// text (toolCustom), command the argv (toolLocalShell).
 	arguments string
@@ -193,7 +195,7 @@ func rawCall(c Call, tools []tool) toolCall {
 	if isString {
 		return toolCall{name: c.Name, kind: toolFunction, arguments: string(marshal(map[string]any{"input": s}))}
 	}
-	return toolCall{name: c.Name, kind: toolFunction, arguments: string(compactJSON(c.Arguments, "{}"))}
+	return toolCall{name: c.Name, namespace: c.Namespace, kind: toolFunction, arguments: string(compactJSON(c.Arguments, "{}"))}
 }
 
 // fileCall calls a write or edit tool, with the argument names its schema

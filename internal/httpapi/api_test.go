@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -486,6 +487,9 @@ func TestErrorMapping(t *testing.T) {
 		{&session.ChoiceError{Field: "model", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownModel},
 		{&session.ChoiceError{Field: "mode", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownMode},
 		{fmt.Errorf("%w: no", session.ErrSwitchUnsupported), 422, client.ProblemSwitchUnsupported},
+		{fmt.Errorf("%w: %w", session.ErrInvalid, agent.ErrInvalidMCP), 422, client.ProblemInvalidMCPServer},
+		{fmt.Errorf("%w: agent pi", session.ErrMCPUnsupported), 422, client.ProblemMCPUnsupported},
+		{&session.MCPRequiredError{ID: "ses_1", Names: []string{"docs.env.TOKEN"}}, 422, client.ProblemMCPRequired},
 		{errors.New("disk full at /var/lib/secret"), 500, client.ProblemInternal},
 	} {
 		h := newHarness(t, Config{})

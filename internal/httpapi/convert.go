@@ -142,7 +142,19 @@ func toCreateParams(c client.CreateSession) session.CreateParams {
 		Env:            c.Env,
 		Policy:         c.Policy,
 		PolicyDoc:      toPolicyDoc(c.PolicySource),
+		MCPServers:     toMCPServers(c.MCPServers),
 	}
+}
+
+func toMCPServers(in []client.MCPServer) []agent.MCPServer {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]agent.MCPServer, len(in))
+	for i, s := range in {
+		out[i] = agent.MCPServer{Name: s.Name, Type: s.Type, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers}
+	}
+	return out
 }
 
 func toPolicyDoc(src *client.PolicySource) *session.PolicyDoc {

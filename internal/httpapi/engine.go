@@ -24,7 +24,8 @@ type Engine interface {
 	// Delete terminates a live session; with purge it also removes its log.
 	Delete(ctx context.Context, id string, purge bool) error
 	// Resume starts a new agent process for a session that is not live.
-	Resume(ctx context.Context, id string, env map[string]string) (store.Session, error)
+	// mcp, when given, are its MCP servers again with their values.
+	Resume(ctx context.Context, id string, env map[string]string, mcp ...agent.MCPServer) (store.Session, error)
 	// Send starts a turn and returns its id at once.
 	Send(ctx context.Context, id string, content []event.ContentPart) (turnID string, err error)
 	Interrupt(ctx context.Context, id string) (turnID string, err error)

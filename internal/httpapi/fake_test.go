@@ -227,7 +227,7 @@ func (f *fakeEngine) Send(_ context.Context, id string, content []event.ContentP
 	return turn, nil
 }
 
-func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string) (store.Session, error) {
+func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string, _ ...agent.MCPServer) (store.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, err := f.get(id)

@@ -129,6 +129,8 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnknownAgent, msg)
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return newProblem(http.StatusNotFound, client.ProblemNotFound, msg)
+	case errors.Is(err, agent.ErrInvalidMCP):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemInvalidMCPServer, msg)
 	case errors.Is(err, session.ErrInvalid):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
 	case errors.Is(err, session.ErrBusy):
@@ -143,6 +145,10 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return newProblem(http.StatusConflict, client.ProblemNotLive, msg)
 	case errors.Is(err, session.ErrEnvRequired):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemEnvRequired, msg)
+	case errors.Is(err, session.ErrMCPUnsupported):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemMCPUnsupported, msg)
+	case errors.Is(err, session.ErrMCPRequired):
+		return newProblem(http.StatusUnprocessableEntity, client.ProblemMCPRequired, msg)
 	case errors.Is(err, session.ErrUnsupportedContent):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnsupportedContent, msg)
 	case errors.Is(err, session.ErrUnknownChoice):

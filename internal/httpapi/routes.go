@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -359,10 +360,11 @@ func (s *server) getSession(ctx context.Context, in *sessionPath) (*sessionOutpu
 
 func (s *server) resumeSession(ctx context.Context, in *resumeInput) (*sessionOutput, error) {
 	var env map[string]string
+	var mcp []agent.MCPServer
 	if in.Body != nil {
-		env = in.Body.Env
+		env, mcp = in.Body.Env, toMCPServers(in.Body.MCPServers)
 	}
-	ss, err := s.eng.Resume(ctx, in.ID, env)
+	ss, err := s.eng.Resume(ctx, in.ID, env, mcp...)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}

@@ -42,6 +42,8 @@ type live struct {
 	// env is the env the client gave (never stored), kept for the resume
 	// after an idle stop.
 	env map[string]string
+	// mcp are its MCP servers with their values, kept the same way.
+	mcp []agent.MCPServer
 	// canPark: the agent can resume the session, so its idle agent
 	// process may be stopped.
 	canPark bool

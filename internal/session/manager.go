@@ -112,6 +112,9 @@ type CreateParams struct {
 	// PolicyDoc is the alternative: a policy file as written.
 	Policy    json.RawMessage
 	PolicyDoc *PolicyDoc
+	// MCPServers are handed to the adapter; what is stored of them has
+	// no env or header values.
+	MCPServers []agent.MCPServer
 }
 
 // Manager owns all live sessions. Create one with New, call Recover once
@@ -143,8 +146,10 @@ type Manager struct {
 	// catalogs holds, per agent name, the models and modes its sessions
 	// announced last (see Catalog).
 	catalogs map[string]Catalog
-	closing  bool
-	wg       sync.WaitGroup
+	// parkedMCP is the same for the session's MCP servers.
+	parkedMCP map[string][]agent.MCPServer
+	closing   bool
+	wg        sync.WaitGroup
 }
 
 // New returns a Manager.
@@ -169,7 +174,8 @@ func New(cfg Config) *Manager {
 	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}, resuming: map[string]bool{},
-		stopping: map[string]*live{}, parked: map[string]map[string]string{}}
+		stopping: map[string]*live{}, parked: map[string]map[string]string{},
+		parkedMCP: map[string][]agent.MCPServer{}}
 }
 
 // Agents lists the registered agents.
@@ -251,8 +257,17 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	if !permissionModes[p.PermissionMode] {
 		return store.Session{}, fmt.Errorf("%w: permission_mode %q is not one of default, accept_edits, bypass, plan", ErrInvalid, p.PermissionMode)
 	}
-	if info := a.Info(ctx); !info.Available {
+	info := a.Info(ctx)
+	if !info.Available {
 		return store.Session{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, p.Agent, info.Reason)
+	}
+	mcp, err := checkMCP(p.Agent, a, info, p.MCPServers)
+	if err != nil {
+		return store.Session{}, err
+	}
+	storedMCP, err := storedMCP(mcp)
+	if err != nil {
+		return store.Session{}, err
 	}
 	if p.Cwd != "" {
 		if !filepath.IsAbs(p.Cwd) {
@@ -296,6 +311,9 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	if err := m.checkEnv(p.Agent, a, policy, agent.Config{Model: p.Model, Mode: p.Mode, PermissionMode: p.PermissionMode, Cwd: p.Cwd, Env: p.Env}); err != nil {
 		return store.Session{}, err
 	}
+	if err := checkMCPCredentials(policy, mcp); err != nil {
+		return store.Session{}, err
+	}
 
 	// A slot under the live cap, held until the agent has started (launch
 	// takes it over) or the create fails.
@@ -319,6 +337,8 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 		Status: store.StatusStarting, CreatedAt: now, UpdatedAt: now, Policy: policy,
 		// The names only: a resume after a restart says which to send.
 		EnvNames: envNames(p.Env),
+		// Without their env and header values.
+		MCPServers: storedMCP,
 	}
 	if s.Cwd == "" {
 		s.Cwd = filepath.Join(m.cfg.WorkspaceDir, s.ID)
@@ -332,7 +352,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, er
 	m.cfg.Metrics.SessionsCreated.Inc()
 
 	reserved = false
-	return m.launch(ctx, s, a, p.Env, launchOpts{canResume: a.Info(ctx).Capabilities.Resume, armIdle: true})
+	return m.launch(ctx, s, a, p.Env, launchOpts{canResume: a.Info(ctx).Capabilities.Resume, armIdle: true, mcp: mcp})
 }
 
 // launchOpts are the options of launch.
@@ -345,6 +365,8 @@ type launchOpts struct {
 	// armIdle starts the idle timer at once; false when a turn follows
 	// (a message resuming a stopped session).
 	armIdle bool
+	// mcp are the session's MCP servers, with their values.
+	mcp []agent.MCPServer
 }
 
 // reserveLocked takes a slot under Config.MaxLive for an agent process
@@ -396,7 +418,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, canPark: o.canResume, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
+	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
 		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
 	// closing ends when the session starts to end (not when it has ended,
 	// as ctx does): requests raised while it ends are denied at once.
@@ -407,7 +429,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
 	cfg := agent.Config{
 		SessionID: s.ID, Model: s.Model, Mode: s.Mode, PermissionMode: s.PermissionMode,
-		Cwd: s.Cwd, Metadata: s.Metadata, Env: env,
+		Cwd: s.Cwd, Metadata: s.Metadata, Env: env, MCPServers: o.mcp,
 	}
 	if resumed {
 		cfg.NativeSessionID = s.NativeSessionID
@@ -469,6 +491,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	if !closing {
 		m.live[s.ID] = l
 		delete(m.parked, s.ID)
+		delete(m.parkedMCP, s.ID)
 		m.cfg.Metrics.SessionsActive.Inc()
 	}
 	m.mu.Unlock()
@@ -685,6 +708,7 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 	}
 	m.mu.Lock()
 	delete(m.parked, id)
+	delete(m.parkedMCP, id)
 	m.mu.Unlock()
 	if !purge && s.Status == store.StatusStopped {
 		// Ended for good: its next message no longer resumes it.
@@ -811,7 +835,7 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 	}
 	raced := false
 	if s.Status == store.StatusStopped {
-		if _, err := m.resume(ctx, id, nil, false); err != nil {
+		if _, err := m.resume(ctx, id, nil, nil, false); err != nil {
 			if !errors.Is(err, ErrLive) {
 				return "", err
 			}
@@ -863,6 +887,7 @@ func (m *Manager) stopIdle(l *live) {
 	m.cfg.Metrics.SessionsActive.Dec()
 	m.stopping[l.id] = l
 	m.parked[l.id] = l.env
+	m.parkedMCP[l.id] = l.mcp
 	m.wg.Add(1)
 	m.mu.Unlock()
 	defer func() {
@@ -965,8 +990,13 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // A session whose idle agent was stopped (status stopped) is resumed the
 // same way, with the env its client gave before when env is nil; its next
 // message does that by itself.
-func (m *Manager) Resume(ctx context.Context, id string, env map[string]string) (store.Session, error) {
-	return m.resume(ctx, id, env, true)
+//
+// mcp, when given, are the session's MCP servers again, with their env and
+// header values; without them the resume takes those kept in memory for a
+// stopped session, or the stored ones when they had no such values (else
+// an *MCPRequiredError names the values to send).
+func (m *Manager) Resume(ctx context.Context, id string, env map[string]string, mcp ...agent.MCPServer) (store.Session, error) {
+	return m.resume(ctx, id, env, mcp, true)
 }
 
 // liveError is the error of a resume of a session that is live: it says
@@ -976,12 +1006,13 @@ func liveError(id string, status store.Status) error {
 		"resume is for a session that is not live", ErrLive, id, status, id)
 }
 
-func (m *Manager) resume(ctx context.Context, id string, env map[string]string, armIdle bool) (store.Session, error) {
+func (m *Manager) resume(ctx context.Context, id string, env map[string]string, mcp []agent.MCPServer, armIdle bool) (store.Session, error) {
+	m.mu.Lock()
 	if env == nil {
-		m.mu.Lock()
 		env = m.parked[id]
-		m.mu.Unlock()
 	}
+	parkedMCP := m.parkedMCP[id]
+	m.mu.Unlock()
 	s, err := m.Get(ctx, id)
 	if err != nil {
 		return store.Session{}, err
@@ -1012,6 +1043,12 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 	}
 	if len(missing) > 0 {
 		return store.Session{}, &EnvRequiredError{ID: id, Names: missing}
+	}
+	if mcp, err = resumeMCP(s, a, info, mcp, parkedMCP); err != nil {
+		return store.Session{}, err
+	}
+	if err := checkMCPCredentials(s.Policy, mcp); err != nil {
+		return store.Session{}, err
 	}
 	m.mu.Lock()
 	switch {
@@ -1060,7 +1097,7 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 		return store.Session{}, notFound(err, "session", id)
 	}
 	reserved = false
-	return m.launch(ctx, s, a, env, launchOpts{resumed: true, canResume: true, armIdle: armIdle})
+	return m.launch(ctx, s, a, env, launchOpts{resumed: true, canResume: true, armIdle: armIdle, mcp: mcp})
 }
 
 // rebind checks a stored session against the operator's global policy as

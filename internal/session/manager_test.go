@@ -28,6 +28,7 @@ type testAgent struct {
 	mu       sync.Mutex
 	resumed  []string // native ids it was asked to resume
 	envs     []map[string]string
+	mcps     [][]agent.MCPServer
 }
 
 func (a *testAgent) Info(context.Context) agent.Info {
@@ -40,6 +41,7 @@ func (a *testAgent) Start(_ context.Context, cfg agent.Config, h agent.Host) (ag
 		a.resumed = append(a.resumed, cfg.NativeSessionID)
 	}
 	a.envs = append(a.envs, cfg.Env)
+	a.mcps = append(a.mcps, cfg.MCPServers)
 	a.mu.Unlock()
 	if err := h.SetNativeSessionID(context.Background(), "native-1"); err != nil {
 		return nil, err

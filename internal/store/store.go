@@ -68,6 +68,10 @@ type Session struct {
 	// resume after the daemon lost them (a restart) needs them again,
 	// unless the daemon holds them itself.
 	EnvNames []string `json:"env_names,omitempty"`
+	// MCPServers are the session's MCP servers (JSON, as the session
+	// package writes them) without their env and header values, which are
+	// never stored: a resume after the daemon lost them needs them again.
+	MCPServers json.RawMessage `json:"mcp_servers,omitempty"`
 }
 
 // ListOptions filters and pages ListSessions. Sessions are returned newest

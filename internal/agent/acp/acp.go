@@ -49,6 +49,10 @@ type Agent struct {
 	// mode the agent does not offer is enforced by the adapter where it
 	// can (accept_edits and bypass answer the agent's requests).
 	PermissionModes map[string]string
+	// SessionMeta, when set, is the _meta of session/new and
+	// session/load: the agent's own extension options (e.g.
+	// claude-code-acp's claudeCode.options).
+	SessionMeta map[string]any
 	// ServeFS advertises and serves fs/read_text_file and
 	// fs/write_text_file, confined to the session's directory (never for
 	// a sandboxed session: the sandbox's view of the files is not the

@@ -113,7 +113,7 @@ func setIf(env map[string]string, k, v string) {
 var geminiCaps = agent.Capabilities{
 	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
+	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true, MCP: true,
 }
 
 // Gemini is Gemini CLI over ACP (gemini --acp), with a private HOME whose
@@ -170,7 +170,7 @@ func Gemini(c Config) agent.Adapter {
 var claudeCaps = agent.Capabilities{
 	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
+	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true, MCP: true,
 }
 
 // ClaudeCode is Zed's claude-code-acp (Claude Code through its agent SDK).
@@ -180,6 +180,10 @@ func ClaudeCode(c Config) agent.Adapter {
 		Dir: c.dir(NameClaudeCode),
 		PermissionModes: map[string]string{"": "default", "default": "default", "accept_edits": "acceptEdits",
 			"bypass": "bypassPermissions", "plan": "plan"},
+		// Only the session's MCP servers (its mcpServers): the workspace
+		// is the agent's, and its .mcp.json with project settings that
+		// enable its servers would start any command it names.
+		SessionMeta: map[string]any{"claudeCode": map[string]any{"options": map[string]any{"strictMcpConfig": true}}},
 		Providers: func(cfg agent.Config) []agent.Provider {
 			return []agent.Provider{agent.Anthropic(cfg.Env, c.AnthropicBaseURL, c.AnthropicAPIKey)}
 		},
@@ -215,7 +219,7 @@ func ClaudeCode(c Config) agent.Adapter {
 var codexCaps = agent.Capabilities{
 	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true,
+	Permissions: true, Interrupt: true, ModelList: true, ModelSwitch: true, MCP: true,
 }
 
 // Codex is Zed's codex-acp (the native binary), with a CODEX_HOME holding
@@ -304,7 +308,7 @@ func underTemp(dir string) bool {
 var openCodeCaps = agent.Capabilities{
 	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
+	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true, MCP: true,
 }
 
 // OpenCode is `opencode acp`, with a private home whose opencode.json
@@ -464,7 +468,7 @@ type Custom struct {
 // runs of the built-in agents) and what the adapter enforces itself
 // (interrupt: session/cancel, then a kill after InterruptTimeout).
 // Agent-specific output (usage, command output, diffs) is not promised.
-var customCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, Permissions: true, Interrupt: true}
+var customCaps = agent.Capabilities{Text: true, Deltas: true, ToolCalls: true, Permissions: true, Interrupt: true, MCP: true}
 
 // FromConfig returns the adapter of a configured ACP agent. Its homes are
 // under dataDir/agents/NAME, as the built-in agents' are ("": a private

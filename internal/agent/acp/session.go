@@ -151,6 +151,13 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	s.prompt = init.AgentCapabilities.PromptCapabilities
+	if err := checkMCPTransports(s.cfg.MCPServers, init.AgentCapabilities.McpCapabilities); err != nil {
+		return err
+	}
+	mcp, err := mcpServers(s.cfg.MCPServers)
+	if err != nil {
+		return err
+	}
 	var (
 		modes   *sdk.SessionModeState
 		models  *sdk.SessionModelState
@@ -166,7 +173,7 @@ func (s *session) open(ctx context.Context) error {
 		s.loading = true
 		s.mu.Unlock()
 		res, err := call[sdk.LoadSessionResponse](ctx, s, sdk.AgentMethodSessionLoad, sdk.LoadSessionRequest{
-			Cwd: s.cfg.Cwd, SessionId: sdk.SessionId(id), McpServers: []sdk.McpServer{}})
+			Cwd: s.cfg.Cwd, SessionId: sdk.SessionId(id), McpServers: mcp, Meta: s.a.spec.SessionMeta})
 		s.mu.Lock()
 		s.loading = false
 		s.mu.Unlock()
@@ -176,7 +183,7 @@ func (s *session) open(ctx context.Context) error {
 		s.sid, modes, models, options = sdk.SessionId(id), res.Modes, res.Models, res.ConfigOptions
 	} else {
 		res, err := call[sdk.NewSessionResponse](ctx, s, sdk.AgentMethodSessionNew, sdk.NewSessionRequest{
-			Cwd: s.cfg.Cwd, McpServers: []sdk.McpServer{}})
+			Cwd: s.cfg.Cwd, McpServers: mcp, Meta: s.a.spec.SessionMeta})
 		if err != nil {
 			return err
 		}

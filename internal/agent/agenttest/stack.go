@@ -110,7 +110,19 @@ func (s *Stack) SetScenario(name string) { s.sw.set(name) }
 // with env on top (nil when both are empty).
 func (s *Stack) Create(t testing.TB, mode string, env map[string]string) (client.Session, string) {
 	t.Helper()
-	cwd := s.opts.Cwd(t)
+	return s.CreateWith(t, client.CreateSession{PermissionMode: mode, Env: env})
+}
+
+// CreateWith is Create with more of the request (e.g. MCPServers): its
+// agent and policy are the stack's, its cwd too unless req has one, and
+// its env is added to the stack's.
+func (s *Stack) CreateWith(t testing.TB, req client.CreateSession) (client.Session, string) {
+	t.Helper()
+	env := req.Env
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = s.opts.Cwd(t)
+	}
 	var all map[string]string
 	if s.opts.Env != nil {
 		all = s.opts.Env(s.LLM)
@@ -124,7 +136,8 @@ func (s *Stack) Create(t testing.TB, mode string, env map[string]string) (client
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	ses, err := s.C.CreateSession(ctx, client.CreateSession{Agent: s.opts.Name, Cwd: cwd, PermissionMode: mode, Env: all, Policy: s.Host.Policy()})
+	req.Agent, req.Cwd, req.Env, req.Policy = s.opts.Name, cwd, all, s.Host.Policy()
+	ses, err := s.C.CreateSession(ctx, req)
 	if err != nil {
 		t.Fatalf("create session: %v", err)
 	}

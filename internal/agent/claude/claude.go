@@ -91,7 +91,7 @@ var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Questions: true, Images: true, Files: true, Plans: true,
-	Usage: true, Resume: true, Interrupt: true, ModelSwitch: true,
+	Usage: true, Resume: true, Interrupt: true, ModelSwitch: true, MCP: true,
 }
 
 // Info implements agent.Adapter.
@@ -133,6 +133,11 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, sessionID string) (c
 	} else {
 		args = append(args, "--session-id", sessionID)
 	}
+	mcpArgs, mcpEnv, err := mcpConfig(cfg.MCPServers)
+	if err != nil {
+		return command{}, err
+	}
+	args = append(args, mcpArgs...)
 
 	env := map[string]string{
 		"PATH": procrt.BasePath(bin),
@@ -162,6 +167,9 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, sessionID string) (c
 		env[k] = v
 	}
 	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	for k, v := range mcpEnv {
 		env[k] = v
 	}
 	return command{path: bin, args: args, env: procrt.EnvList(env), dir: cfg.Cwd}, nil

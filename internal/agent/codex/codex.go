@@ -140,7 +140,7 @@ var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Images: true, Files: true, Plans: true, Usage: true, Resume: true, Interrupt: true,
-	ModelList: true,
+	ModelList: true, MCP: true,
 }
 
 // Info implements agent.Adapter.
@@ -500,9 +500,17 @@ func threadParams(cfg agent.Config, pol policy) map[string]any {
 	if cfg.Model != "" {
 		p["model"] = cfg.Model
 	}
+	conf := map[string]any{}
 	if u := cfg.Env[EnvBaseURL]; u != "" {
-		p["config"] = map[string]any{"model_providers." + providerID + ".base_url": u}
+		conf["model_providers."+providerID+".base_url"] = u
 	}
+	maps.Copy(conf, mcpConfig(cfg.MCPServers, cfg.PermissionMode))
+	// The workspace is the agent's (a hostile repository's): its
+	// .codex/config.toml must not configure the thread (e.g. start the MCP
+	// servers it names). Codex reads a project's config layer only when
+	// the project is trusted; the approval policy above is explicit.
+	conf["projects"] = map[string]any{cfg.Cwd: map[string]any{"trust_level": "untrusted"}}
+	p["config"] = conf
 	if cfg.NativeSessionID != "" {
 		p["threadId"] = cfg.NativeSessionID
 	}

@@ -57,6 +57,12 @@ type stack struct {
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
+	return newStackWith(t, nil)
+}
+
+// newStackWith is newStack with extra fakellm scenarios.
+func newStackWith(t testing.TB, scenarios map[string]*fakellm.Scenario) *stack {
+	t.Helper()
 	bin := codexBinary(t)
 	var a *adapter
 	s := agenttest.NewStack(t, agenttest.StackOptions{
@@ -81,6 +87,7 @@ func newStack(t testing.TB) *stack {
 		},
 		URLSuffix: "/v1",
 		Cwd:       codexHome,
+		Scenarios: scenarios,
 	})
 	return &stack{Stack: s, adapter: a}
 }

@@ -51,6 +51,12 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	return newStackWith(t, nil)
+}
+
+// newStackWith is newStack with extra fakellm scenarios.
+func newStackWith(t *testing.T, scenarios map[string]*fakellm.Scenario) *stack {
+	t.Helper()
 	opencodeBinary(t)
 	s := &stack{rec: map[string][]byte{}}
 	s.Stack = agenttest.NewStack(t, agenttest.StackOptions{
@@ -75,6 +81,7 @@ func newStack(t *testing.T) *stack {
 		},
 		Env:       func(llm agenttest.LLM) map[string]string { return map[string]string{"OPENAI_BASE_URL": llm.URL("")} },
 		URLSuffix: "/v1",
+		Scenarios: scenarios,
 	})
 	return s
 }

@@ -126,7 +126,7 @@ var _ agent.Adapter = (*adapter)(nil)
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true,
 	FileChanges: true, Diffs: true, Permissions: true, Images: true, Files: true, Usage: true, Interrupt: true,
-	ModelList: true, ModelSwitch: true, ModeSwitch: true,
+	ModelList: true, ModelSwitch: true, ModeSwitch: true, MCP: true,
 }
 
 // Info implements agent.Adapter.
@@ -282,7 +282,10 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	if cfg.Sandbox != nil {
 		return a.startOwn(ctx, cfg, host, rules)
 	}
-	key := a.keyFor(cfg)
+	key, err := withMCP(a.keyFor(cfg), cfg.MCPServers)
+	if err != nil {
+		return nil, err
+	}
 	if key.baseURL == "" {
 		return nil, fmt.Errorf("opencode: no provider base URL (set the daemon's default or the session's OPENAI_BASE_URL)")
 	}

@@ -157,6 +157,9 @@ func (a *adapter) startOwn(ctx context.Context, cfg agent.Config, host agent.Hos
 		}
 		key.env = string(b)
 	}
+	if key, err = withMCP(key, cfg.MCPServers); err != nil {
+		return nil, err
+	}
 	home, err := a.sessionHome(cfg.SessionID, key.model)
 	if err != nil {
 		return nil, fmt.Errorf("opencode: home directory: %w", err)

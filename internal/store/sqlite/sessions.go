@@ -15,7 +15,7 @@ import (
 // sessionCols are the columns of a session row, in the order sessionArgs
 // binds and scanSession reads them.
 const sessionCols = "id, agent, model, mode, permission_mode, cwd, metadata, status, " +
-	"native_session_id, current_turn_id, created_at, updated_at, ended_at, policy, env_names"
+	"native_session_id, current_turn_id, created_at, updated_at, ended_at, policy, env_names, mcp_servers"
 
 const defaultListLimit = 100
 
@@ -68,8 +68,12 @@ func sessionArgs(s *store.Session) ([]any, error) {
 		}
 		envNames = string(b)
 	}
+	var mcp any
+	if len(s.MCPServers) > 0 {
+		mcp = string(s.MCPServers)
+	}
 	return []any{s.ID, s.Agent, s.Model, s.Mode, s.PermissionMode, s.Cwd, metadata,
-		string(s.Status), s.NativeSessionID, s.CurrentTurnID, created, updated, ended, policy, envNames}, nil
+		string(s.Status), s.NativeSessionID, s.CurrentTurnID, created, updated, ended, policy, envNames, mcp}, nil
 }
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
@@ -78,10 +82,13 @@ func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var status string
 	var created, updated int64
 	var ended sql.NullInt64
-	var policy, envNames sql.NullString
+	var policy, envNames, mcp sql.NullString
 	if err := row.Scan(&s.ID, &s.Agent, &s.Model, &s.Mode, &s.PermissionMode, &s.Cwd, &metadata,
-		&status, &s.NativeSessionID, &s.CurrentTurnID, &created, &updated, &ended, &policy, &envNames); err != nil {
+		&status, &s.NativeSessionID, &s.CurrentTurnID, &created, &updated, &ended, &policy, &envNames, &mcp); err != nil {
 		return s, err
+	}
+	if mcp.Valid {
+		s.MCPServers = json.RawMessage(mcp.String)
 	}
 	if envNames.Valid {
 		if err := json.Unmarshal([]byte(envNames.String), &s.EnvNames); err != nil {

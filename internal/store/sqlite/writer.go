@@ -164,9 +164,9 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 	st.lastSeq = prep(`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1),
 		COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0)`)
 	st.insertSession = prep(`INSERT INTO sessions (` + sessionCols + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	st.updateSession = prep(`UPDATE sessions SET (` + sessionCols + `)
-		= (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?`)
+		= (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?`)
 	st.deleteSession = prep(`DELETE FROM sessions WHERE id = ?`)
 	st.insertRequest = prep(`INSERT INTO requests
 		(session_id, id, seq, kind, state, payload, created_at, batch)

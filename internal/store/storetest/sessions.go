@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,11 +39,12 @@ func testCreateGet(t *testing.T, f Factory) {
 		NativeSessionID: "native-1",
 		CurrentTurnID:   "turn_1",
 		// Not UTC: the store returns the same instant in UTC.
-		CreatedAt: base.In(time.FixedZone("EST", -5*3600)),
-		UpdatedAt: base.Add(time.Minute),
-		EndedAt:   &ended,
-		Policy:    []byte(`{"isolation":"process","resources":{"pids":64}}`),
-		EnvNames:  []string{"ANTHROPIC_API_KEY", "FOO"},
+		CreatedAt:  base.In(time.FixedZone("EST", -5*3600)),
+		UpdatedAt:  base.Add(time.Minute),
+		EndedAt:    &ended,
+		Policy:     []byte(`{"isolation":"process","resources":{"pids":64}}`),
+		EnvNames:   []string{"ANTHROPIC_API_KEY", "FOO"},
+		MCPServers: json.RawMessage(`[{"name":"docs","type":"stdio","command":"/bin/true","env":{"TOKEN":""}}]`),
 	}
 	if err := s.CreateSession(ctx(t), full); err != nil {
 		t.Fatalf("CreateSession: %v", err)
