@@ -51,6 +51,11 @@
 // when it ends, and the one in flight then leaves no record). The
 // unsandboxed variant checks that session.started names no sandbox.
 //
+// Target.Sandboxed.Runtimes runs the sandboxed variant again on further
+// isolation runtimes, as subtests sandboxed-NAME ("gvisor": agent-default
+// with isolation gvisor, the host internal/daemon/daemontest registers
+// with RegisterSandboxHostOn).
+//
 // By default the sandboxed variant runs QuickSubtests (write,
 // permission_allow, crash): AGENTBOX_CONFORMANCE=full runs all seven. It
 // is skipped, with the reason, on a machine that cannot build sandboxes
