@@ -47,9 +47,9 @@
 // session.started the sandbox's runtime and mechanisms (none degraded),
 // and the daemon's audit log must hold, for that session, model requests
 // allowed on the proxy's route and the credential the proxy added to them
-// (except for a session whose agent was killed: the proxy audits a request
-// when it ends, and the one in flight then leaves no record). The
-// unsandboxed variant checks that session.started names no sandbox.
+// (also for a session whose agent was killed: the request in flight then
+// is audited with outcome aborted). The unsandboxed variant checks that
+// session.started names no sandbox.
 //
 // Target.Sandboxed.Runtimes runs the sandboxed variant again on further
 // isolation runtimes, as subtests sandboxed-NAME ("gvisor": agent-default
