@@ -47,9 +47,8 @@
 // session.started the sandbox's runtime and mechanisms (none degraded),
 // and the daemon's audit log must hold, for that session, model requests
 // allowed on the proxy's route and the credential the proxy added to them
-// (also for a session whose agent was killed: the request in flight then
-// is audited with outcome aborted). The unsandboxed variant checks that
-// session.started names no sandbox.
+// (except for a session whose agent was killed: see daemontest's Check).
+// The unsandboxed variant checks that session.started names no sandbox.
 //
 // Target.Sandboxed.Runtimes runs the sandboxed variant again on further
 // isolation runtimes, as subtests sandboxed-NAME ("gvisor": agent-default
