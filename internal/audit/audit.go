@@ -63,6 +63,9 @@ type Record struct {
 	Route    string `json:"route,omitempty"`
 	// Secret is a secret's name; its value is never recorded.
 	Secret string `json:"secret,omitempty"`
+	// Outcome is how an allowed request the proxy carried ended:
+	// completed, failed or aborted (egress.Record.Outcome).
+	Outcome string `json:"outcome,omitempty"`
 
 	// Rule is the policy rule that decided.
 	Rule    string        `json:"rule,omitempty"`
@@ -156,7 +159,7 @@ func (l *Log) Egress(r egress.Record) {
 	}
 	rec := Record{Time: t, Type: r.Type, Scope: r.Scope, ID: r.ID,
 		Decision: r.Decision, By: r.By, Via: r.Via, Host: r.Host, Port: r.Port, Addr: r.Addr,
-		Rule: r.Rule, Reason: r.Reason, Route: r.Route, Secret: r.Secret, Process: r.Process}
+		Rule: r.Rule, Reason: r.Reason, Route: r.Route, Secret: r.Secret, Process: r.Process, Outcome: r.Outcome}
 	if r.Type == TypeEgress && r.Decision == "deny" {
 		if c := l.denialsOf(r.Scope, r.ID); c != nil {
 			c.Add(rec)

@@ -153,7 +153,7 @@ type Config struct {
 func Runtimes(dataDir string) *sandbox.Registry {
 	r := sandbox.NewRegistry()
 	r.Register(process.New(process.Options{HideDirs: []string{dataDir}}))
-	r.Register(gvisor.New(gvisor.Options{StateDir: filepath.Join(dataDir, "gvisor")}))
+	r.Register(gvisor.New(gvisor.Options{StateDir: filepath.Join(dataDir, "gvisor"), HideDirs: []string{dataDir}}))
 	r.Register(microvm.New(microvm.Options{}))
 	return r
 }

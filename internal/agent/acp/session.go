@@ -624,10 +624,8 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 func (s *session) finish(t *turn, resp sdk.PromptResponse, err error) (agent.Result, error) {
 	if err != nil {
 		s.finishItems(nil)
-		select {
-		case <-s.Exited():
-			return agent.Result{}, s.ExitError()
-		case <-time.After(100 * time.Millisecond):
+		if exitErr, ended := s.Failed(err, s.conn.Done()); ended {
+			return agent.Result{}, exitErr
 		}
 		if t.cancelled.Load() {
 			return agent.Result{StopReason: event.StopInterrupted, Message: err.Error()}, nil

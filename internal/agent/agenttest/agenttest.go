@@ -126,38 +126,44 @@ func Run(t *testing.T, tg Target) {
 		}
 		runOn(t, tg, EngineHost{}, kill, nil)
 	})
-	t.Run("sandboxed", func(t *testing.T) {
-		h := registeredSandboxHost()
-		if h == nil {
-			t.Fatal("no sandboxed host is registered: add an external test file importing internal/daemon/daemontest for its side effect (see the agenttest package doc)")
-		}
-		if why := h.Probe(t.Context()); why != "" {
-			t.Skipf("this host cannot build sandboxes: %s", why)
-		}
-		if tg.Sandboxed.Unsupported != "" {
-			checkUnsupported(t, tg, h)
-			t.Skipf("%s does not run sandboxed: %s", tg.Name, tg.Sandboxed.Unsupported)
-		}
-		kill := tg.Sandboxed.KillAgent
-		if kill == nil {
-			kill = h.KillAgent
-		}
-		if n := tg.Sandboxed.New; n != nil {
-			tg.New = func(t *testing.T, llm LLM) agent.Adapter { return n(t, llm, h.StateDir(t)) }
-		}
-		skip := maps.Clone(tg.Sandboxed.Skip)
-		if skip == nil {
-			skip = map[string]string{}
-		}
-		if !fullSandboxed() {
-			for _, c := range subtests {
-				if _, ok := skip[c.name]; !ok && !slices.Contains(QuickSubtests, c.name) {
-					skip[c.name] = "not in the default sandboxed subset (set " + FullEnv + "=full to run every subtest sandboxed)"
-				}
+	t.Run("sandboxed", func(t *testing.T) { runSandboxed(t, tg, registeredSandboxHost()) })
+	for _, rt := range tg.Sandboxed.Runtimes {
+		t.Run("sandboxed-"+rt, func(t *testing.T) { runSandboxed(t, tg, registeredSandboxHostOn(rt)) })
+	}
+}
+
+// runSandboxed runs the sandboxed variant on h.
+func runSandboxed(t *testing.T, tg Target, h Host) {
+	t.Helper()
+	if h == nil {
+		t.Fatal("no sandboxed host is registered: add an external test file importing internal/daemon/daemontest for its side effect (see the agenttest package doc)")
+	}
+	if why := h.Probe(t.Context()); why != "" {
+		t.Skipf("this host cannot build sandboxes: %s", why)
+	}
+	if tg.Sandboxed.Unsupported != "" {
+		checkUnsupported(t, tg, h)
+		t.Skipf("%s does not run sandboxed: %s", tg.Name, tg.Sandboxed.Unsupported)
+	}
+	kill := tg.Sandboxed.KillAgent
+	if kill == nil {
+		kill = h.KillAgent
+	}
+	if n := tg.Sandboxed.New; n != nil {
+		tg.New = func(t *testing.T, llm LLM) agent.Adapter { return n(t, llm, h.StateDir(t)) }
+	}
+	skip := maps.Clone(tg.Sandboxed.Skip)
+	if skip == nil {
+		skip = map[string]string{}
+	}
+	if !fullSandboxed() {
+		for _, c := range subtests {
+			if _, ok := skip[c.name]; !ok && !slices.Contains(QuickSubtests, c.name) {
+				skip[c.name] = "not in the default sandboxed subset (set " + FullEnv + "=full to run every subtest sandboxed)"
 			}
 		}
-		runOn(t, tg, h, kill, skip)
-	})
+	}
+	runOn(t, tg, h, kill, skip)
 }
 
 // checkUnsupported holds Target.Sandboxed.Unsupported to the truth: a

@@ -51,9 +51,13 @@
 // session.started the sandbox's runtime and mechanisms (none degraded),
 // and the daemon's audit log must hold, for that session, model requests
 // allowed on the proxy's route and the credential the proxy added to them
-// (except for a session whose agent was killed: the proxy audits a request
-// when it ends, and the one in flight then leaves no record). The
-// unsandboxed variant checks that session.started names no sandbox.
+// (except for a session whose agent was killed: see daemontest's Check).
+// The unsandboxed variant checks that session.started names no sandbox.
+//
+// Target.Sandboxed.Runtimes runs the sandboxed variant again on further
+// isolation runtimes, as subtests sandboxed-NAME ("gvisor": agent-default
+// with isolation gvisor, the host internal/daemon/daemontest registers
+// with RegisterSandboxHostOn).
 //
 // By default the sandboxed variant runs QuickSubtests (write,
 // permission_allow, crash): AGENTBOX_CONFORMANCE=full runs all seven. It

@@ -127,8 +127,9 @@ func Started(log []event.Event) *event.SessionStarted {
 }
 
 var (
-	sandboxMu   sync.Mutex
-	sandboxHost func() Host
+	sandboxMu    sync.Mutex
+	sandboxHost  func() Host
+	runtimeHosts = map[string]func() Host{}
 )
 
 // RegisterSandboxHost sets the Host of Run's sandboxed variant. It is
@@ -139,6 +140,25 @@ func RegisterSandboxHost(h func() Host) {
 	sandboxMu.Lock()
 	defer sandboxMu.Unlock()
 	sandboxHost = h
+}
+
+// RegisterSandboxHostOn sets the Host of Run's variant on isolation
+// runtime rt ("gvisor"), which a Target opts into with
+// Sandboxed.Runtimes; like RegisterSandboxHost, it is called by
+// internal/daemon/daemontest's init.
+func RegisterSandboxHostOn(rt string, h func() Host) {
+	sandboxMu.Lock()
+	defer sandboxMu.Unlock()
+	runtimeHosts[rt] = h
+}
+
+func registeredSandboxHostOn(rt string) Host {
+	sandboxMu.Lock()
+	defer sandboxMu.Unlock()
+	if h := runtimeHosts[rt]; h != nil {
+		return h()
+	}
+	return nil
 }
 
 func registeredSandboxHost() Host {
@@ -163,6 +183,11 @@ type Sandboxed struct {
 	// KillAgent replaces the sandboxed host's KillAgent (which SIGKILLs
 	// the process its sandbox's init started for the session).
 	KillAgent func(t *testing.T, sessionCwd string)
+	// Runtimes names isolation runtimes besides the process runtime
+	// (agent-default's) the variant also runs on, each as subtest
+	// "sandboxed-NAME" with the same Skip: "gvisor" runs the sessions
+	// under agent-default with isolation gvisor (RegisterSandboxHostOn).
+	Runtimes []string
 	// New, when set, replaces Target.New: stateDir (Host.StateDir) is
 	// where the daemon keeps its agents' state, for an adapter whose
 	// sandboxed homes must lie there.

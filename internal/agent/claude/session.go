@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
@@ -237,10 +236,8 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		return agent.Result{}, err
 	}
 	if err := s.WriteJSON(ctx, msg); err != nil {
-		select {
-		case <-s.Exited():
-			return agent.Result{}, s.ExitError()
-		case <-time.After(100 * time.Millisecond):
+		if exitErr, ended := s.Failed(err, nil); ended {
+			return agent.Result{}, exitErr
 		}
 		if ctx.Err() != nil {
 			return agent.Result{StopReason: event.StopInterrupted}, nil

@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 		Protocol:  fakellm.APIChat,
 		URLSuffix: "/v1",
 		Sandboxed: agenttest.Sandboxed{
+			Runtimes: []string{"gvisor"},
 			// A sandboxed session's server gets a home of its own below
 			// Home, mounted into its sandbox: Home lies in the daemon's
 			// data directory (as daemon.Agents puts it), not in a

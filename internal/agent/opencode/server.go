@@ -285,7 +285,7 @@ func (a *adapter) ready(ctx context.Context, s *server, urlc <-chan string, star
 	case <-s.done:
 		return nil, fmt.Errorf("opencode: the server exited before listening: %s%s", s.exit.Message, tailSuffix(s.stderr))
 	case <-ctx.Done():
-		return fail(fmt.Errorf("opencode: the server did not start: %w", ctx.Err()))
+		return fail(fmt.Errorf("opencode: the server did not start: %w%s", ctx.Err(), tailSuffix(s.stderr)))
 	}
 	// Health check: the listening line comes before routes are ready.
 	for {
@@ -302,7 +302,7 @@ func (a *adapter) ready(ctx context.Context, s *server, urlc <-chan string, star
 		case <-s.done:
 			return nil, fmt.Errorf("opencode: the server exited: %s%s", s.exit.Message, tailSuffix(s.stderr))
 		case <-ctx.Done():
-			return fail(fmt.Errorf("opencode: the server is not healthy (%w): %w", err, ctx.Err()))
+			return fail(fmt.Errorf("opencode: the server is not healthy (%w): %w%s", err, ctx.Err(), tailSuffix(s.stderr)))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

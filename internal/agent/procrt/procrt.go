@@ -17,6 +17,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/event"
@@ -278,6 +279,48 @@ func (r *Runtime) Interrupt(result <-chan agent.Result, send func(context.Contex
 	}
 	return agent.Result{StopReason: event.StopInterrupted,
 		Message: fmt.Sprintf("%s did not stop within %s of the interrupt and was killed", r.cfg.Short, r.cfg.InterruptTimeout)}, nil
+}
+
+// Failed is the one place a turn's failed write or request is told from
+// the agent's end. When the process is ending — it has exited, its stdin
+// is broken (EPIPE, or closed once it was reaped), or its output has ended
+// (Serve's read returned, or ended is closed: the end of a protocol
+// connection that reads stdout itself; nil for none) — it waits for the
+// exit to be recorded (Exited) and returns ExitError and true, so the turn
+// fails with how the agent ended; otherwise it returns nil and false at
+// once, and the caller reports err. The wait is on the event, bounded: a
+// process that broke its pipes and lives on is killed after 2*drainWait.
+func (r *Runtime) Failed(err error, ended <-chan struct{}) (error, bool) {
+	if !r.ending(err, ended) {
+		return nil, false
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(2 * drainWait):
+		r.Kill()
+		select {
+		case <-r.exited:
+		case <-time.After(2 * drainWait):
+		}
+	}
+	return r.ExitError(), true
+}
+
+// ending says whether the process is ending (see Failed).
+func (r *Runtime) ending(err error, ended <-chan struct{}) bool {
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) {
+		return true
+	}
+	select {
+	case <-r.exited:
+		return true
+	case <-r.readerDone:
+		return true
+	case <-ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // Kill kills the process tree.

@@ -230,3 +230,43 @@ func TestAwait(t *testing.T) {
 		})
 	}
 }
+
+// TestFailed: a failed write is told from the agent's end by an event, not
+// a fixed wait: an agent that broke its stdin and exits later, or whose
+// protocol connection ended, fails the turn with how it exited; a write
+// that failed while the agent lives on is the caller's at once.
+func TestFailed(t *testing.T) {
+	closed := make(chan struct{})
+	close(closed)
+	past, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	for _, c := range []struct {
+		name, script string
+		ctx          context.Context
+		ended        <-chan struct{}
+		want         string // ExitError, "" for not ended
+	}{
+		{"stdin closed, exits later", `exec 0<&-; echo closed; echo gone >&2; sleep 0.5; exit 4`, t.Context(), nil, "fake: the agent exited with code 4: gone"},
+		{"connection ended", `echo closed; sleep 0.5; exit 5`, past, closed, "fake: the agent exited with code 5"},
+		{"alive, the write timed out", `echo closed; exec cat >/dev/null`, past, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, _, lines := start(t, c.script, Config{}, 100)
+			<-lines // the script reached its point
+			err := r.WriteJSON(c.ctx, map[string]int{"a": 1})
+			if err == nil {
+				t.Fatal("the write succeeded")
+			}
+			exitErr, ended := r.Failed(err, c.ended)
+			switch {
+			case c.want == "" && ended:
+				t.Errorf("Failed(%v) = %v, true; want not ended (the agent lives)", err, exitErr)
+			case c.want != "" && (!ended || exitErr == nil || exitErr.Error() != c.want):
+				t.Errorf("Failed(%v) = %v, %v; want %q, true", err, exitErr, ended, c.want)
+			}
+			if c.want == "" && r.Gone() {
+				t.Error("the agent is gone")
+			}
+		})
+	}
+}

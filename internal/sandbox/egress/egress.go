@@ -125,7 +125,21 @@ type Record struct {
 	// Route is the route's name; Secret a secret's name (never its value).
 	Route, Secret string
 	Process       *sandbox.Peer
+	// Outcome is how an allowed HTTP request the proxy carried itself
+	// (a route, plain HTTP, an intercepted host) ended: "completed",
+	// "failed" (the upstream could not be reached; Reason says why) or
+	// "aborted" (the client went away before the answer was carried: the
+	// agent was killed or its sandbox closed mid-request). Every request
+	// the proxy started gets its record, whichever way it ended.
+	Outcome string
 }
+
+// Outcomes of a carried request (Record.Outcome).
+const (
+	OutcomeCompleted = "completed"
+	OutcomeFailed    = "failed"
+	OutcomeAborted   = "aborted"
+)
 
 // Server holds what every sandbox's gate shares. It is safe for concurrent
 // use.
@@ -556,6 +570,8 @@ type request struct {
 	via    string
 	target Target
 	client net.Conn
+	// outcome is how a carried request ended (Record.Outcome), once it has.
+	outcome string
 }
 
 // decision is the settled outcome of a request.
@@ -679,7 +695,7 @@ func (g *Gate) deny(r request, d decision, addr string) {
 func (g *Gate) allowed(r request, d decision, addr string) {
 	g.s.metrics.decisions.WithLabelValues(r.via, "allow", d.by).Inc()
 	g.audit(Record{Type: "egress", Decision: "allow", By: d.by, Via: r.via, Host: r.target.HostString(),
-		Port: int(r.target.Port), Addr: addr, Rule: d.rule, Process: d.process})
+		Port: int(r.target.Port), Addr: addr, Rule: d.rule, Process: d.process, Outcome: r.outcome})
 }
 
 func (g *Gate) audit(rec Record) {

@@ -41,7 +41,7 @@ func TestGateForwardAllowed(t *testing.T) {
 	}
 	recs := h.rec.waitRecords(t, 1, func(r Record) bool { return r.Type == "egress" })
 	want := Record{Scope: "session", ID: "ses_1", Type: "egress", Decision: "allow", By: "policy", Via: "http",
-		Host: "127.0.0.1", Port: up.Port(), Addr: "127.0.0.1", Rule: "allow:127.0.0.1:" + port(up.Port())}
+		Host: "127.0.0.1", Port: up.Port(), Addr: "127.0.0.1", Rule: "allow:127.0.0.1:" + port(up.Port()), Outcome: OutcomeCompleted}
 	got := recs[0]
 	if got.Time.IsZero() || time.Since(got.Time) > time.Minute {
 		t.Errorf("record time %v", got.Time)

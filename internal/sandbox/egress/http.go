@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -234,18 +235,37 @@ func (g *Gate) serveForward(w http.ResponseWriter, r *http.Request, client net.C
 	}
 	target := &url.URL{Scheme: "http", Host: t.String(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { addr = hostOf(info.Conn.RemoteAddr()) }}
-	used, failed := forward(w, r, target, transport, trace,
+	forward(w, r, target, transport, trace,
 		func(h http.Header) []string { return inject(h, t.HostString(), g.secrets()) },
-		func(w http.ResponseWriter, err error) { g.dialFailed(w, req, d, err) })
-	if pool != g.currentPool() {
-		// The rules changed meanwhile: the connection is not kept in a
-		// pool that nothing uses any more.
-		pool.CloseIdleConnections()
+		func(w http.ResponseWriter, err error) { g.dialFailed(w, req, d, err) },
+		func(used []string, err error) {
+			if pool != g.currentPool() {
+				// The rules changed meanwhile: the connection is not kept
+				// in a pool that nothing uses any more.
+				pool.CloseIdleConnections()
+			}
+			if err == nil || errors.Is(err, errAborted) {
+				req.outcome = outcomeOf(err)
+				g.allowed(req, d, addr)
+				g.secretsUsed(req, used)
+			}
+		})
+}
+
+// errAborted is the end of a carried request whose client went away
+// before the answer was carried (the agent was killed, its sandbox
+// closed).
+var errAborted = errors.New("the client went away before the answer was carried")
+
+// outcomeOf is Record.Outcome of a carried request that ended with err.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return OutcomeCompleted
+	case errors.Is(err, errAborted):
+		return OutcomeAborted
 	}
-	if failed == nil {
-		g.allowed(req, d, addr)
-		g.secretsUsed(req, used)
-	}
+	return OutcomeFailed
 }
 
 // forward proxies r to target over transport and answers w: the request
@@ -253,10 +273,24 @@ func (g *Gate) serveForward(w http.ResponseWriter, r *http.Request, client net.C
 // sandbox sent), without the hop-by-hop proxy headers, with the
 // credentials creds adds (it returns their names); failed answers a
 // request that could not be carried. trace, when set, follows the
-// upstream connection. It returns the names of the credentials sent, none
-// when the request failed, and the failure.
+// upstream connection. end is the one place every carried request is
+// accounted for: it is called once, however the request ended, with the
+// names of the credentials sent (none when it failed) and the failure:
+// errAborted when the client went away first, also when ReverseProxy
+// aborts the handler (panics with http.ErrAbortHandler) because the
+// client stopped reading mid-answer, which would otherwise skip the audit.
 func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport http.RoundTripper, trace *httptrace.ClientTrace,
-	creds func(http.Header) []string, failed func(http.ResponseWriter, error)) (used []string, err error) {
+	creds func(http.Header) []string, failed func(http.ResponseWriter, error), end func(used []string, err error)) {
+	var used, added []string
+	var err error
+	carried := false
+	defer func() {
+		if !carried || err != nil && r.Context().Err() != nil {
+			// The credentials went upstream with the request.
+			used, err = added, fmt.Errorf("%w (%v)", errAborted, cmp.Or(err, context.Cause(r.Context()), errors.New("handler aborted")))
+		}
+		end(used, err)
+	}()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
@@ -268,7 +302,8 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 			for _, h := range hopHeaders {
 				pr.Out.Header.Del(h)
 			}
-			used = creds(pr.Out.Header)
+			added = creds(pr.Out.Header)
+			used = added
 		},
 		Transport:     transport,
 		FlushInterval: -1,
@@ -278,7 +313,7 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 		},
 	}
 	rp.ServeHTTP(w, r)
-	return used, err
+	carried = true
 }
 
 // secretsUsed audits and counts the secrets added to a request.
@@ -332,7 +367,7 @@ func (g *Gate) serveRoute(w http.ResponseWriter, r *http.Request) {
 		target.RawPath = base + "/" + sub
 	}
 	target.RawQuery = r.URL.RawQuery
-	used, failed := forward(w, r, &target, g.s.routeTransport, nil,
+	forward(w, r, &target, g.s.routeTransport, nil,
 		func(h http.Header) []string {
 			used := substitute(h, rt.Credentials)
 			// The daemon secrets the sandbox holds placeholders of
@@ -342,15 +377,14 @@ func (g *Gate) serveRoute(w http.ResponseWriter, r *http.Request) {
 			return append(used, inject(h, strings.ToLower(up.Hostname()), g.secrets())...)
 		},
 		func(w http.ResponseWriter, err error) {
-			g.s.metrics.decisions.WithLabelValues("route", "allow", "policy").Inc()
 			g.refuse(w, http.StatusBadGateway, fmt.Sprintf("agentbox egress proxy: route %s: %v", name, err))
+		},
+		func(used []string, err error) {
+			g.s.metrics.decisions.WithLabelValues("route", "allow", "policy").Inc()
+			g.audit(Record{Type: "egress", Decision: "allow", By: "policy", Via: "route", Route: name,
+				Host: req.target.HostString(), Port: int(req.target.Port), Rule: "route:" + name, Reason: errString(err), Outcome: outcomeOf(err)})
+			g.secretsUsed(req, used)
 		})
-	if failed == nil {
-		g.s.metrics.decisions.WithLabelValues("route", "allow", "policy").Inc()
-	}
-	g.audit(Record{Type: "egress", Decision: "allow", By: "policy", Via: "route", Route: name,
-		Host: req.target.HostString(), Port: int(req.target.Port), Rule: "route:" + name, Reason: errString(failed)})
-	g.secretsUsed(req, used)
 }
 
 func errString(err error) string {

@@ -199,7 +199,7 @@ func (g *Gate) serveIntercepted(w http.ResponseWriter, r *http.Request, req requ
 	if t.Port == 443 {
 		target.Host = t.Host
 	}
-	used, _ := forward(w, r, target, g.interceptTransport, nil,
+	forward(w, r, target, g.interceptTransport, nil,
 		func(h http.Header) []string {
 			var used []string
 			for _, s := range g.interceptSecrets(t.Host) {
@@ -208,8 +208,8 @@ func (g *Gate) serveIntercepted(w http.ResponseWriter, r *http.Request, req requ
 			}
 			return used
 		},
-		func(w http.ResponseWriter, err error) { g.dialFailed(w, req, decision{allow: true, by: "policy"}, err) })
-	g.secretsUsed(req, used)
+		func(w http.ResponseWriter, err error) { g.dialFailed(w, req, decision{allow: true, by: "policy"}, err) },
+		func(used []string, _ error) { g.secretsUsed(req, used) })
 }
 
 // sameHost reports whether hostport (a Host header or a URL's host) names

@@ -140,6 +140,9 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 	if err := bd.buildRoot(spec); err != nil {
 		return nil, err
 	}
+	if err := bd.hide(append([]string{r.opts.StateDir}, r.opts.HideDirs...)); err != nil {
+		return nil, err
+	}
 	if err := bd.add(bind(sandbox.SelfExe(), wrapperPath, false)); err != nil {
 		return nil, err
 	}
@@ -290,8 +293,14 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 	return p, nil
 }
 
+// limit bounds w at n bytes, but an *os.File, which runsc exec is given
+// as the process's own descriptor (sandbox.Cmd's stdio work as in
+// os/exec): the caller may close its copy once Start returns (a pipe's
+// write end), which a copy through a goroutine of ours would then write
+// into, losing the output; whoever reads the other end bounds it, as
+// under the process runtime.
 func limit(w io.Writer, n int64) (io.Writer, *sandbox.LimitedWriter) {
-	if w == nil || n <= 0 {
+	if _, file := w.(*os.File); w == nil || n <= 0 || file {
 		return w, nil
 	}
 	lw := &sandbox.LimitedWriter{W: w, N: n}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,10 +57,12 @@ func bind(src, dst string, rw bool) specs.Mount {
 func (b *bundle) addMountPoint(dst string, dir bool) error {
 	p := filepath.Join(b.rootfs, dst)
 	// Below an earlier bind (e.g. a workspace under /tmp), the mount
-	// point must exist in that bind's host source.
+	// point must exist in that bind's host source: the deepest one's,
+	// which is mounted last (a hidden directory's stand-in below /var).
+	deepest := ""
 	for d, src := range b.binds {
-		if rel, err := filepath.Rel(d, dst); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
-			p = filepath.Join(src, rel)
+		if rel, err := filepath.Rel(d, dst); err == nil && rel != "." && filepath.IsLocal(rel) && len(d) > len(deepest) {
+			deepest, p = d, filepath.Join(src, rel)
 		}
 	}
 	if dir {
@@ -188,6 +191,58 @@ func (b *bundle) buildRoot(spec sandbox.Spec) error {
 	}
 	// /tmp and the home are host tmpfs bound in by create (see
 	// workspaceOverlay.tmp).
+	return nil
+}
+
+// hide covers each of dirs that the root shows (a directory below one of
+// its binds) with an empty read-only directory of the bundle, mode 0755,
+// as the process runtime covers them with an empty tmpfs: the sandbox
+// sees nothing of what they hold (the daemon's data directory: other
+// sessions' workspaces and homes, the store, the audit log), and mount
+// points below them (a workspace or an agent home in the data
+// directory) are made in that stand-in, where the sandbox user can reach
+// them, not in the host directory, whose mode (0700) would refuse it the
+// way and which must not be written to. Call it after buildRoot, before
+// any mount below dirs.
+func (b *bundle) hide(dirs []string) error {
+	clean := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("gvisor: hidden directory %q is not absolute", d)
+		}
+		clean = append(clean, filepath.Clean(d))
+	}
+	// Parents first; one below another hidden directory is hidden with it.
+	sort.Strings(clean)
+	var hidden []string
+	for i, d := range clean {
+		if slices.ContainsFunc(hidden, func(h string) bool { return h == d || strings.HasPrefix(d, h+"/") }) {
+			continue
+		}
+		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
+			continue // absent, or a symbolic link into a hidden directory
+		}
+		shown := false
+		for bd := range b.binds {
+			if rel, err := filepath.Rel(bd, d); err == nil && rel != "." && filepath.IsLocal(rel) {
+				shown = true
+			}
+		}
+		if !shown {
+			continue
+		}
+		src := filepath.Join(b.dir, "hide", fmt.Sprint(i))
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(src, 0o755); err != nil {
+			return err
+		}
+		if err := b.add(bind(src, d, false)); err != nil {
+			return err
+		}
+		hidden = append(hidden, d)
+	}
 	return nil
 }
 

@@ -279,3 +279,43 @@ func TestProbeAndUnavailable(t *testing.T) {
 		t.Errorf("Create: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestHideDirs: a sandbox reading outside its workspace sees nothing of a
+// hidden directory (the daemon's data directory: other sessions' files,
+// the store), yet its workspace and state directory below it, as a
+// daemon's are, are reachable and writable by the sandbox user, although
+// the host directory's mode (0700, root's) refuses it the way. Before
+// hiding, runsc exec failed to enter the working directory (permission
+// denied), for every agent.
+func TestHideDirs(t *testing.T) {
+	data, err := os.MkdirTemp("/var/tmp", "agentbox-hide-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(data) })
+	if err := os.WriteFile(filepath.Join(data, "secret"), []byte("other session"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, state := filepath.Join(data, "workspaces", "w"), filepath.Join(data, "agents", "home", "s")
+	for _, d := range []string{ws, filepath.Join(state, "work")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := exec.LookPath("runsc"); err != nil {
+		t.Skip("runsc is not installed")
+	}
+	rt := New(Options{StateDir: filepath.Join(data, "gvisor"), HideDirs: []string{data}})
+	spec := baseSpec(t)
+	spec.Workspace, spec.ReadOutsideWorkspace, spec.StateDirs = ws, true, []string{state}
+	sb := newBox(t, rt, spec)
+	r := run(t, sb, sandbox.Cmd{Dir: filepath.Join(state, "work"), Args: []string{"/bin/sh", "-c",
+		"pwd; echo x > f && cat f; echo y > " + ws + "/g && cat " + ws + "/g; cat " + data + "/secret; echo " + data + "/*"}})
+	want := filepath.Join(state, "work") + "\nx\ny\n"
+	if !strings.HasPrefix(r.stdout, want) || strings.Contains(r.stdout, "other session") || strings.Contains(r.stdout, "/secret") || strings.Contains(r.stdout, "/gvisor") {
+		t.Errorf("exit %+v, stdout %q, stderr %q; want %q, then neither the hidden file nor the runtime's state listed", r.exit, r.stdout, r.stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(data, "gvisor", "hide")); err == nil {
+		t.Error("a mount point was made in the host's hidden directory")
+	}
+}

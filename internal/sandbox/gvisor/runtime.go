@@ -65,6 +65,11 @@ type Options struct {
 	// Platform is gVisor's platform (default "ptrace", the one that works
 	// on nested-virtualization hosts).
 	Platform string
+	// HideDirs are host directories a sandbox reading outside its
+	// workspace does not see (replaced by an empty directory; mount
+	// points of the workspace or state directories below them are made
+	// there), as process.Options.HideDirs; StateDir is always hidden.
+	HideDirs []string
 }
 
 // Runtime is the gvisor runtime. It is safe for concurrent use.

@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,45 @@ func conformanceCases() []tcase {
 				h.expectExit(r, 0)
 				if r.stdout != "hello stdin\n" {
 					h.t.Errorf("stdout = %q, want the stdin echoed", r.stdout)
+				}
+			},
+		},
+		{
+			// sandbox.Cmd's stdio work as in os/exec: an *os.File is the
+			// process's own descriptor, so the caller closes its copy of a
+			// pipe's write end after Start (agent.Proc.StartPiped does, as
+			// every agent's adapter does) and reads the output at the
+			// other end until EOF. A runtime that writes into the file
+			// from a goroutine of its own loses everything then.
+			name: "conf_stdio_file_passed_through",
+			run: func(h *harness) {
+				h.create()
+				var reads [2]*os.File
+				var writes [2]*os.File
+				for i := range 2 {
+					r, w, err := os.Pipe()
+					if err != nil {
+						h.t.Fatal(err)
+					}
+					defer r.Close()
+					reads[i], writes[i] = r, w
+				}
+				pr := h.start(h.shellArgs(`echo out; echo err >&2`), runOpts{stdout: writes[0], stderr: writes[1]})
+				writes[0].Close()
+				writes[1].Close()
+				var got [2]string
+				for i, r := range reads {
+					_ = r.SetReadDeadline(time.Now().Add(time.Minute + h.opts.SlowStart))
+					b, err := io.ReadAll(r)
+					if err != nil {
+						h.t.Errorf("reading the process's fd %d: %v", i+1, err)
+					}
+					got[i] = string(b)
+				}
+				r := pr.wait()
+				h.expectExit(r, 0)
+				if got != [2]string{"out\n", "err\n"} {
+					h.t.Errorf("stdout, stderr through *os.File pipes closed by the caller after Start = %q, want [out err]", got)
 				}
 			},
 		},
