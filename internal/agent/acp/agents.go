@@ -113,21 +113,39 @@ func setIf(env map[string]string, k, v string) {
 var geminiCaps = agent.Capabilities{
 	Images: true, Files: true,
 	Text: true, Deltas: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true,
-	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true, MCP: true,
+	Permissions: true, Usage: true, Interrupt: true, ModelList: true, ModelSwitch: true, ModeSwitch: true,
 }
 
 // Gemini is Gemini CLI over ACP (gemini --acp), with a private HOME whose
 // settings select API-key auth and turn telemetry off.
+//
+// The workspace is the agent's (a hostile repository's), and much of what
+// its .gemini/settings.json may set runs a command: MCP servers, the MCP
+// server command prefix, tool discovery and call commands, hooks; other
+// settings lift the session's permission prompts (tools.allowed). So none
+// of it applies: folder trust is on and the workspace is never trusted
+// (trustedFolders.json is ours and lists none), and gemini then loads
+// settings only from the user and system files, both ours
+// (TestE2EGeminiWorkspaceMCPConfigIgnored). gemini 0.61.0 starts no MCP
+// server at all in an untrusted folder, the session's own neither, and
+// trusts a folder for both or for neither: so gemini does not claim MCP,
+// and a session that gives it MCP servers is refused.
 func Gemini(c Config) agent.Adapter {
 	return New(Agent{
 		Name: NameGemini, Title: "Gemini CLI", Binary: c.binary("gemini"), Caps: geminiCaps,
 		ExitsOnEOF: true,
 		Dir:        c.dir(NameGemini),
 		Setup: func(dir string) error {
+			// No workspace is trusted (trustedFolders.json is ours and
+			// lists none): the workspace's settings never apply.
+			trust := map[string]any{"security": map[string]any{"folderTrust": map[string]any{"enabled": true}}}
+			if err := writeJSON(dir, geminiSystemSettings, trust); err != nil {
+				return err
+			}
 			settings := map[string]any{
 				"security": map[string]any{
 					"auth":        map[string]any{"selectedType": "gemini-api-key"},
-					"folderTrust": map[string]any{"enabled": false},
+					"folderTrust": map[string]any{"enabled": true},
 				},
 				"privacy":   map[string]any{"usageStatisticsEnabled": false},
 				"telemetry": map[string]any{"enabled": false},
@@ -157,10 +175,21 @@ func Gemini(c Config) agent.Adapter {
 			if env["GEMINI_API_KEY"] == "" {
 				setIf(env, "GEMINI_API_KEY", env["GOOGLE_API_KEY"])
 			}
+			// After the session's variables, which must not undo it:
+			// the workspace untrusted (see Gemini), by system settings of
+			// ours that outrank any /etc/gemini-cli/settings.json turning
+			// folder trust off.
+			delete(env, "GEMINI_CLI_TRUST_WORKSPACE")
+			delete(env, "GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
+			env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = filepath.Join(home, geminiSystemSettings)
 			return []string{"--acp"}, env, nil
 		},
 	}, c.Options)
 }
+
+// geminiSystemSettings is gemini's system settings file in its home (the
+// highest-ranking settings): folder trust on.
+const geminiSystemSettings = ".gemini/system-settings.json"
 
 // claudeCaps: TestConformanceClaudeCode backs text, deltas, file changes
 // with diffs (write) and interrupt (interrupt); TestE2EClaudeCodePermissions
