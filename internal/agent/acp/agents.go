@@ -288,6 +288,12 @@ func Codex(c Config) agent.Adapter {
 				args = append(args, "-c", `sandbox_mode="danger-full-access"`)
 			}
 			args = append(args, "-c", "model_providers.agentbox.base_url="+strconv.Quote(p.Upstream()))
+			// The workspace is the agent's (a hostile repository's): its
+			// .codex/config.toml must not configure the session (e.g.
+			// start the MCP servers it names). Codex reads a project's
+			// layer only for a trusted project: say it is not, rather
+			// than rely on Codex's default for one it has not seen.
+			args = append(args, "-c", "projects={"+strconv.Quote(cfg.Cwd)+"={trust_level=\"untrusted\"}}")
 			return args, env, nil
 		},
 	}, c.Options)
