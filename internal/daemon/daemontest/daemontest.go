@@ -349,15 +349,9 @@ func isSandboxInit(pid int) bool {
 // egress proxy's route (audited allow records, none refused) with a
 // credential the proxy added outside the sandbox (audited secret uses).
 //
-// A session whose agent died (session.ended with reason error: the crash
-// subtest kills it mid-stream) is not held to the audit records yet: the
-// proxy audits the request in flight then with outcome aborted
-// (internal/sandbox/egress TestAbortedRequestsAudited), and without the
-// exemption the crash subtest passed for claude, pi, codex, codex-acp,
-// gemini and opencode (process and gVisor); it stays until every agent is
-// confirmed (opencode-acp's run failed for another reason: run in
-// parallel with gemini's, KillAgent also killed its agent, since another
-// daemon's data dir is visible in this daemon's sandboxes).
+// A session whose agent died mid-request (the crash subtest kills it
+// mid-stream) is held to the same: the proxy audits the request in flight
+// with outcome aborted (internal/sandbox/egress TestAbortedRequestsAudited).
 func (h *Host) Check(t testing.TB, sid string, log []event.Event) {
 	t.Helper()
 	st := agenttest.Started(log)
@@ -381,23 +375,9 @@ func (h *Host) Check(t testing.TB, sid string, log []event.Event) {
 			secrets++
 		}
 	}
-	if (routed == 0 || secrets == 0) && !agentDied(log) {
+	if routed == 0 || secrets == 0 {
 		t.Errorf("session %s: %d requests through the proxy's model route, %d credentials added by the proxy; want both (audit records: %+v)", sid, routed, secrets, recs)
 	}
-}
-
-// agentDied says whether the session ended because its agent died.
-func agentDied(log []event.Event) bool {
-	for _, e := range log {
-		if e.Type != event.TypeSessionEnded {
-			continue
-		}
-		p, err := e.Decode()
-		if se, ok := p.(*event.SessionEnded); err == nil && ok && se.Reason == event.EndError {
-			return true
-		}
-	}
-	return false
 }
 
 // audit returns the daemon's audit records of session sid.
