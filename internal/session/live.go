@@ -67,6 +67,11 @@ type live struct {
 	// configuring is set while Configure changes the model or mode: no
 	// turn starts meanwhile.
 	configuring bool
+	// announced is set once session.started is in the log; until then
+	// the violation events of the sandbox wait in early (report), so that
+	// the log starts with session.started.
+	announced bool
+	early     []event.Event
 
 	// The event queue; see pump.
 	queue    []batch

@@ -519,6 +519,9 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			m.learnCatalog(s.Agent, s.ID, c, s.Model != "", s.Mode != "" || s.PermissionMode != "" && s.PermissionMode != "default")
 		}
 		_, err = l.append(ctx, event.New(event.SourceDaemon, started))
+		if err == nil {
+			l.announce()
+		}
 	}
 	if err != nil {
 		m.terminate(context.Background(), l, event.EndError, "could not record session start", store.StatusFailed)

@@ -113,7 +113,30 @@ func (l *live) report(vs ...sandbox.Violation) {
 		}
 		evs[i] = violationEvent(v)
 	}
+	l.mu.Lock()
+	if !l.announced {
+		// The sandbox runs before session.started is written (the agent
+		// starts in it): its violations follow that event (announce).
+		l.early = append(l.early, evs...)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
 	_ = l.enqueue(evs, false) // fails only once the session has ended
+}
+
+// announce is called once session.started is in the log: the violation
+// events held until then follow it. (A session that never starts logs
+// none of them; they are in the audit log all the same.)
+func (l *live) announce() {
+	l.mu.Lock()
+	l.announced = true
+	early := l.early
+	l.early = nil
+	l.mu.Unlock()
+	if len(early) > 0 {
+		_ = l.enqueue(early, false)
+	}
 }
 
 // addReports hands violations to the session's coalescer.
@@ -220,8 +243,23 @@ func reviewRequest(c sandbox.Change) agent.PermissionRequest {
 // askNetwork raises a permission request of kind network for one
 // connection and waits for its answer, at most req.Timeout (then it is
 // denied by timeout) or until ctx ends (the sandbox is closing).
+//
+// A request that arrives while no turn runs (before session.started, or
+// between turns) is not asked: nobody is waiting on the session to answer
+// it, and a permission request belongs inside a turn. It is denied at once
+// by policy, with the reason, which the proxy audits and reports as a
+// sandbox.violation of kind network; adding the host to the policy's
+// network allow rules is how such a connection is permitted.
 func (l *live) askNetwork(ctx context.Context, req sandbox.NetworkRequest) (sandbox.NetworkAnswer, error) {
 	dest := net.JoinHostPort(req.Host, strconv.Itoa(req.Port))
+	l.mu.Lock()
+	inTurn := l.turnID != ""
+	l.mu.Unlock()
+	if !inTurn {
+		l.m.cfg.Metrics.PermissionRequests.WithLabelValues(string(event.PermNetwork), string(event.DecisionDeny), string(event.ByPolicy)).Inc()
+		return sandbox.NetworkAnswer{Allow: false, By: string(event.ByPolicy), Message: fmt.Sprintf(
+			"no turn is running, so nobody is asked: a connection to %s that no network rule allows is denied outside a turn", dest)}, nil
+	}
 	pr := agent.PermissionRequest{
 		Kind:  event.PermNetwork,
 		Title: "Allow a connection to " + dest + "?",

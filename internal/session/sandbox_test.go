@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -360,5 +361,86 @@ func TestNetworkViolationsCoalesced(t *testing.T) {
 	}
 	if auditLines.Load() > bound || audited.Load() != n+1 {
 		t.Errorf("%d audit records counting %d; want at most %d counting %d", auditLines.Load(), audited.Load(), bound, n+1)
+	}
+}
+
+// askingAgent is testAgent whose agent, while it starts, opens a
+// connection no network rule settles (as claude-code-acp's bundled claude
+// did): its answer goes to answers.
+type askingAgent struct {
+	*testAgent
+	f       *fakeSandboxes
+	answers chan sandbox.NetworkAnswer
+}
+
+func (a askingAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host) (agent.Session, error) {
+	a.answers <- proxyConnect(ctx, a.f.options())
+	return a.testAgent.Start(ctx, cfg, h)
+}
+
+// proxyConnect does what the egress proxy does for a connection no rule
+// settles under network.default ask: it asks, and reports a denial.
+func proxyConnect(ctx context.Context, o session.SandboxOptions) sandbox.NetworkAnswer {
+	// A short timeout, so that an ask left pending ends the test soon.
+	ans, err := o.Ask(ctx, sandbox.NetworkRequest{Host: "api.anthropic.com", Port: 443, Via: "connect", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		ans = sandbox.NetworkAnswer{Message: err.Error()}
+	}
+	if !ans.Allow {
+		o.OnViolation(sandbox.Violation{Kind: sandbox.ViolationNetwork, Host: "api.anthropic.com", Port: 443,
+			Target: "api.anthropic.com:443", Rule: "ask", Action: "asked", Detail: "the connection was denied: " + ans.Message})
+	}
+	return ans
+}
+
+// TestNetworkAskOutsideTurn: a connection no rule settles, opened while
+// no turn runs (while the agent starts, before session.started; and
+// between turns), is denied at once by policy, with the reason, instead
+// of raising a permission request nobody waits for outside a turn; its
+// violation follows session.started, and the log keeps the invariants
+// every session's log keeps.
+func TestNetworkAskOutsideTurn(t *testing.T) {
+	f := newFakeSandboxes()
+	answers := make(chan sandbox.NetworkAnswer, 1)
+	reg := agent.NewRegistry()
+	reg.Register("test", askingAgent{&testAgent{exit: make(chan struct{})}, f, answers})
+	m := session.New(session.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
+		PermissionTimeout: time.Minute, Sandboxes: f})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	ctx := t.Context()
+	s, err := m.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]sandbox.NetworkAnswer{"before session.started": <-answers, "between turns": proxyConnect(ctx, f.options())}
+	for when, ans := range got {
+		if ans.Allow || ans.By != string(event.ByPolicy) || ans.Message == "" {
+			t.Errorf("%s: answer %+v, want a denial by policy with its reason", when, ans)
+		}
+	}
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	evs := waitFor(t, m, s.ID, 0, event.TypeTurnCompleted)
+	if errs := agenttest.CheckInvariants(evs); len(errs) > 0 {
+		t.Errorf("the log breaks its invariants: %v\n%s", errors.Join(errs...), agenttest.Dump(evs))
+	}
+	violations := 0
+	for _, e := range evs {
+		switch e.Type {
+		case event.TypePermissionRequested, event.TypePermissionResolved:
+			t.Errorf("seq %d: %s for a connection opened outside a turn", e.Seq, e.Type)
+		case event.TypeSandboxViolation:
+			violations++
+		}
+	}
+	if violations != 2 {
+		t.Errorf("%d sandbox.violation events, want 2 (one per denied connection)\n%s", violations, agenttest.Dump(evs))
 	}
 }

@@ -65,7 +65,11 @@ func TestConformanceClaudeCode(t *testing.T) {
 		Caps:     caps,
 		Protocol: fakellm.APIAnthropic,
 		Sandboxed: agenttest.Sandboxed{
-			Skip: agenttest.SkipAll("sandboxed, the claude process claude-code-acp starts opens a connection to api.anthropic.com:443 (non-model traffic: the adapter does not set CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC as the native claude adapter does), which agent-default asks about; the engine logs that network permission.requested before session.started and outside a turn, breaking the log's invariants. Both to be mended in the ACP adapter and the session engine"),
+			// Its home is mounted into the session's sandbox: the data
+			// directory must lie in the daemon's (as daemon.Agents puts it).
+			New: func(_ *testing.T, llm agenttest.LLM, stateDir string) agent.Adapter {
+				return overrideCaps(ClaudeCode(Config{Binary: bin, DataDir: stateDir, AnthropicBaseURL: llm.URL(""), AnthropicAPIKey: llm.Key()}), caps)
+			},
 		},
 	})
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
+	"github.com/agentbox/agentbox/internal/sandbox/mountinfo"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
@@ -274,8 +275,12 @@ func (h *Host) KillAgent(t *testing.T, cwd string) {
 // SandboxedAgentPIDs returns the children of the sandbox init of the
 // session working in cwd: the agent processes the daemon started in it.
 // That init is a descendant of this test process (the daemon runs in it)
-// whose root shows cwd: the workspaces lie in the daemon's data directory,
-// which no other of its sandboxes sees. It reads /proc.
+// whose own mount namespace has the session's workspace overlay mounted
+// at cwd. That cwd merely exists in its root is no proof: a daemon hides
+// only its own data directory from its sandboxes, so another daemon's
+// workspaces (of a test running in parallel in this process) are visible
+// in them; but only the session's sandbox mounts its workspace there. It
+// reads /proc.
 func SandboxedAgentPIDs(cwd string) []int {
 	self := os.Getpid()
 	parent := map[int]int{}
@@ -304,7 +309,7 @@ func SandboxedAgentPIDs(cwd string) []int {
 		if !descends(init) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(init), "root", cwd)); err != nil {
+		if !mountsWorkspace(init, cwd) {
 			continue
 		}
 		for pid, pp := range parent {
@@ -314,6 +319,19 @@ func SandboxedAgentPIDs(cwd string) []int {
 		}
 	}
 	return pids
+}
+
+// mountsWorkspace says whether the mount namespace of pid has a
+// workspace overlay mounted at cwd: the process runtime mounts the
+// session's workspace there in its sandbox's namespace only.
+func mountsWorkspace(pid int, cwd string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "mountinfo"))
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(mountinfo.Parse(b), func(m mountinfo.Mount) bool {
+		return m.Point == cwd && m.FSType == "overlay"
+	})
 }
 
 // isSandboxInit says whether pid is a process runtime's sandbox init.
@@ -331,15 +349,9 @@ func isSandboxInit(pid int) bool {
 // egress proxy's route (audited allow records, none refused) with a
 // credential the proxy added outside the sandbox (audited secret uses).
 //
-// A session whose agent died (session.ended with reason error: the crash
-// subtest kills it mid-stream) is not held to the audit records yet: the
-// proxy audits the request in flight then with outcome aborted
-// (internal/sandbox/egress TestAbortedRequestsAudited), and without the
-// exemption the crash subtest passed for claude, pi, codex, codex-acp,
-// gemini and opencode (process and gVisor); it stays until every agent is
-// confirmed (opencode-acp's run failed for another reason: run in
-// parallel with gemini's, KillAgent also killed its agent, since another
-// daemon's data dir is visible in this daemon's sandboxes).
+// A session whose agent died mid-request (the crash subtest kills it
+// mid-stream) is held to the same: the proxy audits the request in flight
+// with outcome aborted (internal/sandbox/egress TestAbortedRequestsAudited).
 func (h *Host) Check(t testing.TB, sid string, log []event.Event) {
 	t.Helper()
 	st := agenttest.Started(log)
@@ -363,23 +375,9 @@ func (h *Host) Check(t testing.TB, sid string, log []event.Event) {
 			secrets++
 		}
 	}
-	if (routed == 0 || secrets == 0) && !agentDied(log) {
+	if routed == 0 || secrets == 0 {
 		t.Errorf("session %s: %d requests through the proxy's model route, %d credentials added by the proxy; want both (audit records: %+v)", sid, routed, secrets, recs)
 	}
-}
-
-// agentDied says whether the session ended because its agent died.
-func agentDied(log []event.Event) bool {
-	for _, e := range log {
-		if e.Type != event.TypeSessionEnded {
-			continue
-		}
-		p, err := e.Decode()
-		if se, ok := p.(*event.SessionEnded); err == nil && ok && se.Reason == event.EndError {
-			return true
-		}
-	}
-	return false
 }
 
 // audit returns the daemon's audit records of session sid.
