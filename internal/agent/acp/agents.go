@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/claude"
 	"github.com/agentbox/agentbox/internal/agent/install"
 )
 
@@ -217,21 +218,8 @@ func ClaudeCode(c Config) agent.Adapter {
 			return []agent.Provider{agent.Anthropic(cfg.Env, c.AnthropicBaseURL, c.AnthropicAPIKey)}
 		},
 		Command: func(cfg agent.Config, bin, home string) ([]string, map[string]string, error) {
-			env := map[string]string{
-				"PATH": basePath(bin), "HOME": home,
-				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-				"DISABLE_TELEMETRY":                        "1",
-				"DISABLE_ERROR_REPORTING":                  "1",
-				"DISABLE_AUTOUPDATER":                      "1",
-				// The bundled claude (2.1.44) prefetches its "fast mode"
-				// status at startup and before each query from
-				// https://api.anthropic.com/api/claude_code_penguin_mode,
-				// not from ANTHROPIC_BASE_URL, with the API key in
-				// x-api-key; NONESSENTIAL_TRAFFIC does not stop it. In a
-				// sandbox that is a network ask no rule settles; outside
-				// one it sends the key to a host the daemon did not name.
-				"CLAUDE_CODE_DISABLE_FAST_MODE": "1",
-			}
+			env := claude.QuietEnv()
+			env["PATH"], env["HOME"] = basePath(bin), home
 			if os.Geteuid() == 0 {
 				// As root, session/new fails unless the CLI is told it
 				// runs in a sandbox ("--dangerously-skip-permissions

@@ -139,19 +139,11 @@ func (a *adapter) buildCommand(cfg agent.Config, bin, home, sessionID string) (c
 	}
 	args = append(args, mcpArgs...)
 
-	env := map[string]string{
-		"PATH": procrt.BasePath(bin),
-		"HOME": home,
-		// No telemetry, error reports, update checks or other traffic
-		// than the model API.
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-		"DISABLE_TELEMETRY":                        "1",
-		"DISABLE_ERROR_REPORTING":                  "1",
-		"DISABLE_AUTOUPDATER":                      "1",
-		// Offer the model the task-list tools (TaskCreate/TaskUpdate/…),
-		// which -p mode leaves out otherwise; they become plan items.
-		"CLAUDE_CODE_ENABLE_TODO_TOOLS": "1",
-	}
+	env := QuietEnv()
+	env["PATH"], env["HOME"] = procrt.BasePath(bin), home
+	// Offer the model the task-list tools (TaskCreate/TaskUpdate/…), which
+	// -p mode leaves out otherwise; they become plan items.
+	env["CLAUDE_CODE_ENABLE_TODO_TOOLS"] = "1"
 	if a.opts.BaseURL != "" {
 		env["ANTHROPIC_BASE_URL"] = a.opts.BaseURL
 	}
@@ -230,4 +222,24 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// QuietEnv is the environment that keeps Claude Code (this adapter's CLI
+// and the one claude-code-acp bundles) to the model API: no telemetry,
+// error reports, update checks or other traffic.
+func QuietEnv() map[string]string {
+	return map[string]string{
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		"DISABLE_TELEMETRY":                        "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		// Claude Code fetches its "fast mode" status at start and before
+		// each query from https://api.anthropic.com/api/claude_code_penguin_mode,
+		// not from ANTHROPIC_BASE_URL, with the API key in x-api-key, and
+		// NONESSENTIAL_TRAFFIC does not stop it (seen with the CLI that
+		// claude-code-acp 0.16.2 bundles): in a sandbox a network ask no
+		// rule settles, outside one the key sent to a host the daemon did
+		// not name.
+		"CLAUDE_CODE_DISABLE_FAST_MODE": "1",
+	}
 }

@@ -376,7 +376,7 @@ func TestProcessEnvironmentAndArgs(t *testing.T) {
 			want := map[string]string{
 				"HOME": home, "ANTHROPIC_BASE_URL": "http://session.invalid", "ANTHROPIC_API_KEY": "daemon-key",
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
-				"DISABLE_AUTOUPDATER": "1", "EXTRA": "1",
+				"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_FAST_MODE": "1", "EXTRA": "1",
 			}
 			for k, v := range want {
 				if env[k] != v {
