@@ -126,14 +126,15 @@ func Run(t *testing.T, tg Target) {
 		}
 		runOn(t, tg, EngineHost{}, kill, nil)
 	})
-	t.Run("sandboxed", func(t *testing.T) { runSandboxed(t, tg, registeredSandboxHost()) })
+	t.Run("sandboxed", func(t *testing.T) { runSandboxed(t, tg, registeredSandboxHost(), QuickSubtests) })
 	for _, rt := range tg.Sandboxed.Runtimes {
-		t.Run("sandboxed-"+rt, func(t *testing.T) { runSandboxed(t, tg, registeredSandboxHostOn(rt)) })
+		t.Run("sandboxed-"+rt, func(t *testing.T) { runSandboxed(t, tg, registeredSandboxHostOn(rt), QuickOtherRuntimes) })
 	}
 }
 
-// runSandboxed runs the sandboxed variant on h.
-func runSandboxed(t *testing.T, tg Target, h Host) {
+// runSandboxed runs the sandboxed variant on h: the subtests of quick,
+// or all of them with AGENTBOX_CONFORMANCE=full.
+func runSandboxed(t *testing.T, tg Target, h Host, quick []string) {
 	t.Helper()
 	if h == nil {
 		t.Fatal("no sandboxed host is registered: add an external test file importing internal/daemon/daemontest for its side effect (see the agenttest package doc)")
@@ -158,7 +159,7 @@ func runSandboxed(t *testing.T, tg Target, h Host) {
 	}
 	if !fullSandboxed() {
 		for _, c := range subtests {
-			if _, ok := skip[c.name]; !ok && !slices.Contains(QuickSubtests, c.name) {
+			if _, ok := skip[c.name]; !ok && !slices.Contains(quick, c.name) {
 				skip[c.name] = "not in the default sandboxed subset (set " + FullEnv + "=full to run every subtest sandboxed)"
 			}
 		}

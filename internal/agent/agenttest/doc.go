@@ -60,7 +60,8 @@
 // with RegisterSandboxHostOn).
 //
 // By default the sandboxed variant runs QuickSubtests (write,
-// permission_allow, crash): AGENTBOX_CONFORMANCE=full runs all seven. It
+// permission_allow, crash), and QuickOtherRuntimes (write) on the
+// further runtimes: AGENTBOX_CONFORMANCE=full runs all of them. It
 // is skipped, with the reason, on a machine that cannot build sandboxes
 // (the process runtime's probe), and fails when no sandboxed host is
 // registered. What differs for an agent sandboxed is declared in

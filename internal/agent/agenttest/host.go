@@ -216,4 +216,10 @@ const FullEnv = "AGENTBOX_CONFORMANCE"
 // sandbox; the agent process dies inside its sandbox and the session ends.
 var QuickSubtests = []string{"write", "permission_allow", "crash"}
 
+// QuickOtherRuntimes is the default subset on the further runtimes of
+// Target.Sandboxed.Runtimes (gVisor's ptrace platform makes every subtest
+// there several times slower): a whole turn with a file written through
+// the sandbox and the model reached through the proxy.
+var QuickOtherRuntimes = []string{"write"}
+
 func fullSandboxed() bool { return strings.EqualFold(os.Getenv(FullEnv), "full") }
