@@ -23,6 +23,7 @@ func serveCommand() *cobra.Command {
 		cfg          daemon.Config
 		cors         string
 		allowedHosts string
+		agentModels  string
 		logLevel     string
 		maxLive      int
 		idleTimeout  time.Duration
@@ -86,6 +87,11 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 			if allowedHosts != "" {
 				cfg.AllowedHosts = strings.Split(allowedHosts, ",")
 			}
+			models, err := daemon.ParseAgentModels(agentModels)
+			if err != nil {
+				return fmt.Errorf("--agent-models: %w", err)
+			}
+			cfg.AgentModels = models
 			// SIGINT and SIGTERM both mean a graceful shutdown.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -112,6 +118,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.DurationVar(&cfg.Heartbeat, "sse-heartbeat", envDuration("AGENTBOX_SSE_HEARTBEAT", 15*time.Second), "SSE keep-alive interval [AGENTBOX_SSE_HEARTBEAT]")
 	f.BoolVar(&cfg.SyncNormal, "sync-normal", os.Getenv("AGENTBOX_SYNC_NORMAL") == "1", "SQLite synchronous=NORMAL: faster; a power loss may drop the last commits (a crash never does) [AGENTBOX_SYNC_NORMAL=1]")
 	f.StringVar(&cfg.AgentsFile, "agents-file", env("AGENTBOX_AGENTS_FILE", ""), "YAML file adding ACP agents by name, command, args and env (see docs/acp.md) [AGENTBOX_AGENTS_FILE]")
+	f.StringVar(&agentModels, "agent-models", env("AGENTBOX_AGENT_MODELS", ""), "more models the provider configuration of pi, opencode and opencode-acp declares, which sessions may select and switch to: NAME=MODEL[,MODEL...] entries separated by ; (e.g. pi=gpt-5,gpt-5-mini;opencode=gpt-5) [AGENTBOX_AGENT_MODELS]")
 	f.IntVar(&cfg.ExecPool, "exec-pool", envInt("AGENTBOX_EXEC_POOL", execution.DefaultPoolSize), "warm sandboxes kept ready per execution policy; 0 disables the pool [AGENTBOX_EXEC_POOL]")
 	f.IntVar(&cfg.MaxProcesses, "max-processes", envInt("AGENTBOX_MAX_PROCESSES", execution.DefaultMaxConcurrent), "concurrent executions and processes; more get 429 [AGENTBOX_MAX_PROCESSES]")
 	f.StringVar(&cfg.GlobalPolicy, "global-policy", env("AGENTBOX_GLOBAL_POLICY", ""), "operator sandbox policy file every session and execution is intersected with (see docs/policy.md) [AGENTBOX_GLOBAL_POLICY]")

@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite docs/agents.md from the adapter
 // TestAgentsDocUpToDate keeps docs/agents.md, the capability matrix, equal
 // to what the registered adapters declare.
 func TestAgentsDocUpToDate(t *testing.T) {
-	got := agentsDoc(Agents(t.TempDir(), func(string) string { return "" }))
+	got := agentsDoc(Agents(t.TempDir(), func(string) string { return "" }, nil))
 	path := filepath.Join("..", "..", "docs", "agents.md")
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -60,6 +60,8 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("(none before a session of the agent has started), and once known a create or `PATCH` naming a\n")
 	b.WriteString("model or mode not on it answers 422 (`unknown-model`, `unknown-mode`) before any process starts.\n")
 	b.WriteString("Other agents take the session's model and mode as given and say themselves when they refuse it.\n")
+	b.WriteString("pi, opencode and opencode-acp offer the models of the provider configuration agentbox generates\n")
+	b.WriteString("for them: their default model and those of `serve --agent-models` (e.g. `pi=gpt-5,gpt-5-mini;opencode=gpt-5`).\n")
 	b.WriteString("`model switch` and `mode switch`: `PATCH /v1/sessions/{id}` changes them between turns, carried to\n")
 	b.WriteString("the running agent natively and recorded as `session.configured` (422 `switch-unsupported` without).\n\n")
 	b.WriteString("e.g. `content[1]: agent mock does not accept image parts`), never sent without it.\n\n")

@@ -104,7 +104,7 @@ func TestAgentsFileHomesUnderDataDir(t *testing.T) {
 func TestEveryAgentHomeIsRemoved(t *testing.T) {
 	dataDir, outside := t.TempDir(), t.TempDir()
 	fresh := func(dataDir string) *agent.Registry {
-		r := Agents(dataDir, func(string) string { return "" })
+		r := Agents(dataDir, func(string) string { return "" }, nil)
 		if err := registerCustom(r, []acp.Custom{{Name: "mine", Command: "/bin/true"}}, dataDir); err != nil {
 			t.Fatal(err)
 		}

@@ -113,6 +113,11 @@ type Config struct {
 	// AgentsFile adds agents by configuration (ACP agent binaries; see
 	// agentsfile.go for the format). Empty: the built-in agents only.
 	AgentsFile string
+	// AgentModels are more models, by agent, that the built-in agents
+	// whose provider configuration agentbox generates declare there (pi,
+	// opencode, opencode-acp; ParseAgentModels reads serve
+	// --agent-models). Unused when Agents is set.
+	AgentModels map[string][]string
 	// GlobalPolicy is the operator's sandbox policy file: every session's
 	// and execution's policy is intersected with it and can never be
 	// looser, and every session's working directory lies inside its
@@ -213,8 +218,9 @@ type Daemon struct {
 // Agents returns the registry of the agents this daemon runs. dataDir holds
 // their private homes; env is how the daemon reads its own environment (for
 // the LLM providers' default base URLs and keys — the only variables of the
-// daemon an agent ever sees).
-func Agents(dataDir string, env func(string) string) *agent.Registry {
+// daemon an agent ever sees); models are more models the agents of
+// modelDeclarers declare (Config.AgentModels).
+func Agents(dataDir string, env func(string) string, models map[string][]string) *agent.Registry {
 	r := agent.NewRegistry()
 	r.Register("mock", mock.New())
 	r.Register(claude.Name, claude.New(claude.Options{
@@ -234,12 +240,14 @@ func Agents(dataDir string, env func(string) string) *agent.Registry {
 		Home:    filepath.Join(dataDir, "agents", opencode.Name),
 		BaseURL: env("OPENAI_BASE_URL"),
 		APIKey:  env("OPENAI_API_KEY"),
+		Models:  models[opencode.Name],
 	}))
 	r.Register(pi.Name, pi.New(pi.Options{
 		Binary:  install.Binary(pi.Name),
 		Home:    filepath.Join(dataDir, "agents", pi.Name),
 		BaseURL: env("OPENAI_BASE_URL"),
 		APIKey:  env("OPENAI_API_KEY"),
+		Models:  models[pi.Name],
 	}))
 	for name, a := range acp.Agents(acp.Config{
 		DataDir:          dataDir,
@@ -249,6 +257,7 @@ func Agents(dataDir string, env func(string) string) *agent.Registry {
 		// Gemini's default of 10 attempts with backoff holds a failing
 		// turn for minutes; retrying is the client's call.
 		GeminiMaxAttempts: 2,
+		OpenCodeModels:    models[acp.NameOpenCode],
 	}) {
 		r.Register(name, a)
 	}
@@ -279,7 +288,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.DBPath = filepath.Join(cfg.DataDir, "agentbox.db")
 	}
 	if cfg.Agents == nil {
-		cfg.Agents = Agents(cfg.DataDir, os.Getenv)
+		cfg.Agents = Agents(cfg.DataDir, os.Getenv, cfg.AgentModels)
 	}
 	custom, err := loadAgentsFile(cfg.AgentsFile)
 	if err != nil {

@@ -28,6 +28,11 @@ type SwitchCase struct {
 	// ListOnly: the agent lists its models but cannot switch them
 	// (model_switch false); only the list is checked.
 	ListOnly bool
+	// Handoff is text of the request an agent makes with the old model
+	// when it switches, to hand the history over to the new one (codex
+	// compacts the thread first). Only a request carrying it may still
+	// name the old model after the switch, and the agent must make it.
+	Handoff string
 }
 
 // Switch backs model_list, model_switch and mode_switch with the real
@@ -114,10 +119,13 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 	}
 	// After the switch the agent asks for the new model and no longer for
 	// the old one, and (in the new mode) carries its mark.
-	var wire, marked bool
+	var wire, marked, handoff bool
 	for _, r := range st.LLM.Requests()[before:] {
 		switch {
 		case r.Model == "":
+			continue
+		case sc.Handoff != "" && r.Model == prev && strings.Contains(string(r.Body)+r.BodyText, sc.Handoff):
+			handoff = true
 			continue
 		case r.Model == prev:
 			t.Errorf("after the switch the agent still asked for %q (%s %s, prompt %d)", prev, r.API, r.Path, r.Prompt)
@@ -128,6 +136,9 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 	}
 	if !wire {
 		t.Errorf("after the switch no request asked for %q", sc.Wire)
+	}
+	if sc.Handoff != "" && !handoff {
+		t.Errorf("after the switch no request with the old model %q carried the hand-off %q", prev, sc.Handoff)
 	}
 	if sc.ModeMark != "" && !marked {
 		t.Errorf("after the switch to mode %s no request carries %q", sc.Mode, sc.ModeMark)

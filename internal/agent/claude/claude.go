@@ -18,7 +18,9 @@ const Name = "claude"
 const (
 	DefaultMaxLine          = procrt.DefaultMaxLine
 	DefaultInterruptTimeout = procrt.DefaultInterruptTimeout
-	DefaultCloseGrace       = procrt.DefaultCloseGrace
+	// DefaultInitTimeout bounds the wait for the answer to initialize.
+	DefaultInitTimeout = 30 * time.Second
+	DefaultCloseGrace  = procrt.DefaultCloseGrace
 )
 
 // Options configure the adapter. The composition root fills them in.
@@ -49,6 +51,10 @@ type Options struct {
 	// CloseGrace is how long Close waits after closing stdin, and again
 	// after SIGTERM, before it escalates (DefaultCloseGrace).
 	CloseGrace time.Duration
+	// InitTimeout bounds the wait at start for the CLI's answer to
+	// initialize, which lists its models (DefaultInitTimeout); without
+	// one the session runs without a list.
+	InitTimeout time.Duration
 }
 
 // New returns the Claude Code adapter.
@@ -56,6 +62,7 @@ func New(opts Options) agent.Adapter {
 	procrt.OrDefault(&opts.MaxLine, DefaultMaxLine)
 	procrt.OrDefault(&opts.InterruptTimeout, DefaultInterruptTimeout)
 	procrt.OrDefault(&opts.CloseGrace, DefaultCloseGrace)
+	procrt.OrDefault(&opts.InitTimeout, DefaultInitTimeout)
 	if opts.Binary == nil {
 		opts.Binary = procrt.LookPath("claude")
 	}
@@ -84,14 +91,16 @@ var _ agent.Adapter = (*adapter)(nil)
 // (TestE2EPlanQuestionAndImage, stream-question, stream-tasks), images
 // (TestConformance/*/content, TestE2EPlanQuestionAndImage, TestUserMessageLine),
 // files (TestConformance/*/content, TestUserMessageLine), resume (TestE2EResume), interrupt
-// (TestE2EInterrupt, TestE2EInterruptWhileAsking), model switch
-// (TestE2EModelSwitch). The CLI does not list its models here, and has no
-// modes besides its permission mode.
+// (TestE2EInterrupt, TestE2EInterruptWhileAsking), model list (the
+// models of the CLI's answer to its initialize control request) and switch
+// (TestE2EModelSwitch, TestInitializeModels). No modes: the CLI's permission mode is agentbox's
+// permission_mode, chosen at create under the policy, not a mode a PATCH
+// may switch; the output styles it lists are not offered.
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Questions: true, Images: true, Files: true, Plans: true,
-	Usage: true, Resume: true, Interrupt: true, ModelSwitch: true, MCP: true,
+	Usage: true, Resume: true, Interrupt: true, ModelList: true, ModelSwitch: true, MCP: true,
 }
 
 // Info implements agent.Adapter.
@@ -196,6 +205,11 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		<-s.Done()
 		return nil, fmt.Errorf("claude: %w", err)
 	}
+	// The model list is informative: a CLI that does not answer initialize
+	// (in time) still runs the session, without a list.
+	ictx, cancel := context.WithTimeout(ctx, a.opts.InitTimeout)
+	defer cancel()
+	_ = s.initialize(ictx, cfg.Model)
 	return s, nil
 }
 

@@ -11,6 +11,16 @@
 // is tested with a helper process and, end to end, with the real CLI
 // against internal/fakellm.
 //
+// At start the session sends the CLI the initialize control request its
+// SDKs send first; the models its answer lists (aliases such as "sonnet",
+// then the full names they resolve to) are the session's model list
+// (agent.Cataloger). A CLI that does not answer within
+// Options.InitTimeout runs without a list. A switch between turns is the
+// set_model control request (agent.Configurer). Claude Code offers no
+// modes here: its permission mode is agentbox's permission_mode, chosen at
+// create under the policy, so a mode switch could undo what the policy
+// chose; the output styles it lists are not offered either.
+//
 // # Mapping
 //
 //	native (stdout)                               universal

@@ -534,9 +534,11 @@ func TestE2EPermissionModes(t *testing.T) {
 	}
 }
 
-// TestE2EModelSwitch: a switch between turns reaches Claude Code as its
+// TestE2EModelSwitch: the models are those the CLI's answer to initialize
+// lists (session.started, GET /v1/agents/claude, the 422 of a create
+// naming another); a switch between turns reaches Claude Code as its
 // set_model control request: the next turn asks the API for the new model.
 func TestE2EModelSwitch(t *testing.T) {
 	s := newStack(t, nil)
-	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "sonnet", Wire: "sonnet", NoList: true})
+	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "sonnet", Wire: "sonnet"})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/agentbox/agentbox/event"
@@ -65,3 +66,27 @@ func FuzzMapper(f *testing.F) {
 }
 
 var agentAllowAlways = agent.PermissionAnswer{Decision: event.DecisionAllow, OptionID: optAllowAlways}
+
+// FuzzParseModels: the CLI's initialize answer yields at most maxModels
+// choices, each with a non-empty id, no id twice, and nothing panics.
+func FuzzParseModels(f *testing.F) {
+	f.Add([]byte(`{"models":[{"value":"default","resolvedModel":"m-1","displayName":"D"},{"value":"m-1"}]}`))
+	f.Add([]byte(`{"models":[{"value":""},{"resolvedModel":5}]}`))
+	f.Add([]byte(`{"models":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		list, err := parseModels(data)
+		if err != nil {
+			return
+		}
+		if len(list) > maxModels {
+			t.Fatalf("%d models", len(list))
+		}
+		seen := map[string]bool{}
+		for _, c := range list {
+			if c.ID == "" || seen[c.ID] || !json.Valid([]byte(strconv.Quote(c.ID))) {
+				t.Fatalf("choice %+v in %+v", c, list)
+			}
+			seen[c.ID] = true
+		}
+	})
+}

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -109,6 +110,17 @@ func helper(mode string) int {
 		msg, ok := h.next()
 		if !ok {
 			return 0 // stdin closed: exit like the CLI
+		}
+		if req, _ := msg["request"].(map[string]any); msg["type"] == "control_request" && req["subtype"] == "initialize" {
+			// Like the CLI, answer initialize with its models: those of
+			// AGENTBOX_CLAUDE_MODELS (a JSON list), none if unset; in
+			// mode mute-init, not at all.
+			if mode != "mute-init" {
+				models := json.RawMessage(cmp.Or(os.Getenv("AGENTBOX_CLAUDE_MODELS"), "[]"))
+				h.send(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": msg["request_id"],
+					"response": map[string]any{"commands": []any{}, "models": models}}})
+			}
+			continue
 		}
 		if msg["type"] != "user" {
 			continue

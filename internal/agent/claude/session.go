@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,10 @@ type session struct {
 	// ours are our own control requests waiting for their response.
 	ours   map[string]chan controlResponse
 	nextID atomic.Int64
+	// models are what the CLI's initialize answer listed, model the
+	// session's.
+	models []agent.Choice
+	model  string
 }
 
 // turn is the running turn.
@@ -49,6 +54,7 @@ var (
 	_ agent.Session    = (*session)(nil)
 	_ agent.Exiter     = (*session)(nil)
 	_ agent.Configurer = (*session)(nil)
+	_ agent.Cataloger  = (*session)(nil)
 )
 
 // startSession starts the process and its reader goroutines.
@@ -253,8 +259,9 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 }
 
 // Configure implements agent.Configurer: the CLI's set_model control
-// request, answered before the next turn. Claude Code has no modes of its
-// own besides the permission mode given at create.
+// request, answered before the next turn. Claude Code has no modes here:
+// its permission mode is agentbox's permission_mode, given at create (a
+// mode switch must not undo the policy's choice of it).
 func (s *session) Configure(ctx context.Context, model, mode string) error {
 	if mode != "" {
 		return errors.New("claude has no modes (its permission_mode is given at create)")
@@ -262,7 +269,19 @@ func (s *session) Configure(ctx context.Context, model, mode string) error {
 	if model == "" {
 		return nil
 	}
-	id := fmt.Sprintf("agentbox-set-model-%d", s.nextID.Add(1))
+	if _, err := s.request(ctx, map[string]string{"subtype": "set_model", "model": model}); err != nil {
+		return fmt.Errorf("claude: set_model %q: %w", model, err)
+	}
+	s.mu.Lock()
+	s.model = model
+	s.mu.Unlock()
+	return nil
+}
+
+// request sends a control request of ours and waits for its answer; an
+// error answer is an error.
+func (s *session) request(ctx context.Context, req map[string]string) (controlResponse, error) {
+	id := fmt.Sprintf("agentbox-%s-%d", req["subtype"], s.nextID.Add(1))
 	ch := make(chan controlResponse, 1)
 	s.mu.Lock()
 	s.ours[id] = ch
@@ -272,20 +291,92 @@ func (s *session) Configure(ctx context.Context, model, mode string) error {
 		delete(s.ours, id)
 		s.mu.Unlock()
 	}()
-	if err := s.WriteJSON(ctx, controlRequestLine{Type: "control_request", RequestID: id, Request: map[string]string{"subtype": "set_model", "model": model}}); err != nil {
-		return err
+	if err := s.WriteJSON(ctx, controlRequestLine{Type: "control_request", RequestID: id, Request: req}); err != nil {
+		return controlResponse{}, err
 	}
 	select {
 	case res := <-ch:
 		if res.Subtype != "success" {
-			return fmt.Errorf("claude: set_model %q: %s", model, orDefault(res.Error, "refused"))
+			return res, errors.New(orDefault(res.Error, "refused"))
 		}
-		return nil
+		return res, nil
 	case <-s.Exited():
-		return s.ExitError()
+		return controlResponse{}, s.ExitError()
 	case <-ctx.Done():
-		return fmt.Errorf("claude: no answer to set_model: %w", ctx.Err())
+		return controlResponse{}, fmt.Errorf("no answer: %w", ctx.Err())
 	}
+}
+
+// initialize sends the CLI the initialize control request (what its SDKs
+// send first) and keeps the models its answer lists. current is the
+// session's model ("": the CLI's "default" entry, when it lists one).
+func (s *session) initialize(ctx context.Context, current string) error {
+	res, err := s.request(ctx, map[string]string{"subtype": "initialize"})
+	if err != nil {
+		return fmt.Errorf("claude: initialize: %w", err)
+	}
+	b, err := json.Marshal(res.Response)
+	if err != nil {
+		return fmt.Errorf("claude: initialize: %w", err)
+	}
+	list, err := parseModels(b)
+	if err != nil {
+		return fmt.Errorf("claude: initialize: %w", err)
+	}
+	if current == "" && slices.ContainsFunc(list, func(c agent.Choice) bool { return c.ID == "default" }) {
+		current = "default"
+	}
+	s.mu.Lock()
+	s.models, s.model = list, current
+	s.mu.Unlock()
+	return nil
+}
+
+// maxModels bounds the list kept from the CLI's answer.
+const maxModels = 256
+
+// parseModels reads the models of the CLI's initialize answer: each one's
+// value (what --model and set_model take: an alias such as "sonnet"), display
+// name and description, then the full model names the aliases resolve to
+// (which the CLI takes too), each once.
+func parseModels(b []byte) ([]agent.Choice, error) {
+	var init struct {
+		Models []struct {
+			Value         string `json:"value"`
+			ResolvedModel string `json:"resolvedModel"`
+			DisplayName   string `json:"displayName"`
+			Description   string `json:"description"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal(b, &init); err != nil {
+		return nil, err
+	}
+	var list []agent.Choice
+	seen := map[string]bool{}
+	add := func(id string, c agent.Choice) {
+		id = agent.Clip(id, 200)
+		if id == "" || seen[id] || len(list) == maxModels {
+			return
+		}
+		seen[id] = true
+		c.ID = id
+		list = append(list, c)
+	}
+	for _, m := range init.Models {
+		add(m.Value, agent.Choice{Name: agent.Clip(m.DisplayName, 200), Description: agent.Clip(m.Description, 500)})
+	}
+	for _, m := range init.Models {
+		add(m.ResolvedModel, agent.Choice{Name: agent.Clip(m.ResolvedModel, 200), Description: agent.Clip(m.Description, 500)})
+	}
+	return list, nil
+}
+
+// Catalog implements agent.Cataloger: the models the CLI's initialize
+// answer listed, and the session's model.
+func (s *session) Catalog() agent.Catalog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model}
 }
 
 // userMessageLine is the stream-json user message for a turn's input.

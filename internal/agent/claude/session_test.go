@@ -513,3 +513,41 @@ func TestUserMessageLine(t *testing.T) {
 		t.Error("bad base64 was accepted")
 	}
 }
+
+// TestInitializeModels: the session's model list is the CLI's answer to
+// initialize, whatever it names (here models no table of agentbox has),
+// with the CLI's "default" entry current when the session names no model;
+// a CLI that does not answer in time still runs the session, without a
+// list.
+func TestInitializeModels(t *testing.T) {
+	answer := `[{"value":"default","displayName":"Default (recommended)","description":"the CLI's pick"},` +
+		`{"value":"helper-model-x","resolvedModel":"helper-model-x-1","displayName":"X","description":"only the helper knows it"},{"value":""},` +
+		`{"value":"helper-model-y","resolvedModel":"helper-model-x-1","displayName":"Y"}]`
+	for _, c := range []struct {
+		name, mode, models string
+		want               []agent.Choice
+		current            string
+	}{
+		{"answered", "env", answer, []agent.Choice{
+			{ID: "default", Name: "Default (recommended)", Description: "the CLI's pick"},
+			{ID: "helper-model-x", Name: "X", Description: "only the helper knows it"},
+			{ID: "helper-model-y", Name: "Y"},
+			{ID: "helper-model-x-1", Name: "helper-model-x-1", Description: "only the helper knows it"}}, "default"},
+		{"empty", "env", "[]", nil, ""},
+		{"no answer", "mute-init", answer, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := helperAdapter(t, Options{InitTimeout: 300 * time.Millisecond})
+			s := startHelper(t, a, newFakeHost(), c.mode, map[string]string{"AGENTBOX_CLAUDE_MODELS": c.models}, "")
+			cat := s.Catalog()
+			if !slices.Equal(cat.Models, c.want) || cat.Model != c.current {
+				t.Errorf("catalog %+v, want models %+v, current %q", cat, c.want, c.current)
+			}
+			select {
+			case <-s.Exited():
+				t.Errorf("the CLI exited: %s", s.ExitDesc())
+			default:
+			}
+		})
+	}
+}

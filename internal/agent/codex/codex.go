@@ -134,13 +134,13 @@ var _ agent.Adapter = (*adapter)(nil)
 // supported. Images reach codex as its image inputs (userInput), files as
 // their text (agent.FileText: codex has no file input): the conformance
 // suite's content subtest checks both at the model. The model list is
-// model/list's (TestE2EModelList); the model is not switched between turns
-// (see that test).
+// model/list's; the model is switched between turns by sending it with the
+// next turn/start, which keeps it for the thread (TestE2EModelSwitch).
 var capabilities = agent.Capabilities{
 	Text: true, Deltas: true, Reasoning: true, ToolCalls: true,
 	CommandOutput: true, FileChanges: true, Diffs: true,
 	Permissions: true, Images: true, Files: true, Plans: true, Usage: true, Resume: true, Interrupt: true,
-	ModelList: true, MCP: true,
+	ModelList: true, ModelSwitch: true, MCP: true,
 }
 
 // Info implements agent.Adapter.

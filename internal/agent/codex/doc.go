@@ -32,6 +32,12 @@
 // with a key other than the daemon's get a server process of their own
 // (one per distinct key).
 //
+// Models are model/list's. Codex has no request that only sets a thread's
+// model: a switch (agent.Configurer) is sent with the next turn/start,
+// whose model holds for that turn and the thread's later ones; on it codex
+// first compacts the thread with the previous model, then runs the turn on
+// the new one.
+//
 // If a server process dies, every session on it ends (agent.Exiter, reason
 // error, with the exit code and the tail of its stderr) and the next session
 // starts a fresh process.

@@ -345,12 +345,15 @@ func TestE2EUpstreamError(t *testing.T) {
 	}
 }
 
-// TestE2EModelList: the app-server lists its models (model/list), which
+// TestE2EModelSwitch: the app-server lists its models (model/list), which
 // session.started and GET /v1/agents/codex carry and a create is checked
-// against. A switch is refused: turn/start's model override did not reach
-// the turn's model request in codex 0.171.0 (the model request of the
-// next prompt still named the thread's model).
-func TestE2EModelList(t *testing.T) {
+// against; a switch between turns goes with the next turn/start, whose
+// model request names the new model, and the thread keeps it after a
+// resume. On the switch codex first compacts the thread with the previous
+// model (a "CONTEXT CHECKPOINT COMPACTION" request, its only request with
+// the old model); the turn itself then runs on the new one.
+func TestE2EModelSwitch(t *testing.T) {
 	s := newStack(t)
-	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "gpt-6-luna", ListOnly: true})
+	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "gpt-6-luna", Wire: "gpt-6-luna", Resume: true,
+		Handoff: "CONTEXT CHECKPOINT COMPACTION"})
 }

@@ -46,6 +46,9 @@ type session struct {
 	// models are what model/list answered, model the thread's.
 	models []agent.Choice
 	model  string
+	// switchTo is a model Configure chose, sent with the next turn/start
+	// (which sets it for that turn and the thread's later ones).
+	switchTo string
 
 	done chan struct{}
 }
@@ -59,9 +62,10 @@ type turn struct {
 }
 
 var (
-	_ agent.Session   = (*session)(nil)
-	_ agent.Exiter    = (*session)(nil)
-	_ agent.Cataloger = (*session)(nil)
+	_ agent.Session    = (*session)(nil)
+	_ agent.Exiter     = (*session)(nil)
+	_ agent.Cataloger  = (*session)(nil)
+	_ agent.Configurer = (*session)(nil)
 )
 
 // startThread starts or resumes the session's thread.
@@ -138,6 +142,26 @@ func (s *session) Catalog() agent.Catalog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model}
+}
+
+// Configure implements agent.Configurer. Codex has no request that only
+// sets a thread's model: turn/start's model overrides it for that turn and
+// the thread's later ones, so the model is kept and sent with the next
+// turn. Codex has no modes.
+func (s *session) Configure(_ context.Context, model, mode string) error {
+	if mode != "" {
+		return errors.New("codex has no modes")
+	}
+	if model == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.ended {
+		return errClosed
+	}
+	s.switchTo, s.model = model, model
+	return nil
 }
 
 func (s *session) currentTurn() *turn {
@@ -292,6 +316,11 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 	}
 	t := &turn{ctx: ctx, idSet: make(chan struct{}), result: make(chan agent.Result, 1)}
 	s.turn = t
+	params := map[string]any{"threadId": s.tid, "input": input}
+	switchTo := s.switchTo
+	if switchTo != "" {
+		params["model"] = switchTo
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -304,7 +333,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 			ID string `json:"id"`
 		} `json:"turn"`
 	}
-	if err := s.srv.call(ctx, "turn/start", map[string]any{"threadId": s.tid, "input": input}, &res); err != nil {
+	if err := s.srv.call(ctx, "turn/start", params, &res); err != nil {
 		if ctx.Err() != nil && !s.srv.exitedYet() {
 			return s.interrupt(t)
 		}
@@ -312,6 +341,14 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 	}
 	if res.Turn.ID != "" {
 		s.setTurnID(t, res.Turn.ID)
+	}
+	if switchTo != "" {
+		// The server took the turn with the new model: the thread keeps it.
+		s.mu.Lock()
+		if s.switchTo == switchTo {
+			s.switchTo = ""
+		}
+		s.mu.Unlock()
 	}
 	select {
 	case r := <-t.result:

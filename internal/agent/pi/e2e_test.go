@@ -3,6 +3,7 @@ package pi
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -123,4 +124,47 @@ func TestE2EModelSwitch(t *testing.T) {
 		},
 	})
 	agenttest.Switch(t, st, Name, agenttest.SwitchCase{Model: "gpt-5", Wire: "gpt-5", Resume: true})
+}
+
+// TestE2EModelListRefused: a pi that refuses get_available_models still
+// runs the session, without a model list (like codex without model/list).
+// The real pi runs behind a filter that turns that one command into one pi
+// refuses (set_model of an unknown provider, answered with its id and
+// success false).
+func TestE2EModelListRefused(t *testing.T) {
+	in := agenttest.RequireInstalled(t, Name)
+	sed, err := exec.LookPath("sed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "pi")
+	script := "#!/bin/sh\nexport PATH=" + filepath.Dir(in.Binary) + ":$PATH\n" +
+		sed + ` -u 's/"type":"get_available_models"/"type":"set_model","provider":"agentbox-refused","modelId":"none"/' | exec ` + in.Binary + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st := agenttest.NewStack(t, agenttest.StackOptions{
+		Name:      Name,
+		URLSuffix: "/v1",
+		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
+			bin := func() (string, string, error) { return wrapper, in.Version, nil }
+			return New(Options{Binary: bin, BaseURL: llm.URL(""), APIKey: llm.Key(), Home: t.TempDir(), Models: []string{"gpt-5"}})
+		},
+	})
+	ses, _ := st.Create(t, client.PermissionDefault, nil)
+	page, err := st.C.Events(t.Context(), ses.ID, 0, 1)
+	if err != nil || len(page.Events) == 0 {
+		t.Fatalf("events: %v %+v", err, page)
+	}
+	p, _ := page.Events[0].Decode()
+	if started, ok := p.(*event.SessionStarted); !ok || len(started.Models) != 0 {
+		t.Fatalf("first event %+v, want session.started without models", p)
+	}
+	if det, err := st.C.Agent(t.Context(), Name); err != nil || len(det.Models) != 0 {
+		t.Fatalf("GET /v1/agents/pi: %+v %v, want no models", det, err)
+	}
+	st.SetScenario(fakellm.ScenarioText)
+	if tc, evs := st.Turn(t, ses.ID, "hello", nil); tc.StopReason != event.StopEndTurn {
+		t.Fatalf("turn: %+v\n%s", tc, agenttest.Dump(evs))
+	}
 }

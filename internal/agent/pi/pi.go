@@ -108,7 +108,8 @@ var _ agent.Adapter = (*adapter)(nil)
 // output, permissions and interrupt by the conformance suite
 // (conformance_test.go) and the golden transcripts; reasoning by the
 // thinking transcript and TestE2EThinking; resume by TestE2EResume; the
-// model list and switch by TestE2EModelSwitch (pi has no modes).
+// model list and switch by TestE2EModelSwitch (pi has no modes); a pi that
+// refuses get_available_models runs without a list (TestE2EModelListRefused).
 // Images reach pi as the prompt's images (promptFor; the generated model
 // declares image input, else pi omits them), files as their text
 // (agent.FileText: pi has no file input): the conformance suite's content
@@ -278,7 +279,16 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		err = host.SetNativeSessionID(ctx, id)
 	}
 	if err == nil {
-		err = s.loadModels(sctx, model)
+		// The list is informative: a pi that cannot list its models still
+		// runs the session (with the model as given), unless it is gone.
+		if lerr := s.loadModels(sctx, model); lerr != nil {
+			select {
+			case <-s.Exited():
+				err = lerr
+			default:
+				s.noList(model)
+			}
+		}
 	}
 	if err != nil {
 		s.Kill()

@@ -212,6 +212,13 @@ func (s *session) loadModels(ctx context.Context, current string) error {
 	return nil
 }
 
+// noList keeps the session's model without a list.
+func (s *session) noList(current string) {
+	s.mu.Lock()
+	s.models, s.model = nil, current
+	s.mu.Unlock()
+}
+
 // Catalog implements agent.Cataloger: the models pi listed.
 func (s *session) Catalog() agent.Catalog {
 	s.mu.Lock()
