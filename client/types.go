@@ -61,6 +61,7 @@ type AgentDetail struct {
 	Agent
 	Models         []Choice   `json:"models,omitempty" doc:"The models the agent offers."`
 	Modes          []Choice   `json:"modes,omitempty" doc:"The modes the agent offers."`
+	ModelsOpen     bool       `json:"models_open,omitempty" doc:"The agent also takes models its list does not name (full model names, a custom provider's models): the list is a suggestion, and no other model is refused before the agent sees it."`
 	DefaultModel   string     `json:"default_model,omitempty" doc:"The model the agent picked for a session that asked for none."`
 	DefaultMode    string     `json:"default_mode,omitempty" doc:"The mode the agent picked for a session that asked for none."`
 	CatalogSession string     `json:"catalog_session,omitempty" doc:"The session whose agent announced the lists."`

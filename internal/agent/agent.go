@@ -211,6 +211,10 @@ type Catalog struct {
 	Model  string
 	Modes  []Choice
 	Mode   string
+	// OpenModels: the agent also takes model ids its list does not name
+	// (a full model name behind an alias, a custom provider's model), so
+	// the list is what it suggests and the engine refuses no other model.
+	OpenModels bool
 }
 
 // Cataloger is implemented by sessions whose agent announces the models

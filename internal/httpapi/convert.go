@@ -48,6 +48,7 @@ func toAgentDetail(in agent.Info, c *session.Catalog) client.AgentDetail {
 		at := c.At
 		out.Models, out.Modes = c.Models, c.Modes
 		out.DefaultModel, out.DefaultMode = c.DefaultModel, c.DefaultMode
+		out.ModelsOpen = c.OpenModels
 		out.CatalogSession, out.CatalogTime = c.SessionID, &at
 	}
 	return out

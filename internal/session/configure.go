@@ -23,6 +23,9 @@ type Catalog struct {
 	// session created without a model (mode); empty when no such session
 	// has said.
 	DefaultModel, DefaultMode string
+	// OpenModels: the agent takes other models than those listed (see
+	// agent.Catalog).
+	OpenModels bool
 	// SessionID is the session whose agent said it, At when.
 	SessionID string
 	At        time.Time
@@ -64,7 +67,7 @@ func (m *Manager) learnCatalog(name, sessionID string, c agent.Catalog, explicit
 		m.catalogs = map[string]Catalog{}
 	}
 	old := m.catalogs[name]
-	nc := Catalog{Models: c.Models, Modes: c.Modes, DefaultModel: old.DefaultModel, DefaultMode: old.DefaultMode, SessionID: sessionID, At: time.Now().UTC()}
+	nc := Catalog{Models: c.Models, Modes: c.Modes, OpenModels: c.OpenModels, DefaultModel: old.DefaultModel, DefaultMode: old.DefaultMode, SessionID: sessionID, At: time.Now().UTC()}
 	if !explicitModel && c.Model != "" {
 		nc.DefaultModel = c.Model
 	}
@@ -101,7 +104,7 @@ func (m *Manager) checkCreateChoices(name, model, mode string) error {
 		return nil
 	}
 	from := "session " + c.SessionID
-	if err := checkChoice(name, "model", model, c.Models, from); err != nil {
+	if err := checkChoice(name, "model", model, c.Models, from); err != nil && !c.OpenModels {
 		return err
 	}
 	return checkChoice(name, "mode", mode, c.Modes, from)
@@ -169,7 +172,7 @@ func (m *Manager) Configure(ctx context.Context, id, model, mode string) (store.
 	if cat, ok := l.sess.(agent.Cataloger); ok {
 		c := cat.Catalog()
 		from := "session " + id
-		if err := checkChoice(s.Agent, "model", model, c.Models, from); err != nil {
+		if err := checkChoice(s.Agent, "model", model, c.Models, from); err != nil && !c.OpenModels {
 			return store.Session{}, err
 		}
 		if err := checkChoice(s.Agent, "mode", mode, c.Modes, from); err != nil {

@@ -18,6 +18,7 @@ import (
 // records the model and mode each start was given and each switch.
 type configAgent struct {
 	testAgent
+	open     bool // its list is open (agent.Catalog.OpenModels)
 	mu2      sync.Mutex
 	starts   []string // "model/mode" of each Start
 	switches []string // "model/mode" of each Configure
@@ -39,7 +40,7 @@ func (a *configAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host)
 	a.mu2.Lock()
 	a.starts = append(a.starts, cfg.Model+"/"+cfg.Mode)
 	a.mu2.Unlock()
-	return &configSession{testSession: s.(*testSession), a: a, model: cmpOr(cfg.Model, "m1"), mode: cmpOr(cfg.Mode, "ask")}, nil
+	return &configSession{testSession: s.(*testSession), a: a, open: a.open, model: cmpOr(cfg.Model, "m1"), mode: cmpOr(cfg.Mode, "ask")}, nil
 }
 
 func cmpOr(a, b string) string {
@@ -52,6 +53,7 @@ func cmpOr(a, b string) string {
 type configSession struct {
 	*testSession
 	a           *configAgent
+	open        bool
 	mu          sync.Mutex
 	model, mode string
 }
@@ -59,7 +61,7 @@ type configSession struct {
 func (s *configSession) Catalog() agent.Catalog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return agent.Catalog{Models: configModels, Model: s.model, Modes: []agent.Choice{{ID: "ask"}, {ID: "plan"}}, Mode: s.mode}
+	return agent.Catalog{Models: configModels, Model: s.model, Modes: []agent.Choice{{ID: "ask"}, {ID: "plan"}}, Mode: s.mode, OpenModels: s.open}
 }
 
 func (s *configSession) Configure(_ context.Context, model, mode string) error {
@@ -205,5 +207,40 @@ func TestConfigure(t *testing.T) {
 	}
 	if s, _ := m.Get(ctx, first.ID); s.Status != store.StatusIdle {
 		t.Fatalf("resumed session is %s", s.Status)
+	}
+}
+
+// TestConfigureOpenModels: an agent whose list is open (it takes models it
+// does not list, e.g. claude a full model name) gets any model at create and
+// switch; its modes are still checked against its list.
+func TestConfigureOpenModels(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	ca := &configAgent{testAgent: testAgent{exit: make(chan struct{})}, open: true}
+	reg := agent.NewRegistry()
+	reg.Register("cfg", ca)
+	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	ctx := t.Context()
+	first, err := m.Create(ctx, session.CreateParams{Agent: "cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, m, first.ID, 0, event.TypeSessionStarted)
+	if _, c, err := m.AgentCatalog(ctx, "cfg"); err != nil || c == nil || !c.OpenModels {
+		t.Fatalf("catalog %+v %v, want an open list", c, err)
+	}
+	second, err := m.Create(ctx, session.CreateParams{Agent: "cfg", Model: "m-unlisted-2026"})
+	if err != nil {
+		t.Fatalf("create with a model the open list does not name: %v", err)
+	}
+	waitFor(t, m, second.ID, 0, event.TypeSessionStarted)
+	if got, err := m.Configure(ctx, second.ID, "another-unlisted", ""); err != nil || got.Model != "another-unlisted" {
+		t.Fatalf("switch to a model the open list does not name: %+v %v", got, err)
+	}
+	if _, err := m.Create(ctx, session.CreateParams{Agent: "cfg", Mode: "yolo"}); !errors.Is(err, session.ErrUnknownChoice) {
+		t.Fatalf("create with an unknown mode: %v, want ErrUnknownChoice", err)
+	}
+	if _, err := m.Configure(ctx, second.ID, "", "yolo"); !errors.Is(err, session.ErrUnknownChoice) {
+		t.Fatalf("switch to an unknown mode: %v, want ErrUnknownChoice", err)
 	}
 }

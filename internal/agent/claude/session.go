@@ -376,7 +376,9 @@ func parseModels(b []byte) ([]agent.Choice, error) {
 func (s *session) Catalog() agent.Catalog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model}
+	// Claude Code takes any model id its API serves (a dated full name, a
+	// model behind ANTHROPIC_BASE_URL), not only those it lists.
+	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model, OpenModels: true}
 }
 
 // userMessageLine is the stream-json user message for a turn's input.

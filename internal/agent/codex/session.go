@@ -141,7 +141,9 @@ func (s *session) loadModels(ctx context.Context, current string) error {
 func (s *session) Catalog() agent.Catalog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model}
+	// model/list names Codex's known models; its provider (ours, or one
+	// of the session's) serves others by name, which Codex sends as given.
+	return agent.Catalog{Models: slices.Clone(s.models), Model: s.model, OpenModels: true}
 }
 
 // Configure implements agent.Configurer. Codex has no request that only
