@@ -66,7 +66,7 @@ func checkModelID(m string) error {
 		return fmt.Errorf("model id %q: want 1 to 200 bytes, not starting with -", m)
 	}
 	for _, r := range m {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:/@+-", r)) {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("._:/@+-", r) {
 			return fmt.Errorf("model id %q: %q is not allowed (letters, digits and . _ : / @ + -)", m, r)
 		}
 	}

@@ -166,7 +166,7 @@ func TestConfigure(t *testing.T) {
 	if _, err := m.Send(ctx, first.ID, []event.ContentPart{event.TextPart("hi")}); err != nil {
 		t.Fatal(err)
 	}
-	evs = waitFor(t, m, first.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
+	waitFor(t, m, first.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
 
 	// An agent without the capability refuses, naming it.
 	plain, err := m.Create(ctx, session.CreateParams{Agent: "plain"})

@@ -108,17 +108,6 @@ func resumeMCP(s store.Session, a agent.Adapter, info agent.Info, given, parked 
 	return stored, nil
 }
 
-// cloneMCP copies servers for keeping in memory.
-func cloneMCP(servers []agent.MCPServer) []agent.MCPServer {
-	out := slices.Clone(servers)
-	for i := range out {
-		out[i].Args = slices.Clone(out[i].Args)
-		out[i].Env = maps.Clone(out[i].Env)
-		out[i].Headers = maps.Clone(out[i].Headers)
-	}
-	return out
-}
-
 // credentialHeaders are headers that carry credentials whatever their
 // value looks like.
 var credentialHeaders = map[string]bool{"authorization": true, "proxy-authorization": true, "cookie": true}

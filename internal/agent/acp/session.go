@@ -624,7 +624,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 func (s *session) finish(t *turn, resp sdk.PromptResponse, err error) (agent.Result, error) {
 	if err != nil {
 		s.finishItems(nil)
-		if exitErr, ended := s.Failed(err, s.conn.Done()); ended {
+		if ended, exitErr := s.Failed(err, s.conn.Done()); ended {
 			return agent.Result{}, exitErr
 		}
 		if t.cancelled.Load() {

@@ -242,7 +242,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		return agent.Result{}, err
 	}
 	if err := s.WriteJSON(ctx, msg); err != nil {
-		if exitErr, ended := s.Failed(err, nil); ended {
+		if ended, exitErr := s.Failed(err, nil); ended {
 			return agent.Result{}, exitErr
 		}
 		if ctx.Err() != nil {

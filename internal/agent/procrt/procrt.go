@@ -286,13 +286,13 @@ func (r *Runtime) Interrupt(result <-chan agent.Result, send func(context.Contex
 // is broken (EPIPE, or closed once it was reaped), or its output has ended
 // (Serve's read returned, or ended is closed: the end of a protocol
 // connection that reads stdout itself; nil for none) — it waits for the
-// exit to be recorded (Exited) and returns ExitError and true, so the turn
-// fails with how the agent ended; otherwise it returns nil and false at
+// exit to be recorded (Exited) and returns true and ExitError, so the turn
+// fails with how the agent ended; otherwise it returns false and nil at
 // once, and the caller reports err. The wait is on the event, bounded: a
 // process that broke its pipes and lives on is killed after 2*drainWait.
-func (r *Runtime) Failed(err error, ended <-chan struct{}) (error, bool) {
+func (r *Runtime) Failed(err error, ended <-chan struct{}) (bool, error) {
 	if !r.ending(err, ended) {
-		return nil, false
+		return false, nil
 	}
 	select {
 	case <-r.exited:
@@ -303,7 +303,7 @@ func (r *Runtime) Failed(err error, ended <-chan struct{}) (error, bool) {
 		case <-time.After(2 * drainWait):
 		}
 	}
-	return r.ExitError(), true
+	return true, r.ExitError()
 }
 
 // ending says whether the process is ending (see Failed).

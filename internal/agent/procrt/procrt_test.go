@@ -257,7 +257,7 @@ func TestFailed(t *testing.T) {
 			if err == nil {
 				t.Fatal("the write succeeded")
 			}
-			exitErr, ended := r.Failed(err, c.ended)
+			ended, exitErr := r.Failed(err, c.ended)
 			switch {
 			case c.want == "" && ended:
 				t.Errorf("Failed(%v) = %v, true; want not ended (the agent lives)", err, exitErr)

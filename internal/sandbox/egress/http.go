@@ -287,7 +287,7 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 	defer func() {
 		if !carried || err != nil && r.Context().Err() != nil {
 			// The credentials went upstream with the request.
-			used, err = added, fmt.Errorf("%w (%v)", errAborted, cmp.Or(err, context.Cause(r.Context()), errors.New("handler aborted")))
+			used, err = added, fmt.Errorf("%w (%w)", errAborted, cmp.Or(err, context.Cause(r.Context()), errors.New("handler aborted")))
 		}
 		end(used, err)
 	}()
