@@ -33,12 +33,15 @@ type SwitchCase struct {
 	// compacts the thread first). Only a request carrying it may still
 	// name the old model after the switch, and the agent must make it.
 	Handoff string
+	// OpenList: the agent takes models its list does not name
+	// (models_open): a create naming one is not refused.
+	OpenList bool
 }
 
 // Switch backs model_list, model_switch and mode_switch with the real
 // agent: session.started carries the agent's own lists, GET
 // /v1/agents/{name} shows them, a create naming a model not on them fails
-// with 422 before any process starts, PATCH /v1/sessions/{id} between turns
+// with 422 before any process starts (is taken, for an open list), PATCH /v1/sessions/{id} between turns
 // switches the model (and mode), which is recorded (session.configured,
 // the session's model) and reaches the agent: its next model request names
 // the new model (and carries the mode's mark).
@@ -77,9 +80,18 @@ func Switch(t *testing.T, st *Stack, name string, sc SwitchCase) {
 		if det.CatalogSession != ses.ID || !slices.Equal(det.Models, started.Models) || !slices.Equal(det.Modes, started.Modes) {
 			t.Fatalf("GET /v1/agents/%s = %+v, want the lists of session %s", name, det, ses.ID)
 		}
-		// The list is known: a model not on it fails before any process.
-		_, err = st.C.CreateSession(ctx, client.CreateSession{Agent: name, Model: "no-such-model", Cwd: st.Host.Workspace(t)})
-		if !client.HasProblemType(err, client.ProblemUnknownModel) || !strings.Contains(err.Error(), sc.Model) {
+		if det.ModelsOpen != sc.OpenList {
+			t.Fatalf("GET /v1/agents/%s models_open = %v, want %v", name, det.ModelsOpen, sc.OpenList)
+		}
+		// The list is known: a model not on it fails before any process,
+		// unless the list is open.
+		other, err := st.C.CreateSession(ctx, client.CreateSession{Agent: name, Model: "no-such-model", Cwd: st.Host.Workspace(t)})
+		switch {
+		case sc.OpenList && err != nil:
+			t.Fatalf("create with a model the open list does not name: %v, want it taken", err)
+		case sc.OpenList:
+			_ = st.C.DeleteSession(ctx, other.ID, false)
+		case !client.HasProblemType(err, client.ProblemUnknownModel) || !strings.Contains(err.Error(), sc.Model):
 			t.Fatalf("create with an unknown model: %v, want 422 unknown-model naming the offered ones", err)
 		}
 	}

@@ -540,5 +540,5 @@ func TestE2EPermissionModes(t *testing.T) {
 // set_model control request: the next turn asks the API for the new model.
 func TestE2EModelSwitch(t *testing.T) {
 	s := newStack(t, nil)
-	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "sonnet", Wire: "sonnet"})
+	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "sonnet", Wire: "sonnet", OpenList: true})
 }

@@ -354,6 +354,6 @@ func TestE2EUpstreamError(t *testing.T) {
 // the old model); the turn itself then runs on the new one.
 func TestE2EModelSwitch(t *testing.T) {
 	s := newStack(t)
-	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "gpt-6-luna", Wire: "gpt-6-luna", Resume: true,
+	agenttest.Switch(t, s.Stack, Name, agenttest.SwitchCase{Model: "gpt-6-luna", Wire: "gpt-6-luna", Resume: true, OpenList: true,
 		Handoff: "CONTEXT CHECKPOINT COMPACTION"})
 }
