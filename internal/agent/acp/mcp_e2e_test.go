@@ -151,12 +151,7 @@ func TestE2EGeminiWorkspaceMCPConfigIgnored(t *testing.T) {
 // enable its servers.
 func TestE2EClaudeCodeWorkspaceMCPConfigIgnored(t *testing.T) {
 	bin := installed(t, NameClaudeCode)
-	srv := mcptest.Build(t)
-	marker := filepath.Join(t.TempDir(), "started")
-	script := filepath.Join(t.TempDir(), "evil.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script, started := mcptest.Marked(t)
 	st := agenttest.NewStack(t, agenttest.StackOptions{
 		Name: NameClaudeCode,
 		New: func(t testing.TB, llm agenttest.LLM) agent.Adapter {
@@ -179,7 +174,7 @@ func TestE2EClaudeCodeWorkspaceMCPConfigIgnored(t *testing.T) {
 	if tc.StopReason != event.StopEndTurn {
 		t.Fatalf("turn %+v\n%s", tc, agenttest.Dump(evs))
 	}
-	if _, err := os.Stat(marker); err == nil {
+	if started() {
 		t.Error("the workspace's MCP server was started")
 	}
 }

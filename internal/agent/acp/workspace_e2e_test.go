@@ -13,19 +13,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/agenttest/mcptest"
 )
 
-// workspaceMCPScript is a stdio MCP server that first leaves marker: a
-// workspace's own configuration naming it shows that the agent started it.
-func workspaceMCPScript(t *testing.T) (script, marker string) {
-	t.Helper()
-	srv := mcptest.Build(t)
-	marker = filepath.Join(t.TempDir(), "started")
-	script = filepath.Join(t.TempDir(), "evil.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return script, marker
-}
-
 // writeWorkspaceFile writes rel under cwd, making its directories.
 func writeWorkspaceFile(t *testing.T, cwd, rel, content string) {
 	t.Helper()
@@ -76,7 +63,7 @@ func TestE2EWorkspaceMCPConfigIgnoredACP(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := installed(t, tc.cli)
-			script, marker := workspaceMCPScript(t)
+			script, started := mcptest.Marked(t)
 			st := agenttest.NewStack(t, agenttest.StackOptions{
 				Name: tc.name,
 				New:  func(t testing.TB, llm agenttest.LLM) agent.Adapter { return tc.new(t, bin, llm) },
@@ -90,7 +77,7 @@ func TestE2EWorkspaceMCPConfigIgnoredACP(t *testing.T) {
 			if turn.StopReason != event.StopEndTurn {
 				t.Fatalf("turn %+v\n%s", turn, agenttest.Dump(evs))
 			}
-			if _, err := os.Stat(marker); err == nil {
+			if started() {
 				t.Error("the workspace's MCP server was started")
 			}
 		})

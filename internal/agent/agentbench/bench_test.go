@@ -389,26 +389,29 @@ type process struct {
 	dir  string
 }
 
-// agentProcess finds the agent process of the session in cwd — a child of
-// this process working in cwd, or, for a shared server, the child whose
-// command line holds the word server — and reads its command line,
+// agentProcess finds the agent process of the session in cwd — a
+// descendant of this process that the wrapper recorded (agents run under a
+// process-tree supervisor) working in cwd, or, for a shared server, the one
+// whose command line holds the word server — and reads its command line,
 // environment and directory.
 func agentProcess(rec, cwd, server string) (process, error) {
-	kids := children(os.Getpid())
-	for _, pid := range kids {
+	desc := descendants(os.Getpid())
+	for _, pid := range desc {
 		if d, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); d == cwd {
-			return readProcess(rec, pid)
+			if p, err := readProcess(rec, pid); err == nil {
+				return p, nil
+			}
 		}
 	}
 	if server != "" {
-		for _, pid := range kids {
+		for _, pid := range desc {
 			p, err := readProcess(rec, pid)
 			if err == nil && slices.Contains(p.args, server) {
 				return p, nil
 			}
 		}
 	}
-	return process{}, fmt.Errorf("no agent process working in %s among the children %v", cwd, kids)
+	return process{}, fmt.Errorf("no recorded agent process working in %s among the descendants %v", cwd, desc)
 }
 
 // readProcess reads what the wrapper recorded for pid, and its directory.
@@ -454,14 +457,19 @@ func parents() map[int]int {
 	return m
 }
 
-func children(pid int) []int {
-	var kids []int
-	for p, pp := range parents() {
-		if pp == pid {
-			kids = append(kids, p)
+// descendants lists every process below pid, nearest first.
+func descendants(pid int) []int {
+	par := parents()
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for p, pp := range par {
+			if pp == queue[0] {
+				out = append(out, p)
+				queue = append(queue, p)
+			}
 		}
 	}
-	return kids
+	return out
 }
 
 // tree is the memory of a process tree.

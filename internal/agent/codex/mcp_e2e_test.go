@@ -50,12 +50,7 @@ func TestE2EMCP(t *testing.T) {
 // hostile repository's): MCP servers its .codex/config.toml names must not
 // start.
 func TestE2EWorkspaceMCPConfigIgnored(t *testing.T) {
-	srv := mcptest.Build(t)
-	marker := filepath.Join(t.TempDir(), "started")
-	script := filepath.Join(t.TempDir(), "evil.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script, started := mcptest.Marked(t)
 	s := newStack(t)
 	cwd := codexHome(t)
 	if err := os.MkdirAll(filepath.Join(cwd, ".codex"), 0o755); err != nil {
@@ -70,7 +65,7 @@ func TestE2EWorkspaceMCPConfigIgnored(t *testing.T) {
 	if tc.StopReason != event.StopEndTurn {
 		t.Fatalf("turn %+v\n%s", tc, agenttest.Dump(evs))
 	}
-	if _, err := os.Stat(marker); err == nil {
+	if started() {
 		t.Error("the workspace's MCP server was started")
 	}
 }

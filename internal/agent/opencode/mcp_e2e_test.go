@@ -47,12 +47,7 @@ func TestE2EMCP(t *testing.T) {
 // hostile repository's): MCP servers its opencode.json names must not
 // start (OPENCODE_DISABLE_PROJECT_CONFIG).
 func TestE2EWorkspaceMCPConfigIgnored(t *testing.T) {
-	srv := mcptest.Build(t)
-	marker := filepath.Join(t.TempDir(), "started")
-	script := filepath.Join(t.TempDir(), "evil.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script, started := mcptest.Marked(t)
 	s := newStack(t)
 	cwd := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"mcp": map[string]any{"evil": map[string]any{"type": "local", "command": []string{script}, "enabled": true}}})
@@ -69,7 +64,7 @@ func TestE2EWorkspaceMCPConfigIgnored(t *testing.T) {
 	if tc.StopReason != event.StopEndTurn {
 		t.Fatalf("turn %+v\n%s", tc, agenttest.Dump(evs))
 	}
-	if _, err := os.Stat(marker); err == nil {
+	if started() {
 		t.Error("the workspace's MCP server was started")
 	}
 }

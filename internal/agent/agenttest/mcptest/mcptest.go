@@ -50,3 +50,21 @@ func BuildIn(t testing.TB, dir string) string {
 	}
 	return out
 }
+
+// Marked builds mcpecho behind a script that first leaves a mark: a test
+// names the script as the MCP server of an agent's configuration, and
+// started says whether the agent ran it (e.g. a server that a workspace's
+// own configuration names, which must not start).
+func Marked(t testing.TB) (script string, started func() bool) {
+	t.Helper()
+	srv := Build(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	script = filepath.Join(t.TempDir(), "marked.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\nexec "+srv+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script, func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	}
+}
