@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/claude"
 	"github.com/agentbox/agentbox/internal/agent/install"
+	"github.com/agentbox/agentbox/internal/agent/opencode"
 )
 
 // Registry names of the built-in ACP agents.
@@ -347,16 +348,7 @@ var openCodeCaps = agent.Capabilities{
 // and edit.
 func OpenCode(c Config) agent.Adapter {
 	model := orDefault(c.OpenCodeModel, DefaultOpenCodeModel)
-	// attachment and modalities: OpenCode turns the image and PDF parts of
-	// a prompt into an error text for a model that does not declare them.
-	declare := func(name string) map[string]any {
-		return map[string]any{"name": name, "tool_call": true, "attachment": true,
-			"modalities": map[string]any{"input": []string{"text", "image", "pdf"}, "output": []string{"text"}}}
-	}
-	models := map[string]any{model: declare(model)}
-	for _, m := range c.OpenCodeModels {
-		models[m] = declare(m)
-	}
+	models := opencode.Models(model, c.OpenCodeModels)
 	return New(Agent{
 		Name: NameOpenCode, Title: "OpenCode (ACP)", Binary: c.binary("opencode"), Caps: openCodeCaps,
 		ExitsOnEOF: true,

@@ -118,12 +118,10 @@ func writeConfig(home string, key serverKey, models []string) (string, error) {
 	return f.Name(), nil
 }
 
-// configJSON is an OpenCode config: the provider "agentbox" at baseURL
-// (which may be an {env:…} reference), its key read from apiKeyEnv, and
-// model.
-func configJSON(baseURL, model string, more []string) ([]byte, error) {
-	// attachment and modalities: OpenCode turns the image and PDF parts of
-	// a prompt into an error text for a model that does not declare them.
+// Models is the "models" of an OpenCode provider that serves model and
+// more: each with tool calls, attachments and image and PDF input (else
+// OpenCode turns the image and PDF parts of a prompt into an error text).
+func Models(model string, more []string) map[string]any {
 	declare := func(name string) map[string]any {
 		return map[string]any{"name": name, "tool_call": true, "attachment": true,
 			"modalities": map[string]any{"input": []string{"text", "image", "pdf"}, "output": []string{"text"}}}
@@ -132,6 +130,14 @@ func configJSON(baseURL, model string, more []string) ([]byte, error) {
 	for _, m := range more {
 		models[m] = declare(m)
 	}
+	return models
+}
+
+// configJSON is an OpenCode config: the provider "agentbox" at baseURL
+// (which may be an {env:…} reference), its key read from apiKeyEnv, and
+// model.
+func configJSON(baseURL, model string, more []string) ([]byte, error) {
+	models := Models(model, more)
 	cfg := map[string]any{
 		"$schema": "https://opencode.ai/config.json",
 		"provider": map[string]any{
