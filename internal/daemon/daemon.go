@@ -30,6 +30,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/opencode"
 	"github.com/agentbox/agentbox/internal/agent/pi"
 	"github.com/agentbox/agentbox/internal/audit"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
@@ -41,7 +42,6 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 	"github.com/agentbox/agentbox/internal/sandbox/probe"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
-	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
 	"github.com/agentbox/agentbox/internal/version"
@@ -52,7 +52,7 @@ const (
 	DefaultListen          = "127.0.0.1:7777"
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxPendingRequests bounds the requests waiting per session.
-	DefaultMaxPendingRequests = session.DefaultMaxPendingRequests
+	DefaultMaxPendingRequests = engine.DefaultMaxPendingRequests
 	// DefaultMaxLiveSessions bounds the sessions with a live agent
 	// process: agents are large (a Node agent is ~200 MB), and a daemon
 	// must never pile them up without bound.
@@ -89,7 +89,7 @@ type Config struct {
 	PermissionTimeout time.Duration
 	// MaxPendingRequests bounds the permission requests and questions of
 	// one session waiting at once; further ones are denied by the daemon
-	// (default session.DefaultMaxPendingRequests).
+	// (default engine.DefaultMaxPendingRequests).
 	MaxPendingRequests int
 	// MaxLiveSessions bounds the sessions with a live agent process; a
 	// create, resume or message past it answers 429 (default
@@ -189,7 +189,7 @@ type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
 	st      store.Store
-	mgr     *session.Manager
+	mgr     *engine.Manager
 	ex      *execution.Service
 	audit   *audit.Log
 	egress  *egress.Server
@@ -359,7 +359,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		_ = aud.Close() // likewise
 		return nil, err
 	}
-	mgr := session.New(session.Config{
+	mgr := engine.New(engine.Config{
 		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
 		MaxPendingRequests: cfg.MaxPendingRequests,

@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
-	"github.com/agentbox/agentbox/internal/session"
 )
 
-// sessionSandboxes implements session.Sandboxes over the policy package,
+// sessionSandboxes implements engine.Sandboxes over the policy package,
 // the isolation runtimes and the egress proxy.
 type sessionSandboxes struct {
 	// global returns the operator's policy (see loadGlobalPolicy).
@@ -39,20 +39,20 @@ type sessionSandboxes struct {
 	workspaces *workspaceRules
 }
 
-// Workspace implements session.Sandboxes.
+// Workspace implements engine.Sandboxes.
 func (s *sessionSandboxes) Workspace(cwd string) (string, error) {
 	return s.workspaces.check(s.global(), cwd)
 }
 
-// Reconcile implements session.Sandboxes: the stored effective policy
+// Reconcile implements engine.Sandboxes: the stored effective policy
 // goes through Effective again, with the global policy as it is now.
 func (s *sessionSandboxes) Reconcile(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 	p, err := policy.Parse("session policy", raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+		return nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	if p, err = policy.Effective(s.global(), p); err != nil {
-		return nil, fmt.Errorf("%w: the session's policy cannot be honoured under the operator's current global policy: %w", session.ErrPolicy, err)
+		return nil, fmt.Errorf("%w: the session's policy cannot be honoured under the operator's current global policy: %w", engine.ErrPolicy, err)
 	}
 	if err := s.available(ctx, p); err != nil {
 		return nil, err
@@ -64,16 +64,16 @@ func (s *sessionSandboxes) Reconcile(ctx context.Context, raw json.RawMessage) (
 func (s *sessionSandboxes) available(ctx context.Context, p *policy.Policy) error {
 	rt, err := s.runtimes.Get(p.Isolation())
 	if err != nil {
-		return fmt.Errorf("%w: %w", session.ErrPolicy, err)
+		return fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	if pr := rt.Probe(ctx); !pr.Available {
-		return fmt.Errorf("%w: isolation %q: %w: %s", session.ErrPolicy, p.Isolation(), sandbox.ErrUnavailable, pr.Reason)
+		return fmt.Errorf("%w: isolation %q: %w: %s", engine.ErrPolicy, p.Isolation(), sandbox.ErrUnavailable, pr.Reason)
 	}
 	return nil
 }
 
-// Resolve implements session.Sandboxes.
-func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc *session.PolicyDoc) (json.RawMessage, error) {
+// Resolve implements engine.Sandboxes.
+func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc *engine.PolicyDoc) (json.RawMessage, error) {
 	var p *policy.Policy
 	var err error
 	switch {
@@ -87,7 +87,7 @@ func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc
 		p, err = policy.Resolve("request.policy", req, s.fallback, s.global())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+		return nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	// Refuse now, not at the first turn, what this host cannot run.
 	if err := s.available(ctx, p); err != nil {
@@ -96,8 +96,8 @@ func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc
 	return json.Marshal(p)
 }
 
-// Create implements session.Sandboxes.
-func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd string, opts session.SandboxOptions) (*session.Sandbox, error) {
+// Create implements engine.Sandboxes.
+func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd string, opts engine.SandboxOptions) (*engine.Sandbox, error) {
 	p, err := policy.Parse("session policy", raw)
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	if spec.Network.Mode != sandbox.NetworkProxy {
-		return &session.Sandbox{Sandbox: sb, Env: env}, nil
+		return &engine.Sandbox{Sandbox: sb, Env: env}, nil
 	}
 	g, err := attachEgress(s.egress, sb, egress.Config{
 		Scope: "session", ID: opts.SessionID, Network: spec.Network,
@@ -164,10 +164,10 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	g.release = release
-	return &session.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
+	return &engine.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
 }
 
-// DeclaredSecrets implements session.SecretDeclarer: the policy's
+// DeclaredSecrets implements engine.SecretDeclarer: the policy's
 // env.secrets.
 func (s *sessionSandboxes) DeclaredSecrets(raw json.RawMessage) (map[string]string, error) {
 	p, err := policy.Parse("session policy", raw)
@@ -177,23 +177,23 @@ func (s *sessionSandboxes) DeclaredSecrets(raw json.RawMessage) (map[string]stri
 	return p.Env.Secrets, nil
 }
 
-var _ session.SecretDeclarer = (*sessionSandboxes)(nil)
+var _ engine.SecretDeclarer = (*sessionSandboxes)(nil)
 
-// ReplaceAllow implements session.Sandboxes.
+// ReplaceAllow implements engine.Sandboxes.
 func (s *sessionSandboxes) ReplaceAllow(raw json.RawMessage, allow []string) (json.RawMessage, error) {
 	p, err := policy.Parse("session policy", raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+		return nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	if m := p.Network.Mode; m != "" && m != sandbox.NetworkProxy {
-		return nil, fmt.Errorf("%w: the session's network mode is %s, which has no egress proxy to take rules", session.ErrPolicy, m)
+		return nil, fmt.Errorf("%w: the session's network mode is %s, which has no egress proxy to take rules", engine.ErrPolicy, m)
 	}
 	if err := policy.CheckAllow(s.global(), allow); err != nil {
-		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+		return nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	p.Network.Allow = slices.Clone(allow)
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", session.ErrPolicy, err)
+		return nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	return json.Marshal(p)
 }

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
-	"github.com/agentbox/agentbox/internal/session"
 )
 
 // A session's working directory becomes the sandbox's writable workspace,
@@ -70,18 +70,18 @@ func (w *workspaceRules) checkRoots(roots []string) error {
 }
 
 // check returns cwd with symlinks resolved when it may be a session's
-// working directory under global; errors wrap session.ErrPolicy.
+// working directory under global; errors wrap engine.ErrPolicy.
 func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error) {
 	p, err := filepath.EvalSymlinks(cwd)
 	if err != nil {
-		return "", fmt.Errorf("%w: cwd %s: %w", session.ErrPolicy, cwd, err)
+		return "", fmt.Errorf("%w: cwd %s: %w", engine.ErrPolicy, cwd, err)
 	}
 	homes := w.homes() // read once per check
 	if why := w.never(p, homes); why != "" {
-		return "", fmt.Errorf("%w: cwd %s: %s, which is never a workspace", session.ErrPolicy, shown(cwd, p), why)
+		return "", fmt.Errorf("%w: cwd %s: %s, which is never a workspace", engine.ErrPolicy, shown(cwd, p), why)
 	}
 	if p == w.own {
-		return "", fmt.Errorf("%w: cwd %s holds every session's workspace", session.ErrPolicy, shown(cwd, p))
+		return "", fmt.Errorf("%w: cwd %s holds every session's workspace", engine.ErrPolicy, shown(cwd, p))
 	}
 	roots := w.roots(global)
 	for _, r := range roots {
@@ -91,11 +91,11 @@ func (w *workspaceRules) check(global *policy.Policy, cwd string) (string, error
 		}
 		rel, _ := filepath.Rel(r, p)
 		if slices.ContainsFunc(strings.Split(rel, string(filepath.Separator)), func(s string) bool { return s != "." && strings.HasPrefix(s, ".") }) {
-			return "", fmt.Errorf("%w: cwd %s lies in a hidden directory (such as .git) of workspace root %s, where host tools keep what they run", session.ErrPolicy, shown(cwd, p), r)
+			return "", fmt.Errorf("%w: cwd %s lies in a hidden directory (such as .git) of workspace root %s, where host tools keep what they run", engine.ErrPolicy, shown(cwd, p), r)
 		}
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: cwd %s is not inside a workspace root of the operator's global policy (filesystem.workspace_roots: [%s])", session.ErrPolicy, shown(cwd, p), strings.Join(roots, ", "))
+	return "", fmt.Errorf("%w: cwd %s is not inside a workspace root of the operator's global policy (filesystem.workspace_roots: [%s])", engine.ErrPolicy, shown(cwd, p), strings.Join(roots, ", "))
 }
 
 // never says why p (absolute, resolved) can never be a workspace or hold

@@ -24,8 +24,8 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/metrics"
-	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -477,19 +477,19 @@ func TestErrorMapping(t *testing.T) {
 		status int
 		typ    string
 	}{
-		{session.ErrShuttingDown, 503, client.ProblemShuttingDown},
+		{engine.ErrShuttingDown, 503, client.ProblemShuttingDown},
 		{store.ErrClosed, 503, client.ProblemShuttingDown},
-		{session.ErrInvalid, 422, client.ProblemValidation},
+		{engine.ErrInvalid, 422, client.ProblemValidation},
 		{store.ErrExists, 409, client.ProblemConflict},
-		{session.ErrNotResumable, 409, client.ProblemNotResumable},
-		{&session.EnvRequiredError{ID: "ses_1", Names: []string{"OPENAI_API_KEY"}}, 422, client.ProblemEnvRequired},
-		{&session.ContentError{Index: 1, Type: event.PartImage, Agent: "pi"}, 422, client.ProblemUnsupportedContent},
-		{&session.ChoiceError{Field: "model", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownModel},
-		{&session.ChoiceError{Field: "mode", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownMode},
-		{fmt.Errorf("%w: no", session.ErrSwitchUnsupported), 422, client.ProblemSwitchUnsupported},
-		{fmt.Errorf("%w: %w", session.ErrInvalid, agent.ErrInvalidMCP), 422, client.ProblemInvalidMCPServer},
-		{fmt.Errorf("%w: agent pi", session.ErrMCPUnsupported), 422, client.ProblemMCPUnsupported},
-		{&session.MCPRequiredError{ID: "ses_1", Names: []string{"docs.env.TOKEN"}}, 422, client.ProblemMCPRequired},
+		{engine.ErrNotResumable, 409, client.ProblemNotResumable},
+		{&engine.EnvRequiredError{ID: "ses_1", Names: []string{"OPENAI_API_KEY"}}, 422, client.ProblemEnvRequired},
+		{&engine.ContentError{Index: 1, Type: event.PartImage, Agent: "pi"}, 422, client.ProblemUnsupportedContent},
+		{&engine.ChoiceError{Field: "model", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownModel},
+		{&engine.ChoiceError{Field: "mode", Value: "x", Agent: "mock"}, 422, client.ProblemUnknownMode},
+		{fmt.Errorf("%w: no", engine.ErrSwitchUnsupported), 422, client.ProblemSwitchUnsupported},
+		{fmt.Errorf("%w: %w", engine.ErrInvalid, agent.ErrInvalidMCP), 422, client.ProblemInvalidMCPServer},
+		{fmt.Errorf("%w: agent pi", engine.ErrMCPUnsupported), 422, client.ProblemMCPUnsupported},
+		{&engine.MCPRequiredError{ID: "ses_1", Names: []string{"docs.env.TOKEN"}}, 422, client.ProblemMCPRequired},
 		{errors.New("disk full at /var/lib/secret"), 500, client.ProblemInternal},
 	} {
 		h := newHarness(t, Config{})

@@ -6,8 +6,8 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
-	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -35,7 +35,7 @@ func toAgent(in agent.Info) client.Agent {
 }
 
 // toAgentDetail is an agent with what its sessions said it offers.
-func toAgentDetail(in agent.Info, c *session.Catalog) client.AgentDetail {
+func toAgentDetail(in agent.Info, c *engine.Catalog) client.AgentDetail {
 	out := client.AgentDetail{Agent: toAgent(in)}
 	switch {
 	case !in.Available:
@@ -132,8 +132,8 @@ func rawOrNil(m json.RawMessage) any {
 	return m
 }
 
-func toCreateParams(c client.CreateSession) session.CreateParams {
-	return session.CreateParams{
+func toCreateParams(c client.CreateSession) engine.CreateParams {
+	return engine.CreateParams{
 		Agent:          c.Agent,
 		Model:          c.Model,
 		Mode:           c.Mode,
@@ -158,11 +158,11 @@ func toMCPServers(in []client.MCPServer) []agent.MCPServer {
 	return out
 }
 
-func toPolicyDoc(src *client.PolicySource) *session.PolicyDoc {
+func toPolicyDoc(src *client.PolicySource) *engine.PolicyDoc {
 	if src == nil {
 		return nil
 	}
-	return &session.PolicyDoc{Name: src.Name, Text: src.Text}
+	return &engine.PolicyDoc{Name: src.Name, Text: src.Text}
 }
 
 // toContent turns a validated SendMessage into content parts.

@@ -5,18 +5,18 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
-// Engine is what the API needs from the session engine; *session.Manager
+// Engine is what the API needs from the session engine; *engine.Manager
 // implements it.
 type Engine interface {
 	Agents(ctx context.Context) []agent.Info
 	// AgentCatalog is one agent with the models and modes its sessions
 	// announced (nil when none has).
-	AgentCatalog(ctx context.Context, name string) (agent.Info, *session.Catalog, error)
-	Create(ctx context.Context, p session.CreateParams) (store.Session, error)
+	AgentCatalog(ctx context.Context, name string) (agent.Info, *engine.Catalog, error)
+	Create(ctx context.Context, p engine.CreateParams) (store.Session, error)
 	// Configure changes a session's model and/or mode between turns.
 	Configure(ctx context.Context, id, model, mode string) (store.Session, error)
 	Get(ctx context.Context, id string) (store.Session, error)
@@ -35,8 +35,8 @@ type Engine interface {
 	Events(ctx context.Context, id string, after int64, limit int) ([]event.Event, error)
 	Subscribe(ctx context.Context, id string, after int64) (<-chan event.Event, error)
 	// Network and SetNetwork read and replace a session's network rules.
-	Network(ctx context.Context, id string) (session.Network, error)
-	SetNetwork(ctx context.Context, id string, allow []string) (session.Network, error)
+	Network(ctx context.Context, id string) (engine.Network, error)
+	SetNetwork(ctx context.Context, id string, allow []string) (engine.Network, error)
 }
 
 // LiveSandboxes is an optional ability of an Engine: what the sandbox of a
@@ -47,6 +47,6 @@ type LiveSandboxes interface {
 }
 
 var (
-	_ Engine        = (*session.Manager)(nil)
-	_ LiveSandboxes = (*session.Manager)(nil)
+	_ Engine        = (*engine.Manager)(nil)
+	_ LiveSandboxes = (*engine.Manager)(nil)
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -37,7 +37,7 @@ type fakeSession struct {
 	events []event.Event // events[i].Seq == i+1
 	reqs   []store.Request
 	// network is the sandbox's; nil runs "on the host".
-	network *session.Network
+	network *engine.Network
 }
 
 func newFakeEngine() *fakeEngine {
@@ -53,7 +53,7 @@ func newFakeEngine() *fakeEngine {
 	}
 }
 
-func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, session.ErrNotFound) }
+func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, engine.ErrNotFound) }
 
 // appendLocked appends events to a session's log, assigning seq, and wakes
 // subscribers.
@@ -120,7 +120,7 @@ func (f *fakeEngine) Agents(context.Context) []agent.Info {
 	return slices.Clone(f.agents)
 }
 
-func (f *fakeEngine) Create(_ context.Context, p session.CreateParams) (store.Session, error) {
+func (f *fakeEngine) Create(_ context.Context, p engine.CreateParams) (store.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failWith != nil {
@@ -131,7 +131,7 @@ func (f *fakeEngine) Create(_ context.Context, p session.CreateParams) (store.Se
 		return store.Session{}, fmt.Errorf("create: %w %q", agent.ErrUnknown, p.Agent)
 	}
 	if !f.agents[i].Available {
-		return store.Session{}, fmt.Errorf("create: %s: %w", p.Agent, session.ErrUnavailable)
+		return store.Session{}, fmt.Errorf("create: %s: %w", p.Agent, engine.ErrUnavailable)
 	}
 	f.n++
 	id := fmt.Sprintf("ses_%04d", f.n)
@@ -212,9 +212,9 @@ func (f *fakeEngine) Send(_ context.Context, id string, content []event.ContentP
 	}
 	switch {
 	case !fs.s.Status.Live():
-		return "", fmt.Errorf("send: %w", session.ErrNotLive)
+		return "", fmt.Errorf("send: %w", engine.ErrNotLive)
 	case fs.s.CurrentTurnID != "":
-		return "", fmt.Errorf("send: %w", session.ErrBusy)
+		return "", fmt.Errorf("send: %w", engine.ErrBusy)
 	}
 	f.n++
 	turn := fmt.Sprintf("turn_%04d", f.n)
@@ -235,7 +235,7 @@ func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string,
 		return store.Session{}, err
 	}
 	if fs.s.Status.Live() {
-		return store.Session{}, fmt.Errorf("resume: %w", session.ErrLive)
+		return store.Session{}, fmt.Errorf("resume: %w", engine.ErrLive)
 	}
 	fs.s.Status, fs.s.EndedAt = store.StatusIdle, nil
 	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionStarted{Agent: fs.s.Agent, Resumed: true}))
@@ -252,7 +252,7 @@ func (f *fakeEngine) Interrupt(_ context.Context, id string) (string, error) {
 	}
 	turn := fs.s.CurrentTurnID
 	if turn == "" {
-		return "", fmt.Errorf("interrupt: %w", session.ErrNoTurn)
+		return "", fmt.Errorf("interrupt: %w", engine.ErrNoTurn)
 	}
 	fs.s.CurrentTurnID, fs.s.Status = "", store.StatusIdle
 	f.appendLocked(fs, event.New(event.SourceDaemon, &event.TurnCompleted{TurnID: turn, StopReason: event.StopInterrupted}))
@@ -372,30 +372,30 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func (f *fakeEngine) Network(_ context.Context, id string) (session.Network, error) {
+func (f *fakeEngine) Network(_ context.Context, id string) (engine.Network, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failWith != nil {
-		return session.Network{}, f.failWith
+		return engine.Network{}, f.failWith
 	}
 	fs, err := f.get(id)
 	if err != nil {
-		return session.Network{}, err
+		return engine.Network{}, err
 	}
 	if fs.network == nil {
-		return session.Network{}, fmt.Errorf("%w: session %s", session.ErrNoSandbox, id)
+		return engine.Network{}, fmt.Errorf("%w: session %s", engine.ErrNoSandbox, id)
 	}
 	return *fs.network, nil
 }
 
-func (f *fakeEngine) SetNetwork(ctx context.Context, id string, allow []string) (session.Network, error) {
+func (f *fakeEngine) SetNetwork(ctx context.Context, id string, allow []string) (engine.Network, error) {
 	n, err := f.Network(ctx, id)
 	if err != nil {
 		return n, err
 	}
 	for _, r := range allow {
 		if strings.HasPrefix(r, "10.") {
-			return n, fmt.Errorf("%w: network.allow: %q is not covered by the global policy", session.ErrPolicy, r)
+			return n, fmt.Errorf("%w: network.allow: %q is not covered by the global policy", engine.ErrPolicy, r)
 		}
 	}
 	f.mu.Lock()
@@ -406,7 +406,7 @@ func (f *fakeEngine) SetNetwork(ctx context.Context, id string, allow []string) 
 }
 
 // AgentCatalog answers the fake agents; "mock" offers two models.
-func (f *fakeEngine) AgentCatalog(_ context.Context, name string) (agent.Info, *session.Catalog, error) {
+func (f *fakeEngine) AgentCatalog(_ context.Context, name string) (agent.Info, *engine.Catalog, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, in := range f.agents {
@@ -416,7 +416,7 @@ func (f *fakeEngine) AgentCatalog(_ context.Context, name string) (agent.Info, *
 		if !in.Available {
 			return in, nil, nil
 		}
-		return in, &session.Catalog{Models: []agent.Choice{{ID: "m1"}, {ID: "m2"}}, DefaultModel: "m1", SessionID: "ses_cat", At: f.now}, nil
+		return in, &engine.Catalog{Models: []agent.Choice{{ID: "m1"}, {ID: "m2"}}, DefaultModel: "m1", SessionID: "ses_cat", At: f.now}, nil
 	}
 	return agent.Info{}, nil, notFound("agent", name)
 }
@@ -431,13 +431,13 @@ func (f *fakeEngine) Configure(_ context.Context, id, model, mode string) (store
 		return store.Session{}, err
 	}
 	if fs.s.CurrentTurnID != "" {
-		return store.Session{}, fmt.Errorf("configure: %w", session.ErrBusy)
+		return store.Session{}, fmt.Errorf("configure: %w", engine.ErrBusy)
 	}
 	if model != "" && model != "m1" && model != "m2" {
-		return store.Session{}, &session.ChoiceError{Field: "model", Value: model, Agent: fs.s.Agent, Offered: []string{"m1", "m2"}, From: "session ses_cat"}
+		return store.Session{}, &engine.ChoiceError{Field: "model", Value: model, Agent: fs.s.Agent, Offered: []string{"m1", "m2"}, From: "session ses_cat"}
 	}
 	if mode != "" {
-		return store.Session{}, &session.ChoiceError{Field: "mode", Value: mode, Agent: fs.s.Agent, From: "session ses_cat"}
+		return store.Session{}, &engine.ChoiceError{Field: "mode", Value: mode, Agent: fs.s.Agent, From: "session ses_cat"}
 	}
 	fs.s.Model = model
 	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionConfigured{Model: model}))

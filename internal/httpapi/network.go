@@ -8,8 +8,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
-	"github.com/agentbox/agentbox/internal/session"
 )
 
 // Secrets is what the API needs of the daemon's secret store;
@@ -88,7 +88,7 @@ func (s *server) registerNetwork(api huma.API) {
 	}, s.deleteSecret)
 }
 
-func toNetwork(n session.Network) client.SessionNetwork {
+func toNetwork(n engine.Network) client.SessionNetwork {
 	return client.SessionNetwork{Mode: n.Mode, Default: n.Default, Allow: nonNil(n.Allow), Deny: n.Deny, Live: n.Live}
 }
 
@@ -152,7 +152,7 @@ func (s *server) deleteSecret(ctx context.Context, in *secretPath) (*struct{}, e
 		return nil, err
 	}
 	if !st.Delete(in.Name) {
-		return nil, s.fail(ctx, fmt.Errorf("secret %q: %w", in.Name, session.ErrNotFound))
+		return nil, s.fail(ctx, fmt.Errorf("secret %q: %w", in.Name, engine.ErrNotFound))
 	}
 	return &struct{}{}, nil
 }

@@ -13,10 +13,10 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
-	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -127,40 +127,40 @@ func errorProblem(ctx context.Context, err error) *problem {
 	switch {
 	case errors.Is(err, agent.ErrUnknown):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnknownAgent, msg)
-	case errors.Is(err, session.ErrNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		return newProblem(http.StatusNotFound, client.ProblemNotFound, msg)
 	case errors.Is(err, agent.ErrInvalidMCP):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemInvalidMCPServer, msg)
-	case errors.Is(err, session.ErrInvalid):
+	case errors.Is(err, engine.ErrInvalid):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
-	case errors.Is(err, session.ErrBusy):
+	case errors.Is(err, engine.ErrBusy):
 		return newProblem(http.StatusConflict, client.ProblemBusy, msg)
-	case errors.Is(err, session.ErrNoTurn):
+	case errors.Is(err, engine.ErrNoTurn):
 		return newProblem(http.StatusConflict, client.ProblemNoTurn, msg)
-	case errors.Is(err, session.ErrLive):
+	case errors.Is(err, engine.ErrLive):
 		return newProblem(http.StatusConflict, client.ProblemLive, msg)
-	case errors.Is(err, session.ErrNotResumable):
+	case errors.Is(err, engine.ErrNotResumable):
 		return newProblem(http.StatusConflict, client.ProblemNotResumable, msg)
-	case errors.Is(err, session.ErrNotLive):
+	case errors.Is(err, engine.ErrNotLive):
 		return newProblem(http.StatusConflict, client.ProblemNotLive, msg)
-	case errors.Is(err, session.ErrEnvRequired):
+	case errors.Is(err, engine.ErrEnvRequired):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemEnvRequired, msg)
-	case errors.Is(err, session.ErrMCPUnsupported):
+	case errors.Is(err, engine.ErrMCPUnsupported):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemMCPUnsupported, msg)
-	case errors.Is(err, session.ErrMCPRequired):
+	case errors.Is(err, engine.ErrMCPRequired):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemMCPRequired, msg)
-	case errors.Is(err, session.ErrUnsupportedContent):
+	case errors.Is(err, engine.ErrUnsupportedContent):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnsupportedContent, msg)
-	case errors.Is(err, session.ErrUnknownChoice):
+	case errors.Is(err, engine.ErrUnknownChoice):
 		typ := client.ProblemUnknownModel
-		var ce *session.ChoiceError
+		var ce *engine.ChoiceError
 		if errors.As(err, &ce) && ce.Field == "mode" {
 			typ = client.ProblemUnknownMode
 		}
 		return newProblem(http.StatusUnprocessableEntity, typ, msg)
-	case errors.Is(err, session.ErrSwitchUnsupported):
+	case errors.Is(err, engine.ErrSwitchUnsupported):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemSwitchUnsupported, msg)
-	case errors.Is(err, session.ErrNoSandbox):
+	case errors.Is(err, engine.ErrNoSandbox):
 		return newProblem(http.StatusConflict, client.ProblemNoSandbox, msg)
 	case errors.Is(err, egress.ErrInvalidSecret):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
@@ -181,21 +181,21 @@ func errorProblem(ctx context.Context, err error) *problem {
 			withHeader("Retry-After", "5")
 	case errors.Is(err, execution.ErrPolicyInvalid), errors.Is(err, execution.ErrPolicyDenied):
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
-	case errors.Is(err, session.ErrPolicy), errors.Is(err, sandbox.ErrUnenforceable), errors.Is(err, sandbox.ErrUnknownRuntime), errors.Is(err, sandbox.ErrUnavailable):
+	case errors.Is(err, engine.ErrPolicy), errors.Is(err, sandbox.ErrUnenforceable), errors.Is(err, sandbox.ErrUnknownRuntime), errors.Is(err, sandbox.ErrUnavailable):
 		// A policy that is invalid, or that this host cannot enforce: the
 		// message names the field or the missing mechanism.
 		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
-	case errors.Is(err, session.ErrUnavailable):
+	case errors.Is(err, engine.ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, msg)
-	case errors.Is(err, session.ErrTooManyLive):
-		retry := session.DefaultLiveRetryAfter
-		var ce *session.LiveCapError
+	case errors.Is(err, engine.ErrTooManyLive):
+		retry := engine.DefaultLiveRetryAfter
+		var ce *engine.LiveCapError
 		if errors.As(err, &ce) && ce.RetryAfter > 0 {
 			retry = ce.RetryAfter
 		}
 		return newProblem(http.StatusTooManyRequests, client.ProblemTooManyLiveSessions, msg).
 			withHeader("Retry-After", strconv.Itoa(int((max(time.Second, retry)+time.Second-1)/time.Second)))
-	case errors.Is(err, session.ErrShuttingDown), errors.Is(err, store.ErrClosed):
+	case errors.Is(err, engine.ErrShuttingDown), errors.Is(err, store.ErrClosed):
 		return newProblem(http.StatusServiceUnavailable, client.ProblemShuttingDown, "The daemon is shutting down.").
 			withHeader("Retry-After", "5")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -703,7 +703,7 @@ func upstreamWhat(data any) string {
 // the workspace cwd (which the agent reads itself). A part the agent did
 // not declare refuses the whole message (agent.ErrUnsupportedContent,
 // naming the part), so a static flag that disagrees with the agent is
-// never a silent drop. The engine (internal/session) has already read
+// never a silent drop. The engine (internal/engine) has already read
 // every path part into data, confined to the workspace; a part's path is
 // then its name relative to cwd.
 func promptBlocks(in agent.Input, pc sdk.PromptCapabilities, cwd string) ([]sdk.ContentBlock, error) {

@@ -14,9 +14,9 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
-	engine "github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"context"
@@ -10,19 +10,19 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
 // lifecycleManager is a manager with a resumable agent "test", one that
 // cannot resume ("noresume"), and the given cap and idle timeout.
-func lifecycleManager(t *testing.T, maxLive int, idle time.Duration) (*session.Manager, *testAgent) {
+func lifecycleManager(t *testing.T, maxLive int, idle time.Duration) (*engine.Manager, *testAgent) {
 	t.Helper()
 	ta := &testAgent{exit: make(chan struct{})}
 	reg := agent.NewRegistry()
 	reg.Register("test", ta)
 	reg.Register("noresume", &testAgent{exit: make(chan struct{}), noResume: true})
-	m := session.New(session.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
+	m := engine.New(engine.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
 		MaxLive: maxLive, IdleTimeout: idle})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -34,7 +34,7 @@ func lifecycleManager(t *testing.T, maxLive int, idle time.Duration) (*session.M
 	return m, ta
 }
 
-func sessionCount(t *testing.T, m *session.Manager) int {
+func sessionCount(t *testing.T, m *engine.Manager) int {
 	t.Helper()
 	ss, err := m.List(t.Context(), store.ListOptions{})
 	if err != nil {
@@ -51,15 +51,15 @@ func TestLiveCap(t *testing.T) {
 	ctx := t.Context()
 	var ids []string
 	for range 2 {
-		s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+		s, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, s.ID)
 	}
-	_, err := m.Create(ctx, session.CreateParams{Agent: "test"})
-	var capErr *session.LiveCapError
-	if !errors.Is(err, session.ErrTooManyLive) || !errors.As(err, &capErr) || capErr.Max != 2 || capErr.RetryAfter <= 0 {
+	_, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
+	var capErr *engine.LiveCapError
+	if !errors.Is(err, engine.ErrTooManyLive) || !errors.As(err, &capErr) || capErr.Max != 2 || capErr.RetryAfter <= 0 {
 		t.Fatalf("create over the cap: %v", err)
 	}
 	if n := sessionCount(t, m); n != 2 {
@@ -69,11 +69,11 @@ func TestLiveCap(t *testing.T) {
 	if err := m.Delete(ctx, ids[0], false); err != nil {
 		t.Fatal(err)
 	}
-	s3, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s3, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatalf("create after a session ended: %v", err)
 	}
-	if _, err := m.Resume(ctx, ids[0], nil); !errors.Is(err, session.ErrTooManyLive) {
+	if _, err := m.Resume(ctx, ids[0], nil); !errors.Is(err, engine.ErrTooManyLive) {
 		t.Fatalf("resume over the cap: %v", err)
 	}
 	if err := m.Delete(ctx, s3.ID, true); err != nil {
@@ -92,7 +92,7 @@ func TestLiveCapConcurrentCreates(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := m.Create(t.Context(), session.CreateParams{Agent: "test"})
+			_, err := m.Create(t.Context(), engine.CreateParams{Agent: "test"})
 			errs <- err
 		}()
 	}
@@ -102,7 +102,7 @@ func TestLiveCapConcurrentCreates(t *testing.T) {
 		switch {
 		case err == nil:
 			ok++
-		case !errors.Is(err, session.ErrTooManyLive):
+		case !errors.Is(err, engine.ErrTooManyLive):
 			t.Errorf("create: %v", err)
 		}
 	}
@@ -115,12 +115,12 @@ func TestLiveCapConcurrentCreates(t *testing.T) {
 // message telling the client to send messages directly.
 func TestResumeLiveSaysWhatToDo(t *testing.T) {
 	m, _ := lifecycleManager(t, 0, 0)
-	s, err := m.Create(t.Context(), session.CreateParams{Agent: "test"})
+	s, err := m.Create(t.Context(), engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = m.Resume(t.Context(), s.ID, nil)
-	if !errors.Is(err, session.ErrLive) || !strings.Contains(err.Error(), "send messages to it directly") ||
+	if !errors.Is(err, engine.ErrLive) || !strings.Contains(err.Error(), "send messages to it directly") ||
 		!strings.Contains(err.Error(), "/v1/sessions/"+s.ID+"/messages") {
 		t.Fatalf("resume of a live session: %v", err)
 	}
@@ -142,7 +142,7 @@ func endedEvent(t *testing.T, evs []event.Event) *event.SessionEnded {
 func TestIdleStopAndTransparentResume(t *testing.T) {
 	m, ta := lifecycleManager(t, 1, 50*time.Millisecond)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test", Env: map[string]string{"API_KEY": "k1"}})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test", Env: map[string]string{"API_KEY": "k1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,13 +157,13 @@ func TestIdleStopAndTransparentResume(t *testing.T) {
 
 	// The stopped session holds no slot: another session can start (one
 	// whose agent cannot resume, so it is never stopped and keeps its slot).
-	other, err := m.Create(ctx, session.CreateParams{Agent: "noresume"})
+	other, err := m.Create(ctx, engine.CreateParams{Agent: "noresume"})
 	if err != nil {
 		t.Fatalf("create while the only other session is stopped: %v", err)
 	}
 	// Now the message that would bring the stopped session live is over
 	// the cap.
-	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, session.ErrTooManyLive) {
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrTooManyLive) {
 		t.Fatalf("message to a stopped session over the cap: %v", err)
 	}
 	if err := m.Delete(ctx, other.ID, false); err != nil {
@@ -204,7 +204,7 @@ func TestIdleStopAndTransparentResume(t *testing.T) {
 	if got, _ := m.Get(ctx, s.ID); got.Status != store.StatusEnded {
 		t.Fatalf("deleted stopped session is %s", got.Status)
 	}
-	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, session.ErrNotLive) {
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrNotLive) {
 		t.Fatalf("message to an ended session: %v", err)
 	}
 }
@@ -214,11 +214,11 @@ func TestIdleStopAndTransparentResume(t *testing.T) {
 func TestIdleTimeoutSparesTurnsAndNonResumable(t *testing.T) {
 	m, _ := lifecycleManager(t, 0, 30*time.Millisecond)
 	ctx := t.Context()
-	n, err := m.Create(ctx, session.CreateParams{Agent: "noresume"})
+	n, err := m.Create(ctx, engine.CreateParams{Agent: "noresume"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package session is the session engine: it starts agent sessions through
+// Package engine is the session engine: it starts agent sessions through
 // their adapters, runs turns detached from API requests, brokers permission
 // and question requests (per request, never cached, with a timeout), and
 // writes every event to the store before anyone can see it.
-package session
+package engine
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/acp"
 	"github.com/agentbox/agentbox/internal/agent/claude"
 	"github.com/agentbox/agentbox/internal/agent/pi"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/ids"
-	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -40,7 +40,7 @@ func TestPurgeRemovesAgentState(t *testing.T) {
 	}
 	for _, keep := range []bool{false, true} {
 		st := openStore(t, t.TempDir())
-		m := session.New(session.Config{Store: st, Agents: reg(), WorkspaceDir: t.TempDir(), KeepAgentState: keep})
+		m := engine.New(engine.Config{Store: st, Agents: reg(), WorkspaceDir: t.TempDir(), KeepAgentState: keep})
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -59,13 +59,13 @@ func TestResumeAfterRestartNeedsClientEnv(t *testing.T) {
 	reg.Register("test", ta)
 	reg.Register("openai", providerAgent{testAgent: ta, key: "daemon-held-key"})
 	const secret = "client-secret-value"
-	old := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Log: log, IdleTimeout: 50 * time.Millisecond})
+	old := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Log: log, IdleTimeout: 50 * time.Millisecond})
 	ctx := t.Context()
-	plain, err := old.Create(ctx, session.CreateParams{Agent: "test", Env: map[string]string{"API_KEY": secret + "-1", "OTHER": secret + "-2"}})
+	plain, err := old.Create(ctx, engine.CreateParams{Agent: "test", Env: map[string]string{"API_KEY": secret + "-1", "OTHER": secret + "-2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	withKey, err := old.Create(ctx, session.CreateParams{Agent: "openai", Env: map[string]string{"OPENAI_API_KEY": secret + "-3", "EXTRA": secret + "-4"}})
+	withKey, err := old.Create(ctx, engine.CreateParams{Agent: "openai", Env: map[string]string{"OPENAI_API_KEY": secret + "-3", "EXTRA": secret + "-4"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestResumeAfterRestartNeedsClientEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Log: log})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Log: log})
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	if _, err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -98,8 +98,8 @@ func TestResumeAfterRestartNeedsClientEnv(t *testing.T) {
 		{"daemon holds the key", withKey.ID, nil, []string{"EXTRA"}},
 	} {
 		_, err := m.Resume(ctx, tc.id, tc.env)
-		var ee *session.EnvRequiredError
-		if !errors.As(err, &ee) || !errors.Is(err, session.ErrEnvRequired) || !slices.Equal(ee.Names, tc.want) {
+		var ee *engine.EnvRequiredError
+		if !errors.As(err, &ee) || !errors.Is(err, engine.ErrEnvRequired) || !slices.Equal(ee.Names, tc.want) {
 			t.Errorf("%s: resume: %v, want an EnvRequiredError naming %v", tc.name, err, tc.want)
 			continue
 		}
@@ -109,7 +109,7 @@ func TestResumeAfterRestartNeedsClientEnv(t *testing.T) {
 	}
 	// A message to the stopped session gets the same answer, and starts
 	// nothing.
-	if _, err := m.Send(ctx, plain.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, session.ErrEnvRequired) || !strings.Contains(err.Error(), "API_KEY, OTHER") {
+	if _, err := m.Send(ctx, plain.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrEnvRequired) || !strings.Contains(err.Error(), "API_KEY, OTHER") {
 		t.Fatalf("message to a stopped session without its env: %v", err)
 	}
 	if got, _ := m.Get(ctx, plain.ID); got.Status != store.StatusStopped {
@@ -157,14 +157,14 @@ func TestContentAgainstCapabilities(t *testing.T) {
 	reg := agent.NewRegistry()
 	reg.Register("text", ta)
 	reg.Register("images", capsAgent{testAgent: ta, caps: agent.Capabilities{Images: true, Resume: true}})
-	m := session.New(session.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir()})
+	m := engine.New(engine.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	ctx := t.Context()
-	text, err := m.Create(ctx, session.CreateParams{Agent: "text"})
+	text, err := m.Create(ctx, engine.CreateParams{Agent: "text"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, err := m.Create(ctx, session.CreateParams{Agent: "images"})
+	images, err := m.Create(ctx, engine.CreateParams{Agent: "images"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +182,8 @@ func TestContentAgainstCapabilities(t *testing.T) {
 		{images.ID, []event.ContentPart{image, event.TextPart("and"), file}, 2, event.PartFile, "images"},
 	} {
 		_, err := m.Send(ctx, tc.id, tc.content)
-		var ce *session.ContentError
-		if !errors.As(err, &ce) || !errors.Is(err, session.ErrUnsupportedContent) || ce.Index != tc.index || ce.Type != tc.typ {
+		var ce *engine.ContentError
+		if !errors.As(err, &ce) || !errors.Is(err, engine.ErrUnsupportedContent) || ce.Index != tc.index || ce.Type != tc.typ {
 			t.Fatalf("send %v to %s: %v, want content[%d] (%s) refused", tc.content, tc.agent, err, tc.index, tc.typ)
 		}
 		want := fmt.Sprintf("content[%d]: agent %s does not accept %s parts", tc.index, tc.agent, tc.typ)
@@ -220,10 +220,10 @@ func TestResumeDeclaredSecretNotAsked(t *testing.T) {
 	sb := declaringSandboxes{newFakeSandboxes()}
 	reg := agent.NewRegistry()
 	reg.Register("test", &testAgent{exit: make(chan struct{})})
-	cfg := session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Sandboxes: sb}
-	old := session.New(cfg)
+	cfg := engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), Sandboxes: sb}
+	old := engine.New(cfg)
 	ctx := t.Context()
-	s, err := old.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"default"`),
+	s, err := old.Create(ctx, engine.CreateParams{Agent: "test", Policy: json.RawMessage(`"default"`),
 		Env: map[string]string{"GH_TOKEN": "ghp_" + strings.Repeat("a", 36), "PLAIN": "v"}})
 	if err != nil {
 		t.Fatal(err)
@@ -233,12 +233,12 @@ func TestResumeDeclaredSecretNotAsked(t *testing.T) {
 	if err := old.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	m := session.New(cfg)
+	m := engine.New(cfg)
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	if _, err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ee *session.EnvRequiredError
+	var ee *engine.EnvRequiredError
 	if _, err := m.Resume(ctx, s.ID, nil); !errors.As(err, &ee) || !slices.Equal(ee.Names, []string{"PLAIN"}) {
 		t.Fatalf("resume without env: %v, want PLAIN (only) asked for", err)
 	}

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox"
-	"github.com/agentbox/agentbox/internal/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -27,7 +27,7 @@ type fakeSandboxes struct {
 	changes []sandbox.Change
 	// atClose are the changes the last commit (at Close) holds.
 	atClose []sandbox.Change
-	opts    session.SandboxOptions
+	opts    engine.SandboxOptions
 	// reviewed gets what each Review call returned.
 	reviewed chan []bool
 }
@@ -40,24 +40,24 @@ func (f *fakeSandboxes) hold(cs ...sandbox.Change) {
 	f.changes = cs
 }
 
-func (f *fakeSandboxes) options() session.SandboxOptions {
+func (f *fakeSandboxes) options() engine.SandboxOptions {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.opts
 }
 
-func (f *fakeSandboxes) Resolve(_ context.Context, req json.RawMessage, _ *session.PolicyDoc) (json.RawMessage, error) {
+func (f *fakeSandboxes) Resolve(_ context.Context, req json.RawMessage, _ *engine.PolicyDoc) (json.RawMessage, error) {
 	if len(req) == 0 {
 		return nil, nil
 	}
 	return json.RawMessage(`{"version":1}`), nil
 }
 
-func (f *fakeSandboxes) Create(_ context.Context, _ json.RawMessage, _ string, opts session.SandboxOptions) (*session.Sandbox, error) {
+func (f *fakeSandboxes) Create(_ context.Context, _ json.RawMessage, _ string, opts engine.SandboxOptions) (*engine.Sandbox, error) {
 	f.mu.Lock()
 	f.opts = opts
 	f.mu.Unlock()
-	return &session.Sandbox{Sandbox: &fakeBox{f: f, review: opts.Review}}, nil
+	return &engine.Sandbox{Sandbox: &fakeBox{f: f, review: opts.Review}}, nil
 }
 
 func (f *fakeSandboxes) ReplaceAllow(p json.RawMessage, _ []string) (json.RawMessage, error) {
@@ -119,11 +119,11 @@ func (b *fakeBox) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	return b.decide(ctx, held)
 }
 
-func newSandboxedManager(t *testing.T, f *fakeSandboxes, permTimeout time.Duration, onViolation func(string, sandbox.Violation)) *session.Manager {
+func newSandboxedManager(t *testing.T, f *fakeSandboxes, permTimeout time.Duration, onViolation func(string, sandbox.Violation)) *engine.Manager {
 	t.Helper()
 	reg := agent.NewRegistry()
 	reg.Register("test", &testAgent{exit: make(chan struct{})})
-	m := session.New(session.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
+	m := engine.New(engine.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
 		PermissionTimeout: permTimeout, Sandboxes: f, OnViolation: onViolation})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -143,7 +143,7 @@ var (
 
 // pendingReviews waits for n pending permission requests and returns them
 // by path.
-func pendingReviews(t *testing.T, m *session.Manager, sid string, n int) map[string]event.PermissionRequested {
+func pendingReviews(t *testing.T, m *engine.Manager, sid string, n int) map[string]event.PermissionRequested {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		reqs, err := m.Requests(t.Context(), sid, store.StatePending)
@@ -175,7 +175,7 @@ func TestReviewHeldChanges(t *testing.T) {
 	f := newFakeSandboxes()
 	m := newSandboxedManager(t, f, time.Hour, nil)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestReviewHeldChanges(t *testing.T) {
 func TestReviewDeniedWhenUnanswered(t *testing.T) {
 	f := newFakeSandboxes()
 	m := newSandboxedManager(t, f, 50*time.Millisecond, nil)
-	s, err := m.Create(t.Context(), session.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
+	s, err := m.Create(t.Context(), engine.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestReviewDeniedWhenClosing(t *testing.T) {
 	// An hour: the test's deadline comes first if anything waits for it.
 	m := newSandboxedManager(t, f, time.Hour, nil)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestNetworkViolationsCoalesced(t *testing.T) {
 		audited.Add(int64(v.N()))
 	})
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func (a askingAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host) 
 
 // proxyConnect does what the egress proxy does for a connection no rule
 // settles under network.default ask: it asks, and reports a denial.
-func proxyConnect(ctx context.Context, o session.SandboxOptions) sandbox.NetworkAnswer {
+func proxyConnect(ctx context.Context, o engine.SandboxOptions) sandbox.NetworkAnswer {
 	// A short timeout, so that an ask left pending ends the test soon.
 	ans, err := o.Ask(ctx, sandbox.NetworkRequest{Host: "api.anthropic.com", Port: 443, Via: "connect", Timeout: 50 * time.Millisecond})
 	if err != nil {
@@ -404,7 +404,7 @@ func TestNetworkAskOutsideTurn(t *testing.T) {
 	answers := make(chan sandbox.NetworkAnswer, 1)
 	reg := agent.NewRegistry()
 	reg.Register("test", askingAgent{&testAgent{exit: make(chan struct{})}, f, answers})
-	m := session.New(session.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
+	m := engine.New(engine.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir(),
 		PermissionTimeout: time.Minute, Sandboxes: f})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -414,7 +414,7 @@ func TestNetworkAskOutsideTurn(t *testing.T) {
 		}
 	})
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test", Policy: json.RawMessage(`"any"`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -20,7 +20,7 @@ const floodAsks = 100
 func TestPendingPermissionCap(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestPendingPermissionCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every ask either waits for an answer or was denied at once.
-	const limit = session.DefaultMaxPendingRequests
+	const limit = engine.DefaultMaxPendingRequests
 	var pending []store.Request
 	var denied int
 	for deadline := time.Now().Add(30 * time.Second); ; {
@@ -76,14 +76,14 @@ func TestPendingPermissionCap(t *testing.T) {
 func TestPendingCapQuestions(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("flood-mixed")}); err != nil {
 		t.Fatal(err)
 	}
-	const limit = session.DefaultMaxPendingRequests
+	const limit = engine.DefaultMaxPendingRequests
 	// Wait until every ask has been admitted or refused: the refusals are
 	// reported, coalesced, so count the admitted ones and the reports.
 	var pending []store.Request

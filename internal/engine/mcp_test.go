@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -18,8 +18,8 @@ import (
 // the mcp capability are refused, never dropped; the session is not made.
 func TestCreateRefusesMCPForAgentWithout(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
-	_, err := m.Create(t.Context(), session.CreateParams{Agent: "test", MCPServers: []agent.MCPServer{{Name: "docs", Command: "/bin/sh"}}})
-	if !errors.Is(err, session.ErrMCPUnsupported) {
+	_, err := m.Create(t.Context(), engine.CreateParams{Agent: "test", MCPServers: []agent.MCPServer{{Name: "docs", Command: "/bin/sh"}}})
+	if !errors.Is(err, engine.ErrMCPUnsupported) {
 		t.Fatalf("err %v, want ErrMCPUnsupported", err)
 	}
 	if list, _ := m.List(t.Context(), store.ListOptions{}); len(list) != 0 {
@@ -43,13 +43,13 @@ func TestResumeMCPServers(t *testing.T) {
 	docs := agent.MCPServer{Name: "docs", Command: "/bin/sh", Args: []string{"-c", "cat"}, Env: map[string]string{"TOKEN": secret}}
 	remote := agent.MCPServer{Name: "remote", URL: "https://mcp.example/v1", Headers: map[string]string{"Authorization": "Bearer " + secret}}
 	plainSrv := agent.MCPServer{Name: "plain", Command: "/bin/sh"}
-	old := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), IdleTimeout: 50 * time.Millisecond})
+	old := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), IdleTimeout: 50 * time.Millisecond})
 	ctx := t.Context()
-	withSecrets, err := old.Create(ctx, session.CreateParams{Agent: "mcp", MCPServers: []agent.MCPServer{docs, remote}})
+	withSecrets, err := old.Create(ctx, engine.CreateParams{Agent: "mcp", MCPServers: []agent.MCPServer{docs, remote}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := old.Create(ctx, session.CreateParams{Agent: "mcp", MCPServers: []agent.MCPServer{plainSrv}})
+	plain, err := old.Create(ctx, engine.CreateParams{Agent: "mcp", MCPServers: []agent.MCPServer{plainSrv}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestResumeMCPServers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	if _, err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -86,11 +86,11 @@ func TestResumeMCPServers(t *testing.T) {
 		t.Fatalf("stored MCP servers %s, %v", got.MCPServers, err)
 	}
 	_, err = m.Resume(ctx, withSecrets.ID, nil)
-	var me *session.MCPRequiredError
+	var me *engine.MCPRequiredError
 	if !errors.As(err, &me) || !slices.Equal(me.Names, []string{"docs.env.TOKEN", "remote.headers.Authorization"}) || strings.Contains(err.Error(), secret) {
 		t.Fatalf("resume without the servers: %v", err)
 	}
-	if _, err := m.Resume(ctx, withSecrets.ID, nil, docs); !errors.Is(err, session.ErrInvalid) {
+	if _, err := m.Resume(ctx, withSecrets.ID, nil, docs); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("resume with some of the servers: %v, want ErrInvalid", err)
 	}
 	if _, err := m.Resume(ctx, withSecrets.ID, nil, docs, remote); err != nil {

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 )
 
 // TestContentPathConfinedToWorkspace: an image or file part that names a
@@ -24,7 +24,7 @@ func TestContentPathConfinedToWorkspace(t *testing.T) {
 	ta := &testAgent{exit: make(chan struct{})}
 	reg := agent.NewRegistry()
 	reg.Register("files", capsAgent{testAgent: ta, caps: agent.Capabilities{Images: true, Files: true, Resume: true}})
-	m := session.New(session.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir()})
+	m := engine.New(engine.Config{Store: openStore(t, t.TempDir()), Agents: reg, WorkspaceDir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Shutdown(t.Context()) })
 	ctx := t.Context()
 
@@ -55,11 +55,11 @@ func TestContentPathConfinedToWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := big.Truncate(session.MaxAttachment + 1); err != nil {
+	if err := big.Truncate(engine.MaxAttachment + 1); err != nil {
 		t.Fatal(err)
 	}
 	_ = big.Close()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "files", Cwd: cwd})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "files", Cwd: cwd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestContentPathConfinedToWorkspace(t *testing.T) {
 		{Type: event.PartFile, URI: "file://" + secret, Path: "notes.txt"},
 	} {
 		_, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("look"), p})
-		if !errors.Is(err, session.ErrInvalid) || !strings.Contains(err.Error(), "content[1]") {
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "content[1]") {
 			t.Errorf("send %+v: %v, want ErrInvalid naming content[1]", p, err)
 		}
 	}

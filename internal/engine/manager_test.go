@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
@@ -161,12 +161,12 @@ func (a *exitAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host) (
 	return exitSession{s.(*testSession)}, nil
 }
 
-func newManager(t *testing.T, st store.Store, permTimeout time.Duration) *session.Manager {
+func newManager(t *testing.T, st store.Store, permTimeout time.Duration) *engine.Manager {
 	t.Helper()
 	reg := agent.NewRegistry()
 	reg.Register("test", &testAgent{exit: make(chan struct{})})
 	reg.Register("exiter", &exitAgent{testAgent{exit: make(chan struct{})}})
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), PermissionTimeout: permTimeout})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), PermissionTimeout: permTimeout})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -189,7 +189,7 @@ func openStore(t *testing.T, dir string) store.Store {
 
 // waitFor reads the session's stream until an event of type typ arrives and
 // returns everything read.
-func waitFor(t *testing.T, m *session.Manager, id string, after int64, typ event.Type) []event.Event {
+func waitFor(t *testing.T, m *engine.Manager, id string, after int64, typ event.Type) []event.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -233,7 +233,7 @@ func lastText(t *testing.T, evs []event.Event) string {
 func TestTurnLifecycle(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,13 +277,13 @@ func TestCreateErrors(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	for _, tc := range []struct {
 		name string
-		p    session.CreateParams
+		p    engine.CreateParams
 		want error
 	}{
-		{"unknown agent", session.CreateParams{Agent: "nope"}, agent.ErrUnknown},
-		{"bad permission mode", session.CreateParams{Agent: "test", PermissionMode: "yolo"}, session.ErrInvalid},
-		{"relative cwd", session.CreateParams{Agent: "test", Cwd: "rel"}, session.ErrInvalid},
-		{"missing cwd", session.CreateParams{Agent: "test", Cwd: "/nonexistent/dir"}, session.ErrInvalid},
+		{"unknown agent", engine.CreateParams{Agent: "nope"}, agent.ErrUnknown},
+		{"bad permission mode", engine.CreateParams{Agent: "test", PermissionMode: "yolo"}, engine.ErrInvalid},
+		{"relative cwd", engine.CreateParams{Agent: "test", Cwd: "rel"}, engine.ErrInvalid},
+		{"missing cwd", engine.CreateParams{Agent: "test", Cwd: "/nonexistent/dir"}, engine.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := m.Create(t.Context(), tc.p); !errors.Is(err, tc.want) {
@@ -300,18 +300,18 @@ func TestCreateErrors(t *testing.T) {
 func TestBusyAndInterrupt(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, err := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Interrupt(ctx, s.ID); !errors.Is(err, session.ErrNoTurn) {
+	if _, err := m.Interrupt(ctx, s.ID); !errors.Is(err, engine.ErrNoTurn) {
 		t.Fatalf("interrupt without turn: %v", err)
 	}
 	turn, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("block")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, session.ErrBusy) {
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrBusy) {
 		t.Fatalf("second send: %v, want ErrBusy", err)
 	}
 	got, err := m.Interrupt(ctx, s.ID)
@@ -333,7 +333,7 @@ func TestBusyAndInterrupt(t *testing.T) {
 func TestAgentErrorKeepsSessionUsable(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, _ := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, _ := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("fail")}); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestAgentErrorKeepsSessionUsable(t *testing.T) {
 	waitFor(t, m, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
 }
 
-func pendingID(t *testing.T, m *session.Manager, sid string, after int64, typ event.Type) string {
+func pendingID(t *testing.T, m *engine.Manager, sid string, after int64, typ event.Type) string {
 	t.Helper()
 	evs := waitFor(t, m, sid, after, typ)
 	p, _ := evs[len(evs)-1].Decode()
@@ -379,7 +379,7 @@ func TestPermissions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, openStore(t, t.TempDir()), tc.timeout)
 			ctx := t.Context()
-			s, _ := m.Create(ctx, session.CreateParams{Agent: "test"})
+			s, _ := m.Create(ctx, engine.CreateParams{Agent: "test"})
 			if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("perm")}); err != nil {
 				t.Fatal(err)
 			}
@@ -418,7 +418,7 @@ func TestPermissions(t *testing.T) {
 func TestPermissionBadAnswers(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, _ := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, _ := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("perm")}); err != nil {
 		t.Fatal(err)
 	}
@@ -429,11 +429,11 @@ func TestPermissionBadAnswers(t *testing.T) {
 		ans      agent.PermissionAnswer
 		want     error
 	}{
-		{"bad decision", s.ID, pid, agent.PermissionAnswer{Decision: "maybe"}, session.ErrInvalid},
-		{"unknown option", s.ID, pid, agent.PermissionAnswer{Decision: event.DecisionAllow, OptionID: "x"}, session.ErrInvalid},
-		{"contradicting option", s.ID, pid, agent.PermissionAnswer{Decision: event.DecisionAllow, OptionID: "deny"}, session.ErrInvalid},
-		{"unknown permission", s.ID, "perm_x", agent.PermissionAnswer{Decision: event.DecisionAllow}, session.ErrNotFound},
-		{"unknown session", "ses_x", pid, agent.PermissionAnswer{Decision: event.DecisionAllow}, session.ErrNotFound},
+		{"bad decision", s.ID, pid, agent.PermissionAnswer{Decision: "maybe"}, engine.ErrInvalid},
+		{"unknown option", s.ID, pid, agent.PermissionAnswer{Decision: event.DecisionAllow, OptionID: "x"}, engine.ErrInvalid},
+		{"contradicting option", s.ID, pid, agent.PermissionAnswer{Decision: event.DecisionAllow, OptionID: "deny"}, engine.ErrInvalid},
+		{"unknown permission", s.ID, "perm_x", agent.PermissionAnswer{Decision: event.DecisionAllow}, engine.ErrNotFound},
+		{"unknown session", "ses_x", pid, agent.PermissionAnswer{Decision: event.DecisionAllow}, engine.ErrNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := m.AnswerPermission(ctx, tc.sid, tc.pid, tc.ans); !errors.Is(err, tc.want) {
@@ -450,12 +450,12 @@ func TestPermissionBadAnswers(t *testing.T) {
 func TestQuestion(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, _ := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, _ := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("question")}); err != nil {
 		t.Fatal(err)
 	}
 	qid := pendingID(t, m, s.ID, 0, event.TypeQuestionRequested)
-	if _, err := m.AnswerPermission(ctx, s.ID, qid, agent.PermissionAnswer{Decision: event.DecisionAllow}); !errors.Is(err, session.ErrNotFound) {
+	if _, err := m.AnswerPermission(ctx, s.ID, qid, agent.PermissionAnswer{Decision: event.DecisionAllow}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("answering a question as a permission: %v", err)
 	}
 	if _, err := m.AnswerQuestion(ctx, s.ID, qid, agent.Answer{OptionID: "r"}); err != nil {
@@ -470,7 +470,7 @@ func TestQuestion(t *testing.T) {
 func TestAgentExitEndsSession(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, _ := m.Create(ctx, session.CreateParams{Agent: "exiter"})
+	s, _ := m.Create(ctx, engine.CreateParams{Agent: "exiter"})
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("exit")}); err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestAgentExitEndsSession(t *testing.T) {
 	if tc := tp.(*event.TurnCompleted); tc.StopReason != event.StopError || tc.Message != "the agent process exited with code 3" {
 		t.Fatalf("turn.completed %+v", tc)
 	}
-	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, session.ErrNotLive) {
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrNotLive) {
 		t.Fatalf("send to ended session: %v", err)
 	}
 }
@@ -501,7 +501,7 @@ func TestAgentExitEndsSession(t *testing.T) {
 func TestDeleteAndPurge(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 	ctx := t.Context()
-	s, _ := m.Create(ctx, session.CreateParams{Agent: "test"})
+	s, _ := m.Create(ctx, engine.CreateParams{Agent: "test"})
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("perm")}); err != nil {
 		t.Fatal(err)
 	}
@@ -519,10 +519,10 @@ func TestDeleteAndPurge(t *testing.T) {
 	if err := m.Delete(ctx, s.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Get(ctx, s.ID); !errors.Is(err, session.ErrNotFound) {
+	if _, err := m.Get(ctx, s.ID); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("get after purge: %v", err)
 	}
-	if err := m.Delete(ctx, s.ID, true); !errors.Is(err, session.ErrNotFound) {
+	if err := m.Delete(ctx, s.ID, true); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("second purge: %v", err)
 	}
 }
@@ -534,8 +534,8 @@ func TestRecoverMarksInterrupted(t *testing.T) {
 	// manager whose Shutdown never runs.
 	reg := agent.NewRegistry()
 	reg.Register("test", &testAgent{exit: make(chan struct{})})
-	old := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
-	s, err := old.Create(t.Context(), session.CreateParams{Agent: "test"})
+	old := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	s, err := old.Create(t.Context(), engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +568,7 @@ func TestConcurrentSessions(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			s, err := m.Create(t.Context(), session.CreateParams{Agent: "test"})
+			s, err := m.Create(t.Context(), engine.CreateParams{Agent: "test"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -591,8 +591,8 @@ func TestShutdownInterruptsLiveSessions(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	reg := agent.NewRegistry()
 	reg.Register("test", &testAgent{exit: make(chan struct{})})
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
-	s, _ := m.Create(t.Context(), session.CreateParams{Agent: "test"})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	s, _ := m.Create(t.Context(), engine.CreateParams{Agent: "test"})
 	if _, err := m.Send(t.Context(), s.ID, []event.ContentPart{event.TextPart("block")}); err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +610,7 @@ func TestShutdownInterruptsLiveSessions(t *testing.T) {
 	if tail := types(evs[len(evs)-2:]); fmt.Sprint(tail) != fmt.Sprint(want) {
 		t.Fatalf("tail %v", tail)
 	}
-	if _, err := m.Create(t.Context(), session.CreateParams{Agent: "test"}); !errors.Is(err, session.ErrShuttingDown) {
+	if _, err := m.Create(t.Context(), engine.CreateParams{Agent: "test"}); !errors.Is(err, engine.ErrShuttingDown) {
 		t.Fatalf("create after shutdown: %v", err)
 	}
 }
@@ -621,13 +621,13 @@ func TestResume(t *testing.T) {
 	reg := agent.NewRegistry()
 	reg.Register("test", ta)
 	reg.Register("noresume", &testAgent{exit: make(chan struct{}), noResume: true})
-	old := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
-	s, err := old.Create(t.Context(), session.CreateParams{Agent: "test"})
+	old := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	s, err := old.Create(t.Context(), engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, _ := old.Create(t.Context(), session.CreateParams{Agent: "noresume"})
-	if _, err := old.Resume(t.Context(), s.ID, nil); !errors.Is(err, session.ErrLive) {
+	n, _ := old.Create(t.Context(), engine.CreateParams{Agent: "noresume"})
+	if _, err := old.Resume(t.Context(), s.ID, nil); !errors.Is(err, engine.ErrLive) {
 		t.Fatalf("resume of a live session: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -636,12 +636,12 @@ func TestResume(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	if _, err := m.Resume(t.Context(), n.ID, nil); !errors.Is(err, session.ErrNotResumable) {
+	if _, err := m.Resume(t.Context(), n.ID, nil); !errors.Is(err, engine.ErrNotResumable) {
 		t.Fatalf("resume without the capability: %v", err)
 	}
-	if _, err := m.Resume(t.Context(), "ses_nope", nil); !errors.Is(err, session.ErrNotFound) {
+	if _, err := m.Resume(t.Context(), "ses_nope", nil); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("resume of an unknown session: %v", err)
 	}
 	before, _ := m.Events(t.Context(), s.ID, 0, 1000)
@@ -673,7 +673,7 @@ func TestResume(t *testing.T) {
 // completed is completed as failed before turn.completed.
 func TestOpenItemsClosedAtTurnEnd(t *testing.T) {
 	m := newManager(t, openStore(t, t.TempDir()), time.Minute)
-	s, _ := m.Create(t.Context(), session.CreateParams{Agent: "test"})
+	s, _ := m.Create(t.Context(), engine.CreateParams{Agent: "test"})
 	if _, err := m.Send(t.Context(), s.ID, []event.ContentPart{event.TextPart("half")}); err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +698,7 @@ func TestAgentExitTurnFailsByItself(t *testing.T) {
 		t.Run(tc.text, func(t *testing.T) {
 			m := newManager(t, openStore(t, t.TempDir()), time.Minute)
 			ctx := t.Context()
-			s, _ := m.Create(ctx, session.CreateParams{Agent: "exiter"})
+			s, _ := m.Create(ctx, engine.CreateParams{Agent: "exiter"})
 			if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart(tc.text)}); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package session_test
+package engine_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/session"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -91,20 +91,20 @@ func TestConfigure(t *testing.T) {
 	reg := agent.NewRegistry()
 	reg.Register("cfg", ca)
 	reg.Register("plain", &testAgent{exit: make(chan struct{})})
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
 	ctx := t.Context()
 
-	if _, err := m.Configure(ctx, "ses_nope", "m2", ""); !errors.Is(err, session.ErrNotFound) {
+	if _, err := m.Configure(ctx, "ses_nope", "m2", ""); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("configure of an unknown session: %v", err)
 	}
-	if _, _, err := m.AgentCatalog(ctx, "nope"); !errors.Is(err, session.ErrNotFound) {
+	if _, _, err := m.AgentCatalog(ctx, "nope"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("catalog of an unknown agent: %v", err)
 	}
 	if _, c, err := m.AgentCatalog(ctx, "cfg"); err != nil || c != nil {
 		t.Fatalf("catalog before any session: %+v %v, want none", c, err)
 	}
 	// Before the agent has said, a model goes to it as given.
-	first, err := m.Create(ctx, session.CreateParams{Agent: "cfg"})
+	first, err := m.Create(ctx, engine.CreateParams{Agent: "cfg"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +119,9 @@ func TestConfigure(t *testing.T) {
 	}
 	// Now the list is known: an unknown model or mode fails before any
 	// process starts.
-	for _, p := range []session.CreateParams{{Agent: "cfg", Model: "gpt-nope"}, {Agent: "cfg", Mode: "yolo"}} {
+	for _, p := range []engine.CreateParams{{Agent: "cfg", Model: "gpt-nope"}, {Agent: "cfg", Mode: "yolo"}} {
 		_, err := m.Create(ctx, p)
-		var ce *session.ChoiceError
+		var ce *engine.ChoiceError
 		if !errors.As(err, &ce) || (p.Model != "" && ce.Field != "model") || (p.Mode != "" && ce.Field != "mode") {
 			t.Fatalf("create %+v: %v, want a ChoiceError naming the field", p, err)
 		}
@@ -134,14 +134,14 @@ func TestConfigure(t *testing.T) {
 	if _, err := m.Send(ctx, first.ID, []event.ContentPart{event.TextPart("block")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Configure(ctx, first.ID, "m2", ""); !errors.Is(err, session.ErrBusy) {
+	if _, err := m.Configure(ctx, first.ID, "m2", ""); !errors.Is(err, engine.ErrBusy) {
 		t.Fatalf("configure during a turn: %v, want ErrBusy", err)
 	}
 	if _, err := m.Interrupt(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
 	evs = waitFor(t, m, first.ID, 0, event.TypeTurnCompleted)
-	if _, err := m.Configure(ctx, first.ID, "gpt-nope", ""); !errors.Is(err, session.ErrUnknownChoice) {
+	if _, err := m.Configure(ctx, first.ID, "gpt-nope", ""); !errors.Is(err, engine.ErrUnknownChoice) {
 		t.Fatalf("configure to an unknown model: %v", err)
 	}
 	if _, sw := ca.calls(); len(sw) != 0 {
@@ -169,11 +169,11 @@ func TestConfigure(t *testing.T) {
 	waitFor(t, m, first.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
 
 	// An agent without the capability refuses, naming it.
-	plain, err := m.Create(ctx, session.CreateParams{Agent: "plain"})
+	plain, err := m.Create(ctx, engine.CreateParams{Agent: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Configure(ctx, plain.ID, "m2", ""); !errors.Is(err, session.ErrSwitchUnsupported) {
+	if _, err := m.Configure(ctx, plain.ID, "m2", ""); !errors.Is(err, engine.ErrSwitchUnsupported) {
 		t.Fatalf("configure of an agent without model_switch: %v", err)
 	}
 
@@ -184,7 +184,7 @@ func TestConfigure(t *testing.T) {
 	if err := m.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	m = session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	m = engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	if _, err := m.Resume(ctx, first.ID, nil); err != nil {
 		t.Fatal(err)
@@ -218,10 +218,10 @@ func TestConfigureOpenModels(t *testing.T) {
 	ca := &configAgent{testAgent: testAgent{exit: make(chan struct{})}, open: true}
 	reg := agent.NewRegistry()
 	reg.Register("cfg", ca)
-	m := session.New(session.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	ctx := t.Context()
-	first, err := m.Create(ctx, session.CreateParams{Agent: "cfg"})
+	first, err := m.Create(ctx, engine.CreateParams{Agent: "cfg"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestConfigureOpenModels(t *testing.T) {
 	if _, c, err := m.AgentCatalog(ctx, "cfg"); err != nil || c == nil || !c.OpenModels {
 		t.Fatalf("catalog %+v %v, want an open list", c, err)
 	}
-	second, err := m.Create(ctx, session.CreateParams{Agent: "cfg", Model: "m-unlisted-2026"})
+	second, err := m.Create(ctx, engine.CreateParams{Agent: "cfg", Model: "m-unlisted-2026"})
 	if err != nil {
 		t.Fatalf("create with a model the open list does not name: %v", err)
 	}
@@ -237,10 +237,10 @@ func TestConfigureOpenModels(t *testing.T) {
 	if got, err := m.Configure(ctx, second.ID, "another-unlisted", ""); err != nil || got.Model != "another-unlisted" {
 		t.Fatalf("switch to a model the open list does not name: %+v %v", got, err)
 	}
-	if _, err := m.Create(ctx, session.CreateParams{Agent: "cfg", Mode: "yolo"}); !errors.Is(err, session.ErrUnknownChoice) {
+	if _, err := m.Create(ctx, engine.CreateParams{Agent: "cfg", Mode: "yolo"}); !errors.Is(err, engine.ErrUnknownChoice) {
 		t.Fatalf("create with an unknown mode: %v, want ErrUnknownChoice", err)
 	}
-	if _, err := m.Configure(ctx, second.ID, "", "yolo"); !errors.Is(err, session.ErrUnknownChoice) {
+	if _, err := m.Configure(ctx, second.ID, "", "yolo"); !errors.Is(err, engine.ErrUnknownChoice) {
 		t.Fatalf("switch to an unknown mode: %v, want ErrUnknownChoice", err)
 	}
 }
