@@ -1,6 +1,9 @@
 package sqlite
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 // Checkpoints copy the write-ahead log back into the database file so that
 // the log can start over from its beginning. The writer's connection never
@@ -20,9 +23,13 @@ import "context"
 //     transaction is in progress, can copy everything (unless a reader still
 //     needs older pages). The writer's next commit then starts the log over.
 //
-// Step 2 stalls the writer for a few milliseconds (it syncs twice), which is
-// why it is rare: the log grows to roughly restartPages pages (64 MiB; the
-// count is an estimate) and is then reused.
+// Step 2 stalls the writer, and briefly the readers, for a few milliseconds
+// (it syncs twice), which is why it is rare: the log grows to roughly
+// restartPages pages (64 MiB; the count is an estimate) and is then reused.
+// Should step 2 not keep up, the writer runs it itself once the log holds
+// twice that, so the log never outgrows about 128 MiB whatever the load, and
+// journal_size_limit gives the file back down to restartPages pages after a
+// peak.
 
 const (
 	// checkpointPages is about how many pages the writer adds to the log
@@ -30,6 +37,8 @@ const (
 	checkpointPages = 2000
 	// restartPages is about how long the log grows before it starts over.
 	restartPages = 16384
+	// pageBytes is the database's page size (SQLite's default).
+	pageBytes = 4096
 )
 
 // checkpointer runs the checkpoints the writer asks for; restart asks for
@@ -64,6 +73,13 @@ func (w *writer) countPages() {
 	w.rowBytes = 0
 	w.walPages += n
 	w.logPages += n
+	if w.logPages >= w.s.opts.restartPages && w.logTooLong() {
+		// Step 2 has not caught up (the count is an estimate, and the
+		// checkpointer runs behind a busy writer): the writer does it
+		// now, which bounds the log whatever the load.
+		w.finishCheckpoint(nil)
+		return
+	}
 	if w.walPages < w.s.opts.checkpointPages {
 		return
 	}
@@ -74,10 +90,29 @@ func (w *writer) countPages() {
 	}
 }
 
+// logTooLong reports whether the log file holds twice restartPages pages. The
+// file's size is the log's real length here: journal_size_limit cuts the file
+// back to restartPages pages whenever the log starts over.
+func (w *writer) logTooLong() bool {
+	fi, err := os.Stat(w.s.path + "-wal")
+	return err == nil && fi.Size() >= int64(2*w.s.opts.restartPages)*pageBytes
+}
+
 // finishCheckpoint is the writer's part of step 2, between batches; it closes
-// done when finished.
+// done (if any) when finished.
 func (w *writer) finishCheckpoint(done chan<- struct{}) {
-	defer close(done)
+	if done != nil {
+		defer close(done)
+	}
+	// With no reader in the log, the checkpoint can copy all of it and
+	// the next commit starts the log over. Readers that come after see a
+	// log wholly copied and read the database file only, so they do not
+	// stop that either. Without the gate, under a steady stream of reads
+	// some reader always holds the log and it grows with everything
+	// written (TestLogBoundedUnderReaders). Reads wait for the few
+	// milliseconds this takes, once every restartPages pages.
+	w.s.gate.Lock()
+	defer w.s.gate.Unlock()
 	var busy, logged, copied int
 	if err := w.st.checkpoint.QueryRowContext(w.ctx).Scan(&busy, &logged, &copied); err == nil && busy == 0 && logged == copied {
 		w.logPages = 0 // the next commit starts the log over

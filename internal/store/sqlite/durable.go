@@ -3,8 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // Durability. The writer's connection runs with synchronous=NORMAL: a commit
@@ -33,19 +36,63 @@ type syncItem struct {
 }
 
 // openEpoch syncs what an earlier run left in the files, starts a new epoch
-// and returns the first batch number of this run.
-func openEpoch(ctx context.Context, conn *sql.Conn, path string) (int64, error) {
+// and returns the first batch number of this run. On a full disk the epoch
+// cannot be written: then done is false, first is the number the epoch will
+// have (nobody else writes the file), and the writer starts the epoch before
+// its first batch (startEpoch), so that a daemon started on a full disk
+// still serves reads.
+func openEpoch(ctx context.Context, conn *sql.Conn, path string) (first int64, done bool, err error) {
 	for _, name := range []string{path, path + "-wal"} {
 		if err := syncFile(name); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	var epoch int64
-	if err := conn.QueryRowContext(ctx,
-		"UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value").Scan(&epoch); err != nil {
-		return 0, fmt.Errorf("start epoch: %w", err)
+	err = conn.QueryRowContext(ctx,
+		"UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value").Scan(&epoch)
+	if err == nil {
+		return epoch << 32, true, nil
 	}
-	return epoch << 32, nil
+	if err := classify(err); !errors.Is(err, errkind.StorageFull) {
+		return 0, false, fmt.Errorf("start epoch: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'epoch'").Scan(&epoch); err != nil {
+		return 0, false, fmt.Errorf("read epoch: %w", err)
+	}
+	return (epoch + 1) << 32, false, nil
+}
+
+// startEpoch is the write openEpoch could not do; the writer runs it before
+// its first batch.
+func (w *writer) startEpoch() error {
+	var epoch int64
+	if err := w.conn.QueryRowContext(w.ctx,
+		"UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value").Scan(&epoch); err != nil {
+		return fmt.Errorf("start epoch: %w", classify(err))
+	}
+	if epoch<<32 != w.batch {
+		return fmt.Errorf("start epoch: epoch %d, want %d", epoch, w.batch>>32)
+	}
+	w.epochPending = false
+	return nil
+}
+
+// keepLogFiles keeps the -wal and -shm files when the store closes (SQLite
+// removes them by default), so that reopening needs no disk space: a daemon
+// restarted on a full disk can still read its database.
+func keepLogFiles(conn *sql.Conn) error {
+	return conn.Raw(func(dc any) error {
+		fc, ok := dc.(interface {
+			FileControlPersistWAL(dbName string, mode int) (int, error)
+		})
+		if !ok {
+			return errors.New("the sqlite driver cannot keep the log files")
+		}
+		if _, err := fc.FileControlPersistWAL("main", 1); err != nil {
+			return fmt.Errorf("keep log files: %w", err)
+		}
+		return nil
+	})
 }
 
 func syncFile(name string) error {

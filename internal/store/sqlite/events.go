@@ -120,6 +120,7 @@ func (s *Store) readEvents(ctx context.Context, sessionID string, after int64, l
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
+	defer s.readGate()()
 	rows, err := s.reads.events.QueryContext(ctx, sessionID, after, s.synced.Load(), limit)
 	if err != nil {
 		return nil, err
@@ -150,6 +151,7 @@ func (s *Store) readEvents(ctx context.Context, sessionID string, after int64, l
 // mustExist returns ErrNotFound unless the session exists.
 func (s *Store) mustExist(ctx context.Context, sessionID string) error {
 	var one int
+	defer s.readGate()()
 	err := s.reads.sessionExists.QueryRowContext(ctx, sessionID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound

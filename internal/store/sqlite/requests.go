@@ -87,7 +87,9 @@ func (s *Store) GetRequest(ctx context.Context, sessionID, id string) (store.Req
 		return store.Request{}, fmt.Errorf("get request %q of session %q: %w", id, sessionID, store.ErrClosed)
 	}
 	defer s.leave()
+	unlock := s.readGate()
 	r, err := scanRequest(s.reads.request.QueryRowContext(ctx, sessionID, id, s.synced.Load()))
+	unlock()
 	if errors.Is(err, sql.ErrNoRows) {
 		err = store.ErrNotFound
 	}
@@ -114,6 +116,7 @@ func (s *Store) ListRequests(ctx context.Context, sessionID string, state store.
 }
 
 func (s *Store) listRequests(ctx context.Context, sessionID string, state store.RequestState) ([]store.Request, error) {
+	defer s.readGate()()
 	rows, err := s.reads.requests.QueryContext(ctx, sessionID, string(state), s.synced.Load())
 	if err != nil {
 		return nil, err

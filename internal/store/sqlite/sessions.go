@@ -152,7 +152,9 @@ func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error
 }
 
 func (s *Store) getSession(ctx context.Context, id string) (store.Session, error) {
+	unlock := s.readGate()
 	sess, err := scanSession(s.reads.session.QueryRowContext(ctx, id))
+	unlock()
 	if errors.Is(err, sql.ErrNoRows) {
 		return sess, store.ErrNotFound
 	}
@@ -175,6 +177,7 @@ func (s *Store) ListSessions(ctx context.Context, opts store.ListOptions) ([]sto
 }
 
 func (s *Store) listSessions(ctx context.Context, opts store.ListOptions) ([]store.Session, error) {
+	defer s.readGate()()
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = defaultListLimit

@@ -120,6 +120,18 @@ type Store struct {
 	hubs   map[string]*hub // sessions with at least one subscriber
 
 	updates keyedMutex // serialises UpdateSession per session
+
+	// gate is held shared by every read for as long as it has the log
+	// open, and exclusively by the writer when the log must start over
+	// (checkpoint.go), so that no reader pins it.
+	gate sync.RWMutex
+}
+
+// readGate takes the read side of gate; call the result when the read is
+// done (its rows closed).
+func (s *Store) readGate() (unlock func()) {
+	s.gate.RLock()
+	return s.gate.RUnlock
 }
 
 var _ store.Store = (*Store)(nil)
@@ -223,6 +235,7 @@ func (s *Store) open(ctx context.Context) error {
 		"temp_store(MEMORY)",
 		// See checkpoint.go.
 		"wal_autocheckpoint(0)",
+		"journal_size_limit("+strconv.Itoa(s.opts.restartPages*pageBytes)+")",
 	))
 	if err != nil {
 		return err
@@ -251,10 +264,13 @@ func (s *Store) open(ctx context.Context) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal mode is %q, want wal (is the file system local?)", mode)
 	}
+	if err := keepLogFiles(conn); err != nil {
+		return err
+	}
 	if err := migrate(ctx, conn); err != nil {
 		return err
 	}
-	first, err := openEpoch(ctx, conn, s.path)
+	first, epochDone, err := openEpoch(ctx, conn, s.path)
 	if err != nil {
 		return err
 	}
@@ -270,6 +286,7 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.epochPending = !epochDone
 
 	s.rdb, err = sql.Open("sqlite", dsn(s.path,
 		"busy_timeout("+busy+")",

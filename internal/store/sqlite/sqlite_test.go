@@ -683,3 +683,65 @@ func TestSecondOpenRefused(t *testing.T) {
 	}
 	again.Close()
 }
+
+// TestLogBoundedUnderReaders is TestLogStartsOver with readers that never
+// pause: some reader always has the log open, so a checkpoint that only
+// starts the log over when none does never gets to, and the log grows with
+// everything written.
+func TestLogBoundedUnderReaders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentbox.db")
+	const restart = 100
+	s := open(t, path, Options{checkpointPages: 20, restartPages: restart})
+	for i := range 8 {
+		createSession(t, s, benchSession(i))
+	}
+	big := event.Event{Type: event.TypeNative, Data: json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`)}
+	const perCall, n = 10, 4000 // 8 MB, about 20 MB of log without restarts
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for g := range 4 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Events(t.Context(), benchSession(g), 0, 200); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var maxWAL int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range n / 8 / perCall {
+				if _, err := s.Append(t.Context(), benchSession(g), slices.Repeat([]event.Event{big}, perCall)...); err != nil {
+					t.Error(err)
+					return
+				}
+				if fi, err := os.Stat(path + "-wal"); err == nil && g == 0 {
+					maxWAL = max(maxWAL, fi.Size())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxWAL = max(maxWAL, fi.Size())
+	// The bound: the log starts over at restart pages; what the writers add
+	// while it does, and the page estimate's error, may double that.
+	limit := int64(4 * restart * 4096)
+	t.Logf("log at most %d KiB (bound %d KiB) while writing %d KiB", maxWAL>>10, limit>>10, int64(n)*2000>>10)
+	if maxWAL > limit {
+		t.Errorf("write-ahead log grew to %d KiB with readers present, want at most %d KiB", maxWAL>>10, limit>>10)
+	}
+}

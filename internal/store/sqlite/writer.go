@@ -115,6 +115,9 @@ type writer struct {
 	walPages, logPages, rowBytes int
 	// batch is the number of the batch being written (see durable.go).
 	batch int64
+	// epochPending: the store opened on a full disk and this run's epoch
+	// is not written yet (see openEpoch).
+	epochPending bool
 }
 
 type undoEntry struct {
@@ -272,11 +275,20 @@ func (w *writer) commit(batch []*op) {
 		}
 		return
 	}
+	if w.epochPending {
+		if err := w.startEpoch(); err != nil {
+			for _, o := range batch {
+				o.done <- err
+			}
+			return
+		}
+	}
 	now := time.Now().UTC()
 	if err := w.write(batch, now, false); err != nil {
 		w.rollback(batch)
 		if err := w.write(batch, now, true); err != nil {
 			w.rollback(batch)
+			err = classify(err)
 			for _, o := range batch {
 				if o.err == nil {
 					o.err = err
