@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -58,7 +59,8 @@ func typeForStatus(status int) string {
 }
 
 // problem is the error type of the whole API: handlers return it, huma's own
-// errors are built as one (see init), middleware writes it with writeProblem.
+// errors are built as one (see installHumaErrors), middleware writes it
+// with writeProblem.
 // Its JSON form is client.Problem.
 type problem struct {
 	client.Problem
@@ -216,9 +218,15 @@ func internalProblem(ctx context.Context) *problem {
 	return p
 }
 
-func init() {
-	// Every error huma produces itself (validation, body limits, media
-	// types) goes through these, so it carries a stable type too.
+// installHumaErrors makes every error huma produces itself (validation,
+// body limits, media types) a problem, so it carries a stable type too.
+//
+// huma.NewError and huma.NewErrorWithContext are package variables of huma:
+// replacing them is process-wide and also changes the errors of any other
+// huma API in a program that embeds agentbox. huma offers no per-API hook for
+// the errors it raises before a handler runs, so the replacement happens
+// once, when the first server is built (newServer), not on import.
+var installHumaErrors = sync.OnceFunc(func() {
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
 		return humaProblem(context.Background(), status, msg, errs)
 	}
@@ -229,7 +237,7 @@ func init() {
 		}
 		return humaProblem(ctx, status, msg, errs)
 	}
-}
+})
 
 // humaProblem converts an error raised by huma into a problem.
 func humaProblem(ctx context.Context, status int, msg string, errs []error) *problem {

@@ -41,6 +41,11 @@ type server struct {
 
 // New returns the API handler. eng may be nil only to build the OpenAPI
 // document (see [Spec]); m and log may be nil.
+//
+// The first call replaces huma's package-level error constructors
+// (huma.NewError, huma.NewErrorWithContext), once for the whole process, so
+// that the errors huma raises itself are problem documents; this also
+// affects any other huma API in the same program.
 func New(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) http.Handler {
 	s, _ := newServer(cfg, eng, m, log)
 	return s
@@ -50,6 +55,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	installHumaErrors()
 	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
 	api := humago.New(s.mux, humaConfig())
 	api.UseMiddleware(s.requireJSON(api))
