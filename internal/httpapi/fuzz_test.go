@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/event"
 )
@@ -92,6 +93,31 @@ func FuzzWriteSSE(f *testing.F) {
 		}
 		if back.Seq != seq || !bytes.Equal(back.Data, ev.Data) {
 			t.Fatalf("round trip: %+v vs %+v", back, ev)
+		}
+	})
+}
+
+// FuzzUTF8Stream: validating a body in pieces (split anywhere, as reads
+// split it) agrees with utf8.Valid on the whole.
+func FuzzUTF8Stream(f *testing.F) {
+	for _, s := range []string{"", "ascii", "héllo ✓ 𝄞", "a\xffb", "\xe2\x82", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xef\xbf\xbd", "\xc3"} {
+		f.Add([]byte(s), uint8(1), uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cut1, cut2 uint8) {
+		var u utf8Stream
+		ok := true
+		rest := b
+		for _, c := range []int{int(cut1), int(cut2), len(b)} {
+			c = min(c, len(rest))
+			if !u.write(rest[:c]) {
+				ok = false
+				break
+			}
+			rest = rest[c:]
+		}
+		ok = ok && u.done()
+		if ok != utf8.Valid(b) {
+			t.Fatalf("stream says %v, utf8.Valid says %v for %q split at %d,%d", ok, utf8.Valid(b), b, cut1, cut2)
 		}
 	})
 }

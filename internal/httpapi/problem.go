@@ -241,6 +241,13 @@ var installHumaErrors = sync.OnceFunc(func() {
 
 // humaProblem converts an error raised by huma into a problem.
 func humaProblem(ctx context.Context, status int, msg string, errs []error) *problem {
+	for _, err := range errs {
+		// A body the client broke or sent as invalid UTF-8 (requestBody).
+		var be *bodyError
+		if errors.As(err, &be) {
+			return be.problem()
+		}
+	}
 	if status >= 500 {
 		if status == http.StatusInternalServerError {
 			logFor(ctx).ErrorContext(ctx, "internal error", "msg", msg, "errs", errs)
