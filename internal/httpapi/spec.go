@@ -100,6 +100,7 @@ func problemTable() string {
 		client.ProblemTooManyRequests:      "429: as many sandboxed tasks run as the daemon allows; retry after Retry-After",
 		client.ProblemPolicy:               "422: the sandbox policy is invalid, refused by the global policy, or cannot be enforced here",
 		client.ProblemTimeout:              "504: the operation timed out",
+		client.ProblemStorageFull:          "507: the daemon's disk is full; reads still work, writes succeed again once space is freed; retry after Retry-After",
 		client.ProblemInternal:             "500: an unexpected failure; the daemon log has details (see instance)",
 		client.ProblemCancelled:            "499: the client went away (recorded in logs and metrics; never received)",
 		client.ProblemOther:                "any other status",
