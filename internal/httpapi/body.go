@@ -23,10 +23,12 @@ import (
 //   - A body that is not valid UTF-8 ends in a bodyError answered with 422.
 //     JSON text is UTF-8 (RFC 8259 §8.1), and since bytes outside JSON
 //     strings must be ASCII, invalid bytes can only hide inside strings,
-//     where encoding/json would silently replace them with U+FFFD.
+//     where encoding/json would silently replace them with U+FFFD. So does
+//     a \u escape of a lone UTF-16 surrogate (RFC 8259 §8.2): refused too.
 type requestBody struct {
 	io.ReadCloser
 	utf8 utf8Stream
+	esc  surrogateScan
 	err  error // sticky, once the body is refused
 }
 
@@ -53,6 +55,11 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if !b.utf8.write(p[:n]) || (errors.Is(err, io.EOF) && !b.utf8.done()) {
 		b.err = &bodyError{status: http.StatusUnprocessableEntity, err: errBodyNotUTF8,
 			msg: "The request body is not valid UTF-8 (JSON text must be); it was refused rather than altered."}
+		return n, b.err
+	}
+	if !b.esc.write(p[:n]) {
+		b.err = &bodyError{status: http.StatusUnprocessableEntity, err: errBodyNotUTF8,
+			msg: "The request body has a JSON \\u escape of a lone UTF-16 surrogate, which is no character (and no valid UTF-8); it was refused rather than altered."}
 		return n, b.err
 	}
 	if err == nil || errors.Is(err, io.EOF) {
@@ -109,6 +116,91 @@ func (u *utf8Stream) write(p []byte) bool {
 
 // done reports whether the input ended on a whole rune.
 func (u *utf8Stream) done() bool { return u.n == 0 }
+
+// surrogateScan finds, in JSON text written to it in pieces, a \u escape
+// of a UTF-16 surrogate that is not half of a pair: a high one (D800-DBFF)
+// not followed at once by an escaped low one (DC00-DFFF), or a low one
+// alone. It follows strings only; the rest of the syntax is the decoder's.
+type surrogateScan struct {
+	state   uint8 // one of the scan* states
+	digits  uint8 // hex digits of the \u escape read so far
+	val     rune  // their value
+	wantLow bool  // the last escape was a high surrogate
+	bad     bool
+}
+
+const (
+	scanOut = iota // outside a string
+	scanIn         // in a string
+	scanEsc        // after a backslash in a string
+	scanHex        // in the hex digits of a \u escape
+)
+
+// write reports whether p continues text without a lone surrogate escape.
+func (s *surrogateScan) write(p []byte) bool {
+	for _, c := range p {
+		if s.bad {
+			break
+		}
+		switch s.state {
+		case scanOut:
+			if c == '"' {
+				s.state = scanIn
+			}
+		case scanIn:
+			switch {
+			case s.wantLow && c != '\\':
+				s.bad = true
+			case c == '\\':
+				s.state = scanEsc
+			case c == '"':
+				s.state = scanOut
+			}
+		case scanEsc:
+			switch {
+			case c == 'u':
+				s.state, s.digits, s.val = scanHex, 0, 0
+			case s.wantLow:
+				s.bad = true
+			default:
+				s.state = scanIn
+			}
+		case scanHex:
+			d := hexDigit(c)
+			if d < 0 {
+				s.state, s.wantLow = scanIn, false // not JSON: the decoder says so
+				continue
+			}
+			s.val, s.digits = s.val<<4|rune(d), s.digits+1
+			if s.digits < 4 {
+				continue
+			}
+			s.state = scanIn
+			high, low := s.val >= 0xD800 && s.val <= 0xDBFF, s.val >= 0xDC00 && s.val <= 0xDFFF
+			switch {
+			case s.wantLow:
+				s.bad, s.wantLow = !low, false
+			case low:
+				s.bad = true
+			default:
+				s.wantLow = high
+			}
+		}
+	}
+	return !s.bad
+}
+
+func hexDigit(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
 
 // checkPath refuses a request path that is not canonical: one with an
 // empty, "." or ".." segment, sent raw or percent-encoded (r.URL.Path is

@@ -108,6 +108,11 @@ func TestInvalidUTF8Refused(t *testing.T) {
 		{"surrogate half encoded as UTF-8", "POST", "/messages", "{\"text\":\"\xed\xa0\x80\"}"},
 		{"update", "PATCH", "", "{\"model\":\"\xfe\"}"},
 		{"exec", "POST", "/v1/exec", "{\"argv\":[\"echo\",\"\xff\"]}"},
+		{"escaped lone high surrogate", "POST", "/messages", `{"text":"a\ud800b"}`},
+		{"escaped high surrogate at the end", "POST", "/messages", `{"text":"a\uD83D"}`},
+		{"escaped high surrogate then another escape", "POST", "/messages", `{"text":"\ud83d\n"}`},
+		{"escaped lone low surrogate", "POST", "/messages", `{"text":"\udc00"}`},
+		{"escaped lone surrogate in a key", "POST", "/v1/sessions", `{"agent":"mock","metadata":{"\udfff":"v"}}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,13 +122,21 @@ func TestInvalidUTF8Refused(t *testing.T) {
 			}
 			r := h.do(tc.method, path, tc.body)
 			p := r.problem(t, http.StatusUnprocessableEntity, client.ProblemValidation)
-			if !strings.Contains(p.Detail, "UTF-8") {
+			if !strings.Contains(p.Detail, "UTF-8") && !strings.Contains(p.Detail, "surrogate") {
 				t.Fatalf("detail %q does not say why", p.Detail)
 			}
 		})
 	}
-	// Valid multi-byte UTF-8 passes.
-	h.do("POST", "/v1/sessions", `{"agent":"mock","metadata":{"k":"héllo ✓ 𝄞"}}`).ok(t, 201, nil)
+	// Valid multi-byte UTF-8 passes, and so do escaped surrogate pairs, an
+	// escaped backslash before "ud800", and U+FFFD itself.
+	for _, body := range []string{
+		`{"agent":"mock","metadata":{"k":"héllo ✓ 𝄞"}}`,
+		`{"agent":"mock","metadata":{"k":"\ud834\udd1e \uD83D\uDE00"}}`,
+		`{"agent":"mock","metadata":{"k":"\\ud800"}}`,
+		`{"agent":"mock","metadata":{"k":"\ufffd �"}}`,
+	} {
+		h.do("POST", "/v1/sessions", body).ok(t, 201, nil)
+	}
 }
 
 // TestUncleanPathsAreProblems: a path with empty, "." or ".." segments

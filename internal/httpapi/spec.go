@@ -79,7 +79,7 @@ func humaConfig() huma.Config {
 func problemTable() string {
 	rows := map[string]string{
 		client.ProblemBadRequest:           "400: the body is not valid JSON, or is missing, or ended before its Content-Length or broke its chunked framing; or the path has an empty, . or .. segment",
-		client.ProblemValidation:           "422: the input breaks the schema or a rule (see errors[]), or the body is not valid UTF-8",
+		client.ProblemValidation:           "422: the input breaks the schema or a rule (see errors[]), or the body is not valid UTF-8 (or escapes a lone surrogate)",
 		client.ProblemUnauthorized:         "401: the bearer token is missing or wrong",
 		client.ProblemForbidden:            "403: the Host header does not name this daemon, or the request comes from a browser origin CORS does not allow",
 		client.ProblemNotFound:             "404: no such route, session, permission request or question",
