@@ -505,35 +505,20 @@ func (s *server) streamProcess(ctx context.Context, in *processStreamInput) (*hu
 	if err != nil {
 		return nil, err
 	}
-	// The subscription lives as long as the stream body below runs.
-	sctx, cancel := context.WithCancel(ctx)
-	ch, err := svc.Subscribe(sctx, in.ID, in.from)
-	if err != nil {
-		cancel()
-		return nil, s.fail(ctx, err)
-	}
-	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		defer cancel()
-		_, w := humago.Unwrap(hctx)
-		c := s.newSSE(w)
-		defer c.finish()
-		if !c.begin(s.cfg.Retry) {
-			return
-		}
+	return resumableStream(ctx, s, func(sctx context.Context) (<-chan execution.Event, error) {
+		return svc.Subscribe(sctx, in.ID, in.from)
+	}, func(sctx context.Context, c *sseWriter, ch <-chan execution.Event) {
 		for {
 			select {
 			case <-sctx.Done():
 				return
 			case ev, ok := <-ch:
-				if !ok {
-					return
-				}
-				if !c.event(strconv.FormatInt(ev.Seq, 10), ev.Type, processEventData(ev)) {
+				if !ok || !c.event(strconv.FormatInt(ev.Seq, 10), ev.Type, processEventData(ev)) {
 					return
 				}
 			}
 		}
-	}}, nil
+	})
 }
 
 func processEventData(ev execution.Event) any {

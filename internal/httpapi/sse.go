@@ -106,9 +106,23 @@ func (s *server) registerStream(api huma.API) {
 }
 
 func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.StreamResponse, error) {
-	// The subscription lives as long as the stream body below runs.
+	return resumableStream(ctx, s, func(sctx context.Context) (<-chan event.Event, error) {
+		return s.eng.Subscribe(sctx, in.ID, in.from)
+	}, func(sctx context.Context, c *sseWriter, ch <-chan event.Event) {
+		streamEvents(sctx, c, ch, in.from)
+	})
+}
+
+// resumableStream answers a stream that follows a subscription: it
+// subscribes first, so that a subscription error is an ordinary problem
+// answer, then opens the stream (headers, retry hint, heartbeat) and hands
+// it to pump. The subscription lives as long as the stream body runs.
+func resumableStream[E any](ctx context.Context, s *server,
+	subscribe func(context.Context) (<-chan E, error),
+	pump func(context.Context, *sseWriter, <-chan E),
+) (*huma.StreamResponse, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	ch, err := s.eng.Subscribe(sctx, in.ID, in.from)
+	ch, err := subscribe(sctx)
 	if err != nil {
 		cancel()
 		return nil, s.fail(ctx, err)
@@ -119,7 +133,7 @@ func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.Strea
 		c := s.newSSE(w)
 		defer c.finish()
 		if c.begin(s.cfg.Retry) {
-			streamEvents(sctx, c, ch, in.from)
+			pump(sctx, c, ch)
 		}
 	}}, nil
 }
