@@ -109,7 +109,7 @@ func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.Strea
 	return resumableStream(ctx, s, func(sctx context.Context) (<-chan event.Event, error) {
 		return s.eng.Subscribe(sctx, in.ID, in.from)
 	}, func(sctx context.Context, c *sseWriter, ch <-chan event.Event) {
-		streamEvents(sctx, c, ch, in.from)
+		pumpEvents(sctx, c, ch, in.from)
 	})
 }
 
@@ -138,11 +138,11 @@ func resumableStream[E any](ctx context.Context, s *server,
 	}}, nil
 }
 
-// streamEvents writes events from ch until ctx ends (the client went away),
+// pumpEvents writes events from ch until ctx ends (the client went away),
 // ch closes or a write fails. last is the resume point: events at or below
 // it are never sent, so a misbehaving source cannot make a client see an
 // event twice.
-func streamEvents(ctx context.Context, c *sseWriter, ch <-chan event.Event, last int64) {
+func pumpEvents(ctx context.Context, c *sseWriter, ch <-chan event.Event, last int64) {
 	var buf bytes.Buffer
 	for {
 		select {
@@ -348,6 +348,8 @@ func (c *sseWriter) flushLocked() bool {
 func (c *sseWriter) finish() {
 	close(c.stop)
 	c.done.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.ping != nil {
 		c.ping.Stop()
 	}
