@@ -46,6 +46,7 @@ const (
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
+	ProblemStorageFull          = ProblemTypeBase + "storage-full"           // 507: the daemon's disk is full; reads work, writes succeed again once space is freed; see Retry-After
 	ProblemCancelled            = ProblemTypeBase + "cancelled"              // 499: the client went away (logs and metrics only)
 	ProblemInternal             = ProblemTypeBase + "internal"               // 500: see the daemon log
 	ProblemOther                = ProblemTypeBase + "other"                  // any other status
@@ -225,3 +226,7 @@ func IsUnsupportedContent(err error) bool { return HasProblemType(err, ProblemUn
 
 // IsShuttingDown reports whether err says the daemon is stopping.
 func IsShuttingDown(err error) bool { return HasProblemType(err, ProblemShuttingDown) }
+
+// IsStorageFull reports whether err says the daemon's disk is full (507):
+// reads still work, and the write may be retried after Retry-After.
+func IsStorageFull(err error) bool { return HasProblemType(err, ProblemStorageFull) }

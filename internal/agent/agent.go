@@ -15,16 +15,17 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // ErrUnknown is returned (wrapped) when no adapter has the requested name.
-var ErrUnknown = errors.New("unknown agent")
+var ErrUnknown = errkind.New(errkind.Invalid, "unknown agent")
 
 // ErrUnsupportedContent is returned (wrapped, naming the part) by an
 // adapter whose agent cannot take a part of a message: the message is
 // refused, never sent without it.
-var ErrUnsupportedContent = errors.New("content the agent cannot take")
+var ErrUnsupportedContent = errkind.New(errkind.Invalid, "content the agent cannot take")
 
 // Capabilities says what an agent can produce or accept. Every flag set to
 // true must be backed by a test of the adapter.

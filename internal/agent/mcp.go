@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // MCP server transports.
@@ -47,7 +49,7 @@ const (
 )
 
 // ErrInvalidMCP is returned (wrapped) by ValidateMCPServers.
-var ErrInvalidMCP = errors.New("invalid mcp server")
+var ErrInvalidMCP = errkind.New(errkind.Invalid, "invalid mcp server")
 
 var (
 	// mcpName is the allowlist of server names: every agent puts the

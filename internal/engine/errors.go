@@ -1,54 +1,64 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/errkind"
+	"github.com/agentbox/agentbox/internal/store"
 )
 
-// Errors returned (wrapped) by the Manager. The HTTP layer maps them to
-// status codes in one place; see internal/httpapi.
+// Errors returned (wrapped) by the Manager. Each is of an errkind kind, which
+// the HTTP layer maps to a status in one place (internal/httpapi); the
+// sentinels are for the callers (and the API's refinements) that need the
+// precise reason.
 var (
 	// ErrNotFound: no session, permission or question with that id.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errkind.New(errkind.NotFound, "not found")
 	// ErrInvalid: the request is malformed in a way the schema cannot catch.
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid = errkind.New(errkind.Invalid, "invalid request")
 	// ErrBusy: a turn is already running in the session.
-	ErrBusy = errors.New("a turn is already running")
+	ErrBusy = errkind.New(errkind.Conflict, "a turn is already running")
 	// ErrNotLive: the session has ended, failed or was interrupted.
-	ErrNotLive = errors.New("session is not live")
+	ErrNotLive = errkind.New(errkind.Conflict, "session is not live")
 	// ErrNoTurn: interrupt with no turn running.
-	ErrNoTurn = errors.New("no turn is running")
+	ErrNoTurn = errkind.New(errkind.Conflict, "no turn is running")
 	// ErrUnavailable: the agent exists but cannot run here.
-	ErrUnavailable = errors.New("agent unavailable")
+	ErrUnavailable = errkind.New(errkind.Unavailable, "agent unavailable")
 	// ErrLive: the session already has a running agent (resume).
-	ErrLive = errors.New("session is live")
+	ErrLive = errkind.New(errkind.Conflict, "session is live")
 	// ErrNotResumable: the agent cannot resume this session.
-	ErrNotResumable = errors.New("session cannot be resumed")
+	ErrNotResumable = errkind.New(errkind.Conflict, "session cannot be resumed")
 	// ErrNoSandbox: the session has no sandbox (network rules need one).
-	ErrNoSandbox = errors.New("session has no sandbox")
+	ErrNoSandbox = errkind.New(errkind.Conflict, "session has no sandbox")
 	// ErrShuttingDown: the daemon is stopping and takes no new work.
-	ErrShuttingDown = errors.New("daemon is shutting down")
+	ErrShuttingDown = errkind.New(errkind.ShuttingDown, "daemon is shutting down")
 	// ErrTooManyLive: starting another agent process would exceed the
 	// daemon's cap on live sessions (Config.MaxLive); see LiveCapError.
-	ErrTooManyLive = errors.New("too many live sessions")
+	ErrTooManyLive = errkind.New(errkind.TooMany, "too many live sessions")
 	// ErrEnvRequired: the session was created with env the daemon no
 	// longer has (it never stores values) and does not hold itself; see
 	// EnvRequiredError.
-	ErrEnvRequired = errors.New("the session needs its env again")
+	ErrEnvRequired = errkind.New(errkind.Invalid, "the session needs its env again")
 	// ErrUnsupportedContent: a message has a content part its session's
 	// agent cannot take; see ContentError.
 	ErrUnsupportedContent = agent.ErrUnsupportedContent
 	// ErrUnknownChoice: a model or mode the agent does not offer (see
 	// ChoiceError for which field).
-	ErrUnknownChoice = errors.New("a model or mode the agent does not offer")
+	ErrUnknownChoice = errkind.New(errkind.Invalid, "a model or mode the agent does not offer")
 	// ErrSwitchUnsupported: a change of model or mode the session's agent
 	// cannot make between turns.
-	ErrSwitchUnsupported = errors.New("the agent cannot switch it between turns")
+	ErrSwitchUnsupported = errkind.New(errkind.Invalid, "the agent cannot switch it between turns")
+	// ErrUnknownAgent: no agent has the name a request gives.
+	ErrUnknownAgent = agent.ErrUnknown
+	// ErrInvalidMCP: an MCP server of a create request breaks a rule.
+	ErrInvalidMCP = agent.ErrInvalidMCP
+	// ErrAlreadyResolved: a permission request or question was answered
+	// already.
+	ErrAlreadyResolved = store.ErrAlreadyResolved
 )
 
 // EnvRequiredError is the error (wrapping ErrEnvRequired) of a resume, or

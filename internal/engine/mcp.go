@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,16 +9,17 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/credential"
+	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
 var (
 	// ErrMCPUnsupported: MCP servers for an agent without the mcp
 	// capability; they are refused, never dropped.
-	ErrMCPUnsupported = errors.New("the agent cannot take MCP servers")
+	ErrMCPUnsupported = errkind.New(errkind.Invalid, "the agent cannot take MCP servers")
 	// ErrMCPRequired: a resume needs the env or header values of the
 	// session's MCP servers again; see MCPRequiredError.
-	ErrMCPRequired = errors.New("the session needs its MCP servers again")
+	ErrMCPRequired = errkind.New(errkind.Invalid, "the session needs its MCP servers again")
 )
 
 // MCPRequiredError is the error (wrapping ErrMCPRequired) of a resume, or

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -11,13 +10,14 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
 // ErrPolicy is returned (wrapped) when a session's sandbox policy is invalid
 // or cannot be enforced here; the message says which field or mechanism.
-var ErrPolicy = errors.New("sandbox policy refused")
+var ErrPolicy = errkind.New(errkind.Policy, "sandbox policy refused")
 
 // Sandboxes builds the sandboxes sessions run in. The daemon implements it
 // over the policy package, the isolation runtimes and the egress proxy; a

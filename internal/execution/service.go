@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
@@ -35,22 +36,22 @@ import (
 var (
 	// ErrPolicyInvalid: the request's policy does not parse or validate;
 	// the message names the file, line and field.
-	ErrPolicyInvalid = errors.New("invalid policy")
+	ErrPolicyInvalid = errkind.New(errkind.Policy, "invalid policy")
 	// ErrPolicyDenied: the operator's global policy refuses what the
 	// request's policy asks for.
-	ErrPolicyDenied = errors.New("policy denied")
+	ErrPolicyDenied = errkind.New(errkind.Policy, "policy denied")
 	// ErrInvalid: the request itself is malformed (unknown language, a file
 	// path escaping the workspace, an unknown signal, ...).
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid = errkind.New(errkind.Invalid, "invalid request")
 	// ErrNotFound: no process has that id or tag.
-	ErrNotFound = errors.New("no such process")
+	ErrNotFound = errkind.New(errkind.NotFound, "no such process")
 	// ErrTooMany: the concurrency limit is reached; retry later.
-	ErrTooMany = errors.New("too many sandboxed tasks running")
+	ErrTooMany = errkind.New(errkind.TooMany, "too many sandboxed tasks running")
 	// ErrConflict: the process is not in a state that allows the call
 	// (stdin closed or never opened, a tag already in use, ...).
-	ErrConflict = errors.New("conflict")
+	ErrConflict = errkind.New(errkind.Conflict, "conflict")
 	// ErrClosed: the service is shutting down.
-	ErrClosed = errors.New("execution service closed")
+	ErrClosed = errkind.New(errkind.ShuttingDown, "execution service closed")
 )
 
 // Defaults for the zero values of Options.

@@ -9,9 +9,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -112,28 +110,8 @@ type processWaitInput struct {
 }
 
 type processStreamInput struct {
-	ID          string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
-	LastEventID string `header:"Last-Event-ID" maxLength:"32" doc:"Resume after this seq: the id of the last event received. Wins over after."`
-	After       string `query:"after" maxLength:"32" doc:"Resume after this seq (a decimal integer, 0 or more) when there is no Last-Event-ID. Default 0: from the oldest output still held."`
-
-	from int64
-}
-
-// Resolve parses the resume point; the header wins over the query.
-func (in *processStreamInput) Resolve(huma.Context) []error {
-	loc, v := "query.after", in.After
-	if in.LastEventID != "" {
-		loc, v = "header.Last-Event-ID", in.LastEventID
-	}
-	if v == "" {
-		return nil
-	}
-	n, err := parseSeq(v)
-	if err != nil {
-		return []error{&huma.ErrorDetail{Location: loc, Message: err.Error(), Value: v}}
-	}
-	in.from = n
-	return nil
+	ID string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
+	ResumeParams
 }
 
 // checkPolicy accepts a policy that is a preset name or an object, not
@@ -318,44 +296,6 @@ func (s *server) registerExec(api huma.API) {
 	s.registerProcessStream(api)
 }
 
-// sseResponse documents an event stream whose events are named in types.
-func sseResponse(desc string, events map[string]*huma.Schema) map[string]*huma.Response {
-	var variants []*huma.Schema
-	names := make([]string, 0, len(events))
-	for name := range events {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		variants = append(variants, &huma.Schema{
-			Type: huma.TypeObject,
-			Properties: map[string]*huma.Schema{
-				"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq, when it has one."},
-				"event": {Type: huma.TypeString, Enum: []any{name}},
-				"data":  events[name],
-			},
-			Required: []string{"event", "data"},
-		})
-	}
-	return map[string]*huma.Response{
-		"200": {
-			Description: desc,
-			Headers: map[string]*huma.Header{
-				"Cache-Control":     {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no-cache"}}},
-				"X-Accel-Buffering": {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no"}}},
-			},
-			Content: map[string]*huma.MediaType{
-				"text/event-stream": {Schema: &huma.Schema{
-					Title:       "Server-Sent Events",
-					Description: "The stream as a sequence of messages, each serialized as UTF-8 text per the SSE specification.",
-					Type:        huma.TypeArray,
-					Items:       &huma.Schema{OneOf: variants},
-				}},
-			},
-		},
-	}
-}
-
 func (s *server) registerExecStream(api huma.API, execErrs []int) {
 	reg := api.OpenAPI().Components.Schemas
 	chunk := reg.Schema(reflect.TypeFor[client.OutputChunk](), true, "OutputChunk")
@@ -369,13 +309,13 @@ func (s *server) registerExecStream(api huma.API, execErrs []int) {
 		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
 		BodyReadTimeout: 30 * time.Second,
 		Errors:          execErrs,
-		Responses: sseResponse("The execution's events.", map[string]*huma.Schema{
+		Responses: sseResponse("The execution's events.", sseOneOf(map[string]*huma.Schema{
 			"start":  {Type: huma.TypeObject, Properties: map[string]*huma.Schema{"sandbox": reg.Schema(reflect.TypeFor[client.SandboxInfo](), true, "SandboxInfo")}},
 			"stdout": chunk,
 			"stderr": chunk,
 			"result": reg.Schema(reflect.TypeFor[client.ExecResult](), true, "ExecResult"),
 			"error":  {Ref: "#/components/schemas/Problem"},
-		}),
+		})),
 	}, s.execStream)
 }
 
@@ -391,12 +331,12 @@ func (s *server) registerProcessStream(api huma.API) {
 			"A dropped event stands for output the bounded buffer no longer holds. To resume, reconnect with Last-Event-ID " +
 			"(EventSource does this by itself) or ?after= set to the last seq received.",
 		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-		Responses: sseResponse("The process's events.", map[string]*huma.Schema{
+		Responses: sseResponse("The process's events.", sseOneOf(map[string]*huma.Schema{
 			"stdout":  chunk,
 			"stderr":  chunk,
 			"dropped": reg.Schema(reflect.TypeFor[client.OutputGap](), true, "OutputGap"),
 			"exit":    reg.Schema(reflect.TypeFor[client.Process](), true, "Process"),
-		}),
+		})),
 	}, s.streamProcess)
 }
 
@@ -428,18 +368,18 @@ func (s *server) execStream(ctx context.Context, in *execInput) (*huma.StreamRes
 	req := toExecRequest(in.Body)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		_, w := humago.Unwrap(hctx)
-		c := newSSEWriter(w, s.cfg.WriteTimeout)
+		c := s.newSSE(w)
 		defer c.finish()
 		// The stream opens when the process runs, so that problems found
 		// before (policy, 429) are answered as problems with a status.
 		hooks := execution.Hooks{
 			Started: func(sb execution.SandboxInfo) {
-				if c.begin(s.cfg.Heartbeat) {
-					c.send("", "start", map[string]any{"sandbox": toSandboxInfo(sb)})
+				if c.begin(0) {
+					c.event("", "start", map[string]any{"sandbox": toSandboxInfo(sb)})
 				}
 			},
 			Output: func(o execution.Output) {
-				c.send("", o.Stream, client.OutputChunk{Seq: o.Seq, Stream: o.Stream, Data: string(o.Data)})
+				c.event("", o.Stream, client.OutputChunk{Seq: o.Seq, Stream: o.Stream, Data: string(o.Data)})
 			},
 		}
 		res, err := svc.ExecStream(ctx, req, hooks)
@@ -447,10 +387,10 @@ func (s *server) execStream(ctx context.Context, in *execInput) (*huma.StreamRes
 		case err != nil && !c.begun():
 			writeProblem(w, errorProblem(ctx, err))
 		case err != nil:
-			c.send("", "error", errorProblem(ctx, err))
+			c.event("", "error", errorProblem(ctx, err))
 		default:
-			c.begin(s.cfg.Heartbeat) // normally begun already by Started
-			c.send("", "result", toExecResult(res))
+			c.begin(0) // normally begun already by Started
+			c.event("", "result", toExecResult(res))
 		}
 	}}, nil
 }
@@ -565,35 +505,20 @@ func (s *server) streamProcess(ctx context.Context, in *processStreamInput) (*hu
 	if err != nil {
 		return nil, err
 	}
-	// The subscription lives as long as the stream body below runs.
-	sctx, cancel := context.WithCancel(ctx)
-	ch, err := svc.Subscribe(sctx, in.ID, in.from)
-	if err != nil {
-		cancel()
-		return nil, s.fail(ctx, err)
-	}
-	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		defer cancel()
-		_, w := humago.Unwrap(hctx)
-		c := newSSEWriter(w, s.cfg.WriteTimeout)
-		defer c.finish()
-		if !c.begin(s.cfg.Heartbeat) || !c.retry(s.cfg.Retry) {
-			return
-		}
+	return resumableStream(ctx, s, func(sctx context.Context) (<-chan execution.Event, error) {
+		return svc.Subscribe(sctx, in.ID, in.from)
+	}, func(sctx context.Context, c *sseWriter, ch <-chan execution.Event) {
 		for {
 			select {
 			case <-sctx.Done():
 				return
 			case ev, ok := <-ch:
-				if !ok {
-					return
-				}
-				if !c.send(strconv.FormatInt(ev.Seq, 10), ev.Type, processEventData(ev)) {
+				if !ok || !c.event(strconv.FormatInt(ev.Seq, 10), ev.Type, processEventData(ev)) {
 					return
 				}
 			}
 		}
-	}}, nil
+	})
 }
 
 func processEventData(ev execution.Event) any {
@@ -604,122 +529,4 @@ func processEventData(ev execution.Event) any {
 		return toProcess(*ev.Exit)
 	}
 	return client.OutputChunk{Seq: ev.Seq, Stream: ev.Type, Data: string(ev.Data), Offset: ev.Offset}
-}
-
-// sseWriter writes an event stream from several goroutines (the task's
-// output and the heartbeat). After a failed write it drops everything.
-type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-
-	mu      sync.Mutex
-	started bool
-	broken  bool
-	buf     bytes.Buffer
-	stop    chan struct{}
-	done    sync.WaitGroup
-}
-
-func newSSEWriter(w http.ResponseWriter, writeTimeout time.Duration) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: writeTimeout, stop: make(chan struct{})}
-}
-
-// begin sends the headers and starts the heartbeat, once; it reports
-// whether the stream is usable.
-func (c *sseWriter) begin(heartbeat time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return !c.broken
-	}
-	c.started = true
-	h := c.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	c.w.WriteHeader(http.StatusOK)
-	c.flushLocked()
-	c.done.Add(1)
-	go c.ping(heartbeat)
-	return !c.broken
-}
-
-func (c *sseWriter) begun() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.started
-}
-
-func (c *sseWriter) ping(every time.Duration) {
-	defer c.done.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-			c.mu.Lock()
-			c.writeLocked([]byte(": ping\n\n"))
-			c.mu.Unlock()
-		}
-	}
-}
-
-// retry sends the reconnection delay.
-func (c *sseWriter) retry(d time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.writeLocked([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
-}
-
-// send writes one event; id may be empty.
-func (c *sseWriter) send(id, typ string, v any) bool {
-	data, err := json.Marshal(v)
-	if err != nil {
-		data = []byte("null")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.buf.Reset()
-	if id != "" {
-		c.buf.WriteString("id: " + id + "\n")
-	}
-	c.buf.WriteString("event: " + sseField(typ) + "\n")
-	// json.Marshal output has no raw newlines.
-	c.buf.WriteString("data: ")
-	c.buf.Write(data)
-	c.buf.WriteString("\n\n")
-	return c.writeLocked(c.buf.Bytes())
-}
-
-func (c *sseWriter) writeLocked(b []byte) bool {
-	if c.broken || !c.started {
-		return false
-	}
-	if err := c.rc.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		c.broken = true
-		return false
-	}
-	if _, err := c.w.Write(b); err != nil {
-		c.broken = true
-		return false
-	}
-	return c.flushLocked()
-}
-
-func (c *sseWriter) flushLocked() bool {
-	if err := c.rc.Flush(); err != nil {
-		c.broken = true
-	}
-	return !c.broken
-}
-
-// finish stops the heartbeat and clears the write deadline, so that none
-// is left behind for a later request on the connection.
-func (c *sseWriter) finish() {
-	close(c.stop)
-	c.done.Wait()
-	_ = c.rc.SetWriteDeadline(time.Time{})
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/event"
 )
@@ -94,4 +95,76 @@ func FuzzWriteSSE(f *testing.F) {
 			t.Fatalf("round trip: %+v vs %+v", back, ev)
 		}
 	})
+}
+
+// FuzzUTF8Stream: validating a body in pieces (split anywhere, as reads
+// split it) agrees with utf8.Valid on the whole.
+func FuzzUTF8Stream(f *testing.F) {
+	for _, s := range []string{"", "ascii", "héllo ✓ 𝄞", "a\xffb", "\xe2\x82", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xef\xbf\xbd", "\xc3"} {
+		f.Add([]byte(s), uint8(1), uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cut1, cut2 uint8) {
+		var u utf8Stream
+		ok := true
+		rest := b
+		for _, c := range []int{int(cut1), int(cut2), len(b)} {
+			c = min(c, len(rest))
+			if !u.write(rest[:c]) {
+				ok = false
+				break
+			}
+			rest = rest[c:]
+		}
+		ok = ok && u.done()
+		if ok != utf8.Valid(b) {
+			t.Fatalf("stream says %v, utf8.Valid says %v for %q split at %d,%d", ok, utf8.Valid(b), b, cut1, cut2)
+		}
+	})
+}
+
+// FuzzSurrogateScan: on valid JSON, the scan refuses exactly the texts that
+// encoding/json would decode with a U+FFFD the text did not spell itself,
+// split anywhere as reads split it.
+func FuzzSurrogateScan(f *testing.F) {
+	for _, s := range []string{`"a"`, `{"k":"\ud800"}`, `["\ud834\udd1e"]`, `"\udc00"`, `"\\ud800"`, `{"\ud83d":1}`, `"\ud83d\n"`, `"\ufffd"`, `"\ud83d\ud83d"`, `"\u00e9"`} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cut uint8) {
+		if !json.Valid(b) || !utf8.Valid(b) || bytes.Contains(b, []byte("\uFFFD")) ||
+			bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`)) {
+			return
+		}
+		var s surrogateScan
+		c := min(int(cut), len(b))
+		ok := s.write(b[:c]) && s.write(b[c:])
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if replaced := hasReplacement(v); ok == replaced {
+			t.Fatalf("scan ok=%v but decoding replaced=%v for %q", ok, replaced, b)
+		}
+	})
+}
+
+func hasReplacement(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, utf8.RuneError)
+	case []any:
+		for _, e := range v {
+			if hasReplacement(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, utf8.RuneError) || hasReplacement(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -6,18 +6,15 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbox/agentbox/client"
-	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/execution"
-	"github.com/agentbox/agentbox/internal/sandbox"
-	"github.com/agentbox/agentbox/internal/sandbox/egress"
-	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // The problem type URIs are part of the API contract and are defined once,
@@ -45,6 +42,7 @@ var statusTypes = map[int]string{
 	http.StatusInternalServerError:   client.ProblemInternal,
 	http.StatusServiceUnavailable:    client.ProblemUnavailable,
 	http.StatusGatewayTimeout:        client.ProblemTimeout,
+	http.StatusInsufficientStorage:   client.ProblemStorageFull,
 	statusClientClosed:               client.ProblemCancelled,
 }
 
@@ -58,7 +56,8 @@ func typeForStatus(status int) string {
 }
 
 // problem is the error type of the whole API: handlers return it, huma's own
-// errors are built as one (see init), middleware writes it with writeProblem.
+// errors are built as one (see installHumaErrors), middleware writes it
+// with writeProblem.
 // Its JSON form is client.Problem.
 type problem struct {
 	client.Problem
@@ -111,9 +110,10 @@ func writeProblem(w http.ResponseWriter, p *problem) {
 }
 
 // errorProblem is the one place where Go errors become HTTP problems. Errors
-// that are problems already pass through; engine and store sentinels map to
-// their status and type; anything else is a 500 whose text is logged, never
-// sent.
+// that are problems already pass through. Errors of a kind (internal/errkind)
+// map by their kind, after the few refinements that give one sentinel a
+// problem type of its own (first match wins); anything else is a 500 whose
+// text is logged, never sent.
 func errorProblem(ctx context.Context, err error) *problem {
 	var p *problem
 	if errors.As(err, &p) {
@@ -124,80 +124,44 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return humaProblem(ctx, se.GetStatus(), se.Error(), nil)
 	}
 	msg := err.Error()
-	switch {
-	case errors.Is(err, agent.ErrUnknown):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnknownAgent, msg)
-	case errors.Is(err, engine.ErrNotFound), errors.Is(err, store.ErrNotFound):
-		return newProblem(http.StatusNotFound, client.ProblemNotFound, msg)
-	case errors.Is(err, agent.ErrInvalidMCP):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemInvalidMCPServer, msg)
-	case errors.Is(err, engine.ErrInvalid):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
-	case errors.Is(err, engine.ErrBusy):
-		return newProblem(http.StatusConflict, client.ProblemBusy, msg)
-	case errors.Is(err, engine.ErrNoTurn):
-		return newProblem(http.StatusConflict, client.ProblemNoTurn, msg)
-	case errors.Is(err, engine.ErrLive):
-		return newProblem(http.StatusConflict, client.ProblemLive, msg)
-	case errors.Is(err, engine.ErrNotResumable):
-		return newProblem(http.StatusConflict, client.ProblemNotResumable, msg)
-	case errors.Is(err, engine.ErrNotLive):
-		return newProblem(http.StatusConflict, client.ProblemNotLive, msg)
-	case errors.Is(err, engine.ErrEnvRequired):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemEnvRequired, msg)
-	case errors.Is(err, engine.ErrMCPUnsupported):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemMCPUnsupported, msg)
-	case errors.Is(err, engine.ErrMCPRequired):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemMCPRequired, msg)
-	case errors.Is(err, engine.ErrUnsupportedContent):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemUnsupportedContent, msg)
-	case errors.Is(err, engine.ErrUnknownChoice):
-		typ := client.ProblemUnknownModel
-		var ce *engine.ChoiceError
-		if errors.As(err, &ce) && ce.Field == "mode" {
-			typ = client.ProblemUnknownMode
+	if sentinel, typ := refinement(err); sentinel != nil {
+		p := newProblem(kindStatus[errkind.Of(sentinel)], typ, msg)
+		if sentinel == engine.ErrTooManyLive {
+			retry := engine.DefaultLiveRetryAfter
+			var ce *engine.LiveCapError
+			if errors.As(err, &ce) && ce.RetryAfter > 0 {
+				retry = ce.RetryAfter
+			}
+			p.withHeader("Retry-After", strconv.Itoa(int((max(time.Second, retry)+time.Second-1)/time.Second)))
 		}
-		return newProblem(http.StatusUnprocessableEntity, typ, msg)
-	case errors.Is(err, engine.ErrSwitchUnsupported):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemSwitchUnsupported, msg)
-	case errors.Is(err, engine.ErrNoSandbox):
-		return newProblem(http.StatusConflict, client.ProblemNoSandbox, msg)
-	case errors.Is(err, egress.ErrInvalidSecret):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
-	case errors.Is(err, store.ErrAlreadyResolved):
-		return newProblem(http.StatusConflict, client.ProblemAlreadyResolved, msg)
-	case errors.Is(err, store.ErrExists):
-		return newProblem(http.StatusConflict, client.ProblemConflict, msg)
-	case errors.Is(err, execution.ErrNotFound):
-		return newProblem(http.StatusNotFound, client.ProblemNotFound, msg)
-	case errors.Is(err, execution.ErrInvalid):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemValidation, msg)
-	case errors.Is(err, execution.ErrConflict):
-		return newProblem(http.StatusConflict, client.ProblemConflict, msg)
-	case errors.Is(err, execution.ErrTooMany):
-		return newProblem(http.StatusTooManyRequests, client.ProblemTooManyRequests, msg).withHeader("Retry-After", retryAfterBusy)
-	case errors.Is(err, execution.ErrClosed):
-		return newProblem(http.StatusServiceUnavailable, client.ProblemShuttingDown, "The daemon is shutting down.").
-			withHeader("Retry-After", "5")
-	case errors.Is(err, execution.ErrPolicyInvalid), errors.Is(err, execution.ErrPolicyDenied):
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
-	case errors.Is(err, engine.ErrPolicy), errors.Is(err, sandbox.ErrUnenforceable), errors.Is(err, sandbox.ErrUnknownRuntime), errors.Is(err, sandbox.ErrUnavailable):
+		return p
+	}
+	switch k := errkind.Of(err); k {
+	case errkind.NotFound:
+		return newProblem(kindStatus[k], client.ProblemNotFound, msg)
+	case errkind.Invalid:
+		return newProblem(kindStatus[k], client.ProblemValidation, msg)
+	case errkind.Conflict:
+		return newProblem(kindStatus[k], client.ProblemConflict, msg)
+	case errkind.Policy:
 		// A policy that is invalid, or that this host cannot enforce: the
 		// message names the field or the missing mechanism.
-		return newProblem(http.StatusUnprocessableEntity, client.ProblemPolicy, msg)
-	case errors.Is(err, engine.ErrUnavailable):
-		return newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, msg)
-	case errors.Is(err, engine.ErrTooManyLive):
-		retry := engine.DefaultLiveRetryAfter
-		var ce *engine.LiveCapError
-		if errors.As(err, &ce) && ce.RetryAfter > 0 {
-			retry = ce.RetryAfter
-		}
-		return newProblem(http.StatusTooManyRequests, client.ProblemTooManyLiveSessions, msg).
-			withHeader("Retry-After", strconv.Itoa(int((max(time.Second, retry)+time.Second-1)/time.Second)))
-	case errors.Is(err, engine.ErrShuttingDown), errors.Is(err, store.ErrClosed):
-		return newProblem(http.StatusServiceUnavailable, client.ProblemShuttingDown, "The daemon is shutting down.").
+		return newProblem(kindStatus[k], client.ProblemPolicy, msg)
+	case errkind.TooMany:
+		return newProblem(kindStatus[k], client.ProblemTooManyRequests, msg).withHeader("Retry-After", retryAfterBusy)
+	case errkind.Unavailable:
+		return newProblem(kindStatus[k], client.ProblemUnavailable, msg)
+	case errkind.ShuttingDown:
+		return newProblem(kindStatus[k], client.ProblemShuttingDown, "The daemon is shutting down.").
 			withHeader("Retry-After", "5")
+	case errkind.StorageFull:
+		// The text may name files of the data directory: logged, not sent.
+		logFor(ctx).WarnContext(ctx, "storage full", "err", err)
+		return newProblem(kindStatus[k], client.ProblemStorageFull,
+			"The daemon's storage is full: reads still work, and writes succeed again once space is freed.").
+			withHeader("Retry-After", retryAfterStorageFull)
+	}
+	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		logFor(ctx).WarnContext(ctx, "request timed out", "err", err)
 		return newProblem(http.StatusGatewayTimeout, client.ProblemTimeout, "The operation timed out.")
@@ -208,6 +172,63 @@ func errorProblem(ctx context.Context, err error) *problem {
 	return internalProblem(ctx)
 }
 
+// retryAfterStorageFull is the Retry-After (seconds) of a write refused
+// because the disk is full.
+const retryAfterStorageFull = "30"
+
+// kindStatus is the status of each error kind; a refinement keeps its
+// sentinel's.
+var kindStatus = map[*errkind.Kind]int{
+	errkind.NotFound:     http.StatusNotFound,
+	errkind.Invalid:      http.StatusUnprocessableEntity,
+	errkind.Conflict:     http.StatusConflict,
+	errkind.Policy:       http.StatusUnprocessableEntity,
+	errkind.TooMany:      http.StatusTooManyRequests,
+	errkind.Unavailable:  http.StatusServiceUnavailable,
+	errkind.ShuttingDown: http.StatusServiceUnavailable,
+	errkind.StorageFull:  http.StatusInsufficientStorage,
+}
+
+// refinements are the sentinels whose problem type is more precise than
+// their kind's; the status is their kind's. First match wins.
+var refinements = []struct {
+	err error
+	typ string
+}{
+	{engine.ErrUnknownAgent, client.ProblemUnknownAgent},
+	{engine.ErrInvalidMCP, client.ProblemInvalidMCPServer},
+	{engine.ErrBusy, client.ProblemBusy},
+	{engine.ErrNoTurn, client.ProblemNoTurn},
+	{engine.ErrLive, client.ProblemLive},
+	{engine.ErrNotResumable, client.ProblemNotResumable},
+	{engine.ErrNotLive, client.ProblemNotLive},
+	{engine.ErrEnvRequired, client.ProblemEnvRequired},
+	{engine.ErrMCPUnsupported, client.ProblemMCPUnsupported},
+	{engine.ErrMCPRequired, client.ProblemMCPRequired},
+	{engine.ErrUnsupportedContent, client.ProblemUnsupportedContent},
+	{engine.ErrUnknownChoice, client.ProblemUnknownModel}, // or unknown-mode: see refinement
+	{engine.ErrSwitchUnsupported, client.ProblemSwitchUnsupported},
+	{engine.ErrNoSandbox, client.ProblemNoSandbox},
+	{engine.ErrAlreadyResolved, client.ProblemAlreadyResolved},
+	{engine.ErrTooManyLive, client.ProblemTooManyLiveSessions},
+}
+
+// refinement is the refined sentinel err matches and its problem type, or
+// nil.
+func refinement(err error) (error, string) {
+	for _, r := range refinements {
+		if !errors.Is(err, r.err) {
+			continue
+		}
+		var ce *engine.ChoiceError
+		if r.err == engine.ErrUnknownChoice && errors.As(err, &ce) && ce.Field == "mode" {
+			return r.err, client.ProblemUnknownMode
+		}
+		return r.err, r.typ
+	}
+	return nil, ""
+}
+
 func internalProblem(ctx context.Context) *problem {
 	p := newProblem(http.StatusInternalServerError, client.ProblemInternal, "An internal error occurred; the daemon log has the details.")
 	if ri := infoFrom(ctx); ri != nil {
@@ -216,9 +237,15 @@ func internalProblem(ctx context.Context) *problem {
 	return p
 }
 
-func init() {
-	// Every error huma produces itself (validation, body limits, media
-	// types) goes through these, so it carries a stable type too.
+// installHumaErrors makes every error huma produces itself (validation,
+// body limits, media types) a problem, so it carries a stable type too.
+//
+// huma.NewError and huma.NewErrorWithContext are package variables of huma:
+// replacing them is process-wide and also changes the errors of any other
+// huma API in a program that embeds agentbox. huma offers no per-API hook for
+// the errors it raises before a handler runs, so the replacement happens
+// once, when the first server is built (newServer), not on import.
+var installHumaErrors = sync.OnceFunc(func() {
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
 		return humaProblem(context.Background(), status, msg, errs)
 	}
@@ -229,10 +256,17 @@ func init() {
 		}
 		return humaProblem(ctx, status, msg, errs)
 	}
-}
+})
 
 // humaProblem converts an error raised by huma into a problem.
 func humaProblem(ctx context.Context, status int, msg string, errs []error) *problem {
+	for _, err := range errs {
+		// A body the client broke or sent as invalid UTF-8 (requestBody).
+		var be *bodyError
+		if errors.As(err, &be) {
+			return be.problem()
+		}
+	}
 	if status >= 500 {
 		if status == http.StatusInternalServerError {
 			logFor(ctx).ErrorContext(ctx, "internal error", "msg", msg, "errs", errs)

@@ -41,6 +41,11 @@ type server struct {
 
 // New returns the API handler. eng may be nil only to build the OpenAPI
 // document (see [Spec]); m and log may be nil.
+//
+// The first call replaces huma's package-level error constructors
+// (huma.NewError, huma.NewErrorWithContext), once for the whole process, so
+// that the errors huma raises itself are problem documents; this also
+// affects any other huma API in the same program.
 func New(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) http.Handler {
 	s, _ := newServer(cfg, eng, m, log)
 	return s
@@ -50,6 +55,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	installHumaErrors()
 	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
 	api := humago.New(s.mux, humaConfig())
 	api.UseMiddleware(s.requireJSON(api))
@@ -99,8 +105,8 @@ func newRequestID() string {
 }
 
 // ServeHTTP runs the cross-cutting steps in order: request id, metrics and
-// logging, panic recovery, the Host and Origin checks, CORS,
-// authentication, then routing (with problem answers for unknown routes
+// logging, panic recovery, the Host and Origin checks, CORS, the path check
+// and the body checkpoint (body.go), authentication, then routing (with problem answers for unknown routes
 // and methods).
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -136,6 +142,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cors(sw, r) {
 		return
+	}
+	if p := checkPath(r); p != nil {
+		writeProblem(sw, p)
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &requestBody{ReadCloser: r.Body}
 	}
 	if pattern != patternHealth {
 		if p := s.authenticate(r, pattern == patternStream); p != nil {
@@ -226,8 +239,9 @@ func (w *statusWriter) FlushError() error {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// muxErrorWriter replaces the mux's text/plain 404 and 405 answers with
-// problems; anything else (redirects) passes through.
+// muxErrorWriter replaces the mux's text/plain 404 and 405 answers, and
+// its HTML redirects (which checkPath leaves it no reason to send), with
+// problems.
 type muxErrorWriter struct {
 	*statusWriter
 	swallow bool
@@ -241,6 +255,10 @@ func (w *muxErrorWriter) WriteHeader(code int) {
 	case http.StatusMethodNotAllowed:
 		w.swallow = true
 		writeProblem(w.statusWriter, newProblem(code, client.ProblemMethodNotAllowed, "The route does not allow this method."))
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		w.swallow = true
+		w.Header().Del("Location")
+		writeProblem(w.statusWriter, newProblem(http.StatusNotFound, client.ProblemNotFound, "No such route."))
 	default:
 		w.statusWriter.WriteHeader(code)
 	}

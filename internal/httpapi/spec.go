@@ -78,8 +78,8 @@ func humaConfig() huma.Config {
 // problemTable lists the problem types for the spec's description.
 func problemTable() string {
 	rows := map[string]string{
-		client.ProblemBadRequest:           "400: the body is not valid JSON, or is missing",
-		client.ProblemValidation:           "422: the input breaks the schema or a rule; see errors[]",
+		client.ProblemBadRequest:           "400: the body is not valid JSON, or is missing, or ended before its Content-Length or broke its chunked framing; or the path has an empty, . or .. segment",
+		client.ProblemValidation:           "422: the input breaks the schema or a rule (see errors[]), or the body is not valid UTF-8 (or escapes a lone surrogate)",
 		client.ProblemUnauthorized:         "401: the bearer token is missing or wrong",
 		client.ProblemForbidden:            "403: the Host header does not name this daemon, or the request comes from a browser origin CORS does not allow",
 		client.ProblemNotFound:             "404: no such route, session, permission request or question",
@@ -100,6 +100,7 @@ func problemTable() string {
 		client.ProblemTooManyRequests:      "429: as many sandboxed tasks run as the daemon allows; retry after Retry-After",
 		client.ProblemPolicy:               "422: the sandbox policy is invalid, refused by the global policy, or cannot be enforced here",
 		client.ProblemTimeout:              "504: the operation timed out",
+		client.ProblemStorageFull:          "507: the daemon's disk is full; reads still work, writes succeed again once space is freed; retry after Retry-After",
 		client.ProblemInternal:             "500: an unexpected failure; the daemon log has details (see instance)",
 		client.ProblemCancelled:            "499: the client went away (recorded in logs and metrics; never received)",
 		client.ProblemOther:                "any other status",

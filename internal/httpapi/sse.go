@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -18,16 +21,22 @@ import (
 )
 
 type streamInput struct {
-	ID          string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
-	LastEventID string `header:"Last-Event-ID" maxLength:"32" doc:"Resume after this seq: the id of the last event received. Sent by EventSource clients on reconnect; wins over after."`
-	After       string `query:"after" maxLength:"32" doc:"Resume after this seq (a decimal integer, 0 or more) when there is no Last-Event-ID. Default 0: from the start."`
+	ID string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ResumeParams
 	AccessToken string `query:"access_token" doc:"The bearer token, for clients that cannot set an Authorization header (EventSource). Accepted on this route only; prefer the header, since URLs end up in logs."`
+}
+
+// ResumeParams is the resume point of every resumable event stream. It is
+// exported only so that huma sees its fields when it is embedded.
+type ResumeParams struct {
+	LastEventID string `header:"Last-Event-ID" maxLength:"32" doc:"Resume after this seq: the id of the last event received. Sent by EventSource clients on reconnect; wins over after."`
+	After       string `query:"after" maxLength:"32" doc:"Resume after this seq (a decimal integer, 0 or more) when there is no Last-Event-ID. Default 0: from the oldest event still held."`
 
 	from int64
 }
 
 // Resolve parses the resume point; the header wins over the query.
-func (in *streamInput) Resolve(huma.Context) []error {
+func (in *ResumeParams) Resolve(huma.Context) []error {
 	loc, v := "query.after", in.After
 	if in.LastEventID != "" {
 		loc, v = "header.Last-Event-ID", in.LastEventID
@@ -83,39 +92,37 @@ func (s *server) registerStream(api huma.API) {
 			"It stays open (also after the session ends) until the client disconnects; to resume, reconnect " +
 			"with Last-Event-ID (EventSource does this by itself) or ?after= set to the last seq received.",
 		Errors: errs(http.StatusNotFound),
-		Responses: map[string]*huma.Response{
-			"200": {
-				Description: "The event stream.",
-				Headers: map[string]*huma.Header{
-					"Cache-Control":     {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no-cache"}}},
-					"X-Accel-Buffering": {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no"}}},
-				},
-				Content: map[string]*huma.MediaType{
-					"text/event-stream": {Schema: &huma.Schema{
-						Title:       "Server-Sent Events",
-						Description: "The stream as a sequence of messages, each serialized as UTF-8 text per the SSE specification.",
-						Type:        huma.TypeArray,
-						Items: &huma.Schema{
-							Type: huma.TypeObject,
-							Properties: map[string]*huma.Schema{
-								"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq."},
-								"event": {Type: huma.TypeString, Enum: types, Description: "The event's type."},
-								"data":  eventRef,
-							},
-							Required: []string{"id", "event", "data"},
-						},
-					}},
-				},
+		Responses: sseResponse("The event stream.", &huma.Schema{
+			Type: huma.TypeObject,
+			Properties: map[string]*huma.Schema{
+				"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq."},
+				"event": {Type: huma.TypeString, Enum: types, Description: "The event's type."},
+				"data":  eventRef,
 			},
-		},
+			Required: []string{"id", "event", "data"},
+		}),
 	}
 	huma.Register(api, op, s.streamEvents)
 }
 
 func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.StreamResponse, error) {
-	// The subscription lives as long as the stream body below runs.
+	return resumableStream(ctx, s, func(sctx context.Context) (<-chan event.Event, error) {
+		return s.eng.Subscribe(sctx, in.ID, in.from)
+	}, func(sctx context.Context, c *sseWriter, ch <-chan event.Event) {
+		pumpEvents(sctx, c, ch, in.from)
+	})
+}
+
+// resumableStream answers a stream that follows a subscription: it
+// subscribes first, so that a subscription error is an ordinary problem
+// answer, then opens the stream (headers, retry hint, heartbeat) and hands
+// it to pump. The subscription lives as long as the stream body runs.
+func resumableStream[E any](ctx context.Context, s *server,
+	subscribe func(context.Context) (<-chan E, error),
+	pump func(context.Context, *sseWriter, <-chan E),
+) (*huma.StreamResponse, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	ch, err := s.eng.Subscribe(sctx, in.ID, in.from)
+	ch, err := subscribe(sctx)
 	if err != nil {
 		cancel()
 		return nil, s.fail(ctx, err)
@@ -123,49 +130,24 @@ func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.Strea
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer cancel()
 		_, w := humago.Unwrap(hctx)
-		s.stream(sctx, w, ch, in.from)
+		c := s.newSSE(w)
+		defer c.finish()
+		if c.begin(s.cfg.Retry) {
+			pump(sctx, c, ch)
+		}
 	}}, nil
 }
 
-// stream writes events from ch until ctx ends (the client went away), ch
-// closes or a write fails. last is the resume point: events at or below it
-// are never sent, so a misbehaving source cannot make a client see an event
-// twice.
-func (s *server) stream(ctx context.Context, w http.ResponseWriter, ch <-chan event.Event, last int64) {
-	rc := http.NewResponseController(w)
-	// Leave no deadline behind for a later request on this connection.
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-
-	send := func(b []byte) bool {
-		if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return false
-		}
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-
-	if !send([]byte("retry: " + strconv.FormatInt(s.cfg.Retry.Milliseconds(), 10) + "\n\n")) {
-		return
-	}
-	ping := time.NewTicker(s.cfg.Heartbeat)
-	defer ping.Stop()
+// pumpEvents writes events from ch until ctx ends (the client went away),
+// ch closes or a write fails. last is the resume point: events at or below
+// it are never sent, so a misbehaving source cannot make a client see an
+// event twice.
+func pumpEvents(ctx context.Context, c *sseWriter, ch <-chan event.Event, last int64) {
 	var buf bytes.Buffer
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ping.C:
-			if !send([]byte(": ping\n\n")) {
-				return
-			}
 		case ev, ok := <-ch:
 			if !ok {
 				return
@@ -183,11 +165,10 @@ func (s *server) stream(ctx context.Context, w http.ResponseWriter, ch <-chan ev
 					return
 				}
 			}
-			if !send(buf.Bytes()) {
+			if !c.write(buf.Bytes()) {
 				return
 			}
 			last = ev.Seq
-			ping.Reset(s.cfg.Heartbeat)
 		}
 	}
 }
@@ -225,4 +206,191 @@ func sseField(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// sseWriter is the one writer of the API's event streams (session events,
+// process output, exec output): it sends the headers, bounds every write by
+// the server's write timeout, flushes each message, sends a `: ping` comment
+// while the stream is idle, and after a failed write (the client went away,
+// a broken pipe) drops everything. Several goroutines may write to it.
+type sseWriter struct {
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	timeout   time.Duration
+	heartbeat time.Duration
+
+	mu      sync.Mutex
+	started bool
+	broken  bool
+	ping    *time.Ticker // nil until begin
+	buf     bytes.Buffer
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+func (s *server) newSSE(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{
+		w: w, rc: http.NewResponseController(w),
+		timeout: s.cfg.WriteTimeout, heartbeat: s.cfg.Heartbeat,
+		stop: make(chan struct{}),
+	}
+}
+
+// begin sends the headers, then the reconnection delay when retry is not
+// 0, and starts the heartbeat; only the first call does. It reports whether
+// the stream is usable.
+func (c *sseWriter) begin(retry time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return !c.broken
+	}
+	c.started = true
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(http.StatusOK)
+	if retry != 0 {
+		if !c.writeLocked([]byte("retry: " + strconv.FormatInt(retry.Milliseconds(), 10) + "\n\n")) {
+			return false
+		}
+	} else if !c.flushLocked() {
+		return false
+	}
+	c.ping = time.NewTicker(c.heartbeat)
+	c.done.Add(1)
+	go c.pings()
+	return true
+}
+
+// begun reports whether begin has sent the headers.
+func (c *sseWriter) begun() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
+}
+
+func (c *sseWriter) pings() {
+	defer c.done.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.ping.C:
+			c.mu.Lock()
+			c.writeLocked([]byte(": ping\n\n"))
+			c.mu.Unlock()
+		}
+	}
+}
+
+// event writes one message whose data is v as JSON (null if v has none);
+// id may be empty.
+func (c *sseWriter) event(id, typ string, v any) bool {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data = []byte("null")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Reset()
+	if id != "" {
+		c.buf.WriteString("id: " + id + "\n")
+	}
+	c.buf.WriteString("event: " + sseField(typ) + "\n")
+	// json.Marshal output has no raw newlines.
+	c.buf.WriteString("data: ")
+	c.buf.Write(data)
+	c.buf.WriteString("\n\n")
+	return c.writeLocked(c.buf.Bytes())
+}
+
+// write sends b, one or more whole SSE messages.
+func (c *sseWriter) write(b []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writeLocked(b)
+}
+
+func (c *sseWriter) writeLocked(b []byte) bool {
+	if c.broken || !c.started {
+		return false
+	}
+	if err := c.rc.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		c.broken = true
+		return false
+	}
+	if _, err := c.w.Write(b); err != nil {
+		c.broken = true
+		return false
+	}
+	if !c.flushLocked() {
+		return false
+	}
+	if c.ping != nil {
+		// Pings are for idle streams: the next one is due a heartbeat
+		// after this message.
+		c.ping.Reset(c.heartbeat)
+	}
+	return true
+}
+
+func (c *sseWriter) flushLocked() bool {
+	if err := c.rc.Flush(); err != nil {
+		c.broken = true
+	}
+	return !c.broken
+}
+
+// finish stops the heartbeat and clears the write deadline, so that none
+// is left behind for a later request on the connection.
+func (c *sseWriter) finish() {
+	close(c.stop)
+	c.done.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ping != nil {
+		c.ping.Stop()
+	}
+	_ = c.rc.SetWriteDeadline(time.Time{})
+}
+
+// sseResponse documents an event stream whose messages are items.
+func sseResponse(desc string, items *huma.Schema) map[string]*huma.Response {
+	return map[string]*huma.Response{
+		"200": {
+			Description: desc,
+			Headers: map[string]*huma.Header{
+				"Cache-Control":     {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no-cache"}}},
+				"X-Accel-Buffering": {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no"}}},
+			},
+			Content: map[string]*huma.MediaType{
+				"text/event-stream": {Schema: &huma.Schema{
+					Title:       "Server-Sent Events",
+					Description: "The stream as a sequence of messages, each serialized as UTF-8 text per the SSE specification.",
+					Type:        huma.TypeArray,
+					Items:       items,
+				}},
+			},
+		},
+	}
+}
+
+// sseOneOf is the message schema of a stream whose events are named in
+// events, each with its data schema.
+func sseOneOf(events map[string]*huma.Schema) *huma.Schema {
+	var variants []*huma.Schema
+	for _, name := range slices.Sorted(maps.Keys(events)) {
+		variants = append(variants, &huma.Schema{
+			Type: huma.TypeObject,
+			Properties: map[string]*huma.Schema{
+				"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq, when it has one."},
+				"event": {Type: huma.TypeString, Enum: []any{name}},
+				"data":  events[name],
+			},
+			Required: []string{"event", "data"},
+		})
+	}
+	return &huma.Schema{OneOf: variants}
 }

@@ -18,18 +18,20 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // Errors returned (wrapped) by runtimes. The HTTP layer maps them once.
 var (
 	// ErrUnenforceable: the host lacks a mechanism the spec needs, and
 	// degraded isolation was not allowed. The message names the mechanism.
-	ErrUnenforceable = errors.New("policy cannot be enforced on this host")
+	ErrUnenforceable = errkind.New(errkind.Policy, "policy cannot be enforced on this host")
 	// ErrUnavailable: the runtime cannot run here at all (e.g. microvm on
 	// a host whose KVM cannot boot a guest).
-	ErrUnavailable = errors.New("isolation runtime unavailable")
+	ErrUnavailable = errkind.New(errkind.Policy, "isolation runtime unavailable")
 	// ErrUnknownRuntime: no runtime has the requested name.
-	ErrUnknownRuntime = errors.New("unknown isolation runtime")
+	ErrUnknownRuntime = errkind.New(errkind.Policy, "unknown isolation runtime")
 	// ErrClosed: the sandbox was already closed.
 	ErrClosed = errors.New("sandbox closed")
 )

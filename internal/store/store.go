@@ -10,18 +10,18 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // Errors that are part of the contract. Implementations wrap them with %w.
 var (
-	ErrNotFound        = errors.New("not found")
-	ErrExists          = errors.New("already exists")
-	ErrAlreadyResolved = errors.New("already resolved")
-	ErrClosed          = errors.New("store closed")
+	ErrNotFound        = errkind.New(errkind.NotFound, "not found")
+	ErrExists          = errkind.New(errkind.Conflict, "already exists")
+	ErrAlreadyResolved = errkind.New(errkind.Conflict, "already resolved")
+	ErrClosed          = errkind.New(errkind.ShuttingDown, "store closed")
 )
 
 // Status is the lifecycle state of a session.

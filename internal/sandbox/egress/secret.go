@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // Secret is a credential the egress proxy adds to requests for its host, so
@@ -41,7 +43,7 @@ type Secret struct {
 
 // ErrInvalidSecret is returned (wrapped) by Secret.Validate and
 // Secrets.Put.
-var ErrInvalidSecret = errors.New("invalid secret")
+var ErrInvalidSecret = errkind.New(errkind.Invalid, "invalid secret")
 
 var secretNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
