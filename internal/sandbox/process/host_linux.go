@@ -160,9 +160,9 @@ func idmapUserns(k idmapKey) (int, error) {
 }
 
 // runUsernsHelper is the idmap helper's whole life.
-func runUsernsHelper() {
+func runUsernsHelper() int {
 	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or an error: either way the parent is done
-	os.Exit(0)
+	return 0
 }
 
 // ownerOf returns the uid and gid owning path.
