@@ -176,7 +176,7 @@ func newEgress(cfg Config, aud *audit.Log, m *metrics.Metrics) (*egress.Server, 
 		return nil, nil, err
 	}
 	eg, err := egress.New(egress.Options{
-		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Closed: aud.Settle, Registerer: m.Registry,
+		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Closed: aud.Settle, Registerer: m,
 		Log: cfg.Log.With("component", "egress"), MaxConnections: egressConnectionCeiling(),
 	})
 	if err != nil {
@@ -423,7 +423,7 @@ func (d *Daemon) buildSandboxing(cu *cleanup) (*sandboxing, error) {
 	cu.add(func() { _ = aud.Close() })
 	d.audit = aud
 	d.metrics = metrics.New()
-	d.metrics.Registry.MustRegister(aud.Violations)
+	d.metrics.MustRegister(aud.Violations)
 	// The CA bundles of a previous run's sandboxes: those sandboxes are
 	// gone with it.
 	sb := &sandboxing{global: global, workspaces: ws, caDir: filepath.Join(cfg.DataDir, "egress-ca")}
@@ -471,7 +471,7 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		// resolver, with its hash computed once, serves every request.
 		Resolve: execution.PolicyResolver(sb.global()),
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
-		Registerer: d.metrics.Registry, Violations: aud.Violations,
+		Registerer: d.metrics, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
 		Network:     egress.Tasks{Server: d.egress},
 		Log:         cfg.Log.With("component", "exec"),

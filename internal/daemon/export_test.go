@@ -8,3 +8,6 @@ func FailAt(fail func(step string) error) (restore func()) {
 	failStep = fail
 	return func() { failStep = prev }
 }
+
+// MetricNames lists the metrics registered on d's registry.
+func (d *Daemon) MetricNames() []string { return d.metrics.Names() }
