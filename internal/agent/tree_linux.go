@@ -83,6 +83,9 @@ func StartTree(cmd *exec.Cmd) (*Tree, error) {
 	if cmd.SysProcAttr != nil {
 		return nil, errors.New("agent: StartTree sets SysProcAttr itself")
 	}
+	if err := reexec.Check(supervisorArg0); err != nil {
+		return nil, err
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("agent: supervisor socket: %w", err)

@@ -87,6 +87,9 @@ func deathwatch(fd, id string) int {
 // the host's owner self; the returned file is the daemon's end of its
 // socket, kept open for the daemon's whole life (see stopDeathwatch).
 func startDeathwatch() (*os.File, error) {
+	if err := reexec.Check(deathwatchArg0); err != nil {
+		return nil, fmt.Errorf("deathwatch: %w", err)
+	}
 	self, err := owner.Default().Self()
 	if err != nil {
 		return nil, fmt.Errorf("deathwatch: %w", err)

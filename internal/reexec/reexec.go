@@ -5,8 +5,10 @@
 // nothing runs until the program's main calls Init, first, which runs the
 // helper argv names and exits. cmd/agentbox/main.go lists every name.
 //
-// A test binary that re-executes itself as one of these helpers must call
-// Init from its TestMain (internal/reexec/reexectest.Main does).
+// Every path that re-executes the binary calls Check first, so a program
+// that never called Init gets an error rather than a child running its own
+// main. A test binary that re-executes itself as one of these helpers must
+// call Init from its TestMain (internal/reexec/reexectest.Main does).
 package reexec
 
 import (
@@ -53,6 +55,22 @@ func Init() bool {
 // Initialized reports whether Init has run in this process: an entry
 // point that will re-execute the binary refuses to start without it.
 func Initialized() bool { return called.Load() }
+
+// Check is what every code path calls before it re-executes the binary as
+// helper name: it fails unless Init ran in this process (otherwise the
+// child would run the program's own main, or a test binary its tests) and
+// name is registered.
+func Check(name string) error {
+	if !called.Load() {
+		return fmt.Errorf("reexec: cannot start helper %s: the program did not call reexec.Init (agentbox.Init) first in main (a test binary: in TestMain)", name)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if helpers[name] == nil {
+		return fmt.Errorf("reexec: no helper %s is registered", name)
+	}
+	return nil
+}
 
 // lookup returns the main args names, or nil.
 func lookup(pid int, args []string) func() int {

@@ -31,6 +31,17 @@ func TestInitRunsHelper(t *testing.T) {
 	if !Initialized() {
 		t.Error("Initialized() = false after Init")
 	}
+	if err := Check(testHelper); err != nil {
+		t.Errorf("Check(%q) = %v", testHelper, err)
+	}
+	if err := Check("agentbox-reexec-unregistered"); err == nil {
+		t.Error("Check of an unregistered helper passed")
+	}
+	called.Store(false)
+	defer called.Store(true)
+	if err := Check(testHelper); err == nil {
+		t.Error("Check passed without Init")
+	}
 }
 
 func TestLookup(t *testing.T) {

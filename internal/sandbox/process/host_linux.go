@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
@@ -125,6 +126,9 @@ func idmapUserns(k idmapKey) (int, error) {
 	defer idmaps.Unlock()
 	if fd, ok := idmaps.m[k]; ok {
 		return fd, nil
+	}
+	if err := reexec.Check(usernsArg0); err != nil {
+		return -1, err
 	}
 	// A user namespace needs a process to be created; this one blocks on
 	// stdin until we have opened its namespace, then exits.
