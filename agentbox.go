@@ -5,18 +5,40 @@
 //	if err != nil { ... }
 //	defer srv.Close()
 //	sess, err := srv.Client().CreateSession(ctx, client.CreateSession{Agent: "mock"})
+//
+// The daemon re-executes the running binary for its helper processes (each
+// agent's process-tree supervisor, a sandbox's init, the deathwatch, the
+// probe helpers), so the embedding program's main must call Init first,
+// before anything else, and a test binary's TestMain likewise:
+//
+//	func main() {
+//		agentbox.Init()
+//		...
+//	}
+//
+// Start refuses to run when Init has not been called.
 package agentbox
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/reexec"
 )
+
+// Init turns this process into the helper its arguments name (the daemon
+// starts them by re-executing the binary) and exits; otherwise it
+// returns. Call it first in main (see the package doc).
+func Init() { reexec.Init() }
+
+// ErrNoInit is returned by Start when the program has not called Init.
+var ErrNoInit = errors.New("agentbox: Init was not called first in main (see the package doc)")
 
 // Options configures an embedded daemon. The zero value is valid: a loopback
 // listener on a free port, data under the user's data directory.
@@ -71,6 +93,10 @@ type Server struct {
 // Start opens the store, starts serving and returns once the daemon answers
 // requests. The daemon runs until Close; ctx bounds only the start-up.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	if !reexec.Initialized() {
+		// The helpers would run the embedding program's main instead.
+		return nil, ErrNoInit
+	}
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
 	}

@@ -9,7 +9,6 @@ package event_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -24,10 +23,9 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/golden"
 	"github.com/google/go-cmp/cmp"
 )
-
-var update = flag.Bool("update", false, "rewrite schema/event.v1.json and ../docs/events.md from the Go types")
 
 const (
 	schemaPath = "schema/event.v1.json"
@@ -40,7 +38,7 @@ func TestSchemaUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGenerated(t, schemaPath, got)
-	if !*update && !bytes.Equal(event.JSONSchema(), got) {
+	if !golden.Update() && !bytes.Equal(event.JSONSchema(), got) {
 		t.Errorf("event.JSONSchema() differs from the generated schema")
 	}
 }
@@ -49,7 +47,7 @@ func TestSchemaUpToDate(t *testing.T) {
 // rewrites it under -update.
 func checkGenerated(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
+	if golden.Update() {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
 // These tests run the real binary as a subprocess: they are about what
@@ -27,6 +28,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	dir, err := os.MkdirTemp("", "agentbox-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

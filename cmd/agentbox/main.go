@@ -9,10 +9,24 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
 func main() {
+	// First: when this process is one of the helpers the binary
+	// re-executes itself as, run it and exit. Each registers itself from
+	// its package's init; the names (argv[0]) are:
+	//   agentbox-agent-supervisor  internal/agent (tree_linux.go): an agent's process tree
+	//   agentbox-deathwatch        internal/daemon (deathwatch_linux.go): reaps after a dead daemon
+	//   agentbox-sandbox-init      internal/sandbox/process (init_linux.go): PID 1 of a sandbox
+	//   agentbox-sandbox-userns    internal/sandbox/process (init_linux.go): holds a user namespace
+	//   agentbox-gvisor-exec       internal/sandbox/gvisor (wrapper.go): seccomp wrapper, egress forwarder
+	//   agentbox-guest-probe       internal/sandbox/microvm (guest.go): PID 1 of the probe's guest
+	//   agentbox-probe-helper      internal/sandbox/probe (helper.go): the doctor's probes
+	if reexec.Init() {
+		return
+	}
 	// Only SIGTERM cancels the context here: SIGINT (Ctrl-C) is handled by
 	// the commands themselves (run interrupts the turn; serve shuts down).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)

@@ -3,7 +3,6 @@ package acpserver
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,10 +11,8 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 func ev(p event.Payload) event.Event { return event.New(event.SourceAgent, p) }
 
@@ -107,7 +104,7 @@ func TestTranslateGolden(t *testing.T) {
 	}{{"translate-prompt", false}, {"translate-load", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			got := render(t, newTranslator(c.replay), sampleLog())
-			agenttest.Golden(t, filepath.Join("testdata", c.name+".golden"), got, *update)
+			golden.Check(t, filepath.Join("testdata", c.name+".golden"), got)
 		})
 	}
 }
@@ -140,7 +137,7 @@ func TestPermissionGolden(t *testing.T) {
 			Cancelled: &acp.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}})
 		b.WriteString("  (cancelled) → " + d + " " + id + "\n")
 	}
-	agenttest.Golden(t, filepath.Join("testdata", "permissions.golden"), b.Bytes(), *update)
+	golden.Check(t, filepath.Join("testdata", "permissions.golden"), b.Bytes())
 }
 
 func TestStopReason(t *testing.T) {

@@ -258,15 +258,3 @@ func MCPSecrets(servers []MCPServer) []string {
 	slices.Sort(out)
 	return out
 }
-
-// MCPCommands are the commands of servers' stdio servers: the host paths a
-// sandbox must let the agent read and execute.
-func MCPCommands(servers []MCPServer) []string {
-	var out []string
-	for _, s := range servers {
-		if s.Type == MCPStdio && s.Command != "" {
-			out = append(out, s.Command)
-		}
-	}
-	return out
-}

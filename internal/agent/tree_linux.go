@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
 // Every agent process started on the host (an unsandboxed Proc, codex's
@@ -42,16 +44,18 @@ const supervisorArg0 = "agentbox-agent-supervisor"
 // so it can end the tree before it goes.
 const deathSignal = syscall.SIGHUP
 
+// init registers the supervisor, which this binary becomes when main
+// calls reexec.Init.
 func init() {
-	if os.Args[0] == supervisorArg0 {
+	reexec.Register(supervisorArg0, func() int {
 		// The agent is forked on this thread, and its parent-death
 		// signal is tied to it: it must never exit before the process.
 		runtime.LockOSThread()
 		// Named for ps (the executable's name is "exe").
 		name := []byte("agentbox-tree\x00")
 		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
-		os.Exit(supervise(os.Args[1:]))
-	}
+		return supervise(os.Args[1:])
+	})
 }
 
 // Tree is a process started with StartTree: the supervisor (the Cmd's
@@ -78,6 +82,9 @@ func StartTree(cmd *exec.Cmd) (*Tree, error) {
 	}
 	if cmd.SysProcAttr != nil {
 		return nil, errors.New("agent: StartTree sets SysProcAttr itself")
+	}
+	if err := reexec.Check(supervisorArg0); err != nil {
+		return nil, err
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

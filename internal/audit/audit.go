@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
@@ -116,10 +117,7 @@ func New(w io.WriteCloser, log *slog.Logger) *Log {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Log{w: w, log: log, denials: map[string]*sandbox.Coalescer[Record]{}, Violations: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentbox_policy_violations_total",
-		Help: "Things a sandbox refused, by violation kind (filesystem, syscall, resource, network).",
-	}, []string{"kind"})}
+	return &Log{w: w, log: log, denials: map[string]*sandbox.Coalescer[Record]{}, Violations: metrics.NewViolations()}
 }
 
 // Violation counts v and records it, seen in the sandbox of scope/id. A

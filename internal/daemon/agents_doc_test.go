@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,16 +11,15 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite docs/agents.md from the adapters' capability flags")
 
 // TestAgentsDocUpToDate keeps docs/agents.md, the capability matrix, equal
 // to what the registered adapters declare.
 func TestAgentsDocUpToDate(t *testing.T) {
 	got := agentsDoc(Agents(t.TempDir(), func(string) string { return "" }, nil))
 	path := filepath.Join("..", "..", "docs", "agents.md")
-	if *update {
+	if golden.Update() {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}

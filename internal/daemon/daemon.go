@@ -40,6 +40,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
 	"github.com/agentbox/agentbox/internal/sandbox/microvm"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/sandbox/probe"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/store"
@@ -175,7 +176,7 @@ func newEgress(cfg Config, aud *audit.Log, m *metrics.Metrics) (*egress.Server, 
 		return nil, nil, err
 	}
 	eg, err := egress.New(egress.Options{
-		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Closed: aud.Settle, Registerer: m.Registry,
+		Secrets: secrets, RootCAs: roots, Audit: aud.Egress, Closed: aud.Settle, Registerer: m,
 		Log: cfg.Log.With("component", "egress"), MaxConnections: egressConnectionCeiling(),
 	})
 	if err != nil {
@@ -266,8 +267,53 @@ func Agents(dataDir string, env func(string) string, models map[string][]string)
 }
 
 // New opens the store, settles sessions a previous run left live, and binds
-// the listener. Call Serve to handle requests.
+// the listener. Call Serve to handle requests. It is built of steps, each
+// of which pushes how to undo what it opened onto a cleanup stack: when a
+// step fails, everything the steps before it opened is closed again, in
+// reverse order, and the step's error is the one returned.
 func New(ctx context.Context, cfg Config) (*Daemon, error) {
+	cfg, tokenFile, err := configure(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{})}
+	var cu cleanup
+	defer cu.run() // a no-op once released
+	if err := d.openStore(ctx, &cu); err != nil {
+		return nil, err
+	}
+	sb, err := d.buildSandboxing(&cu)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.buildServices(ctx, &cu, sb); err != nil {
+		return nil, err
+	}
+	if err := d.startDeathwatch(&cu); err != nil {
+		return nil, err
+	}
+	if err := d.buildHTTP(ctx, &cu); err != nil {
+		return nil, err
+	}
+	cu.release()
+	// What dead agentbox processes left is removed in the background,
+	// once the listener is up: the start never waits for another
+	// process's reaping (the turn is host-wide) nor for the kills and
+	// removals of a crash's leftovers, and nothing here needs them gone
+	// first (a dead process's uid slots are free already, and every
+	// artefact has a name of its own). Detached from ctx on purpose: it
+	// is the daemon's, and Shutdown waits for it.
+	go func() {
+		defer close(d.reaped)
+		reapDead(cfg.Log)
+	}()
+	return d, nil
+}
+
+// configure fills cfg's defaults, adds the agents of the agents file and
+// settles authentication (the token file, tokenFile, when the daemon
+// keeps its token there). It opens nothing that needs closing.
+func configure(cfg Config) (_ Config, tokenFile string, err error) {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
 	}
@@ -280,7 +326,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.DataDir == "" {
 		p, err := sqlite.DefaultPath()
 		if err != nil {
-			return nil, fmt.Errorf("data dir: %w (set --data-dir)", err)
+			return cfg, "", fmt.Errorf("data dir: %w (set --data-dir)", err)
 		}
 		cfg.DataDir = filepath.Dir(p)
 	}
@@ -290,37 +336,72 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.Agents == nil {
 		cfg.Agents = Agents(cfg.DataDir, os.Getenv, cfg.AgentModels)
 	}
+	if cfg.Runtimes == nil {
+		cfg.Runtimes = Runtimes(cfg.DataDir)
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.LookupEnv
+	}
+	if cfg.NetworkAskTimeout <= 0 {
+		cfg.NetworkAskTimeout = DefaultNetworkAskTimeout
+	}
 	custom, err := loadAgentsFile(cfg.AgentsFile)
 	if err != nil {
-		return nil, err
+		return cfg, "", err
 	}
 	if err := registerCustom(cfg.Agents, custom, cfg.DataDir); err != nil {
-		return nil, err
+		return cfg, "", err
 	}
 	if cfg.Token == "" && !cfg.InsecureNoAuth && httpapi.RequireToken(cfg.Listen) {
-		return nil, fmt.Errorf("listening on %s (not loopback) needs a bearer token: set --token or AGENTBOX_TOKEN, or pass --insecure-no-auth", cfg.Listen)
+		return cfg, "", fmt.Errorf("listening on %s (not loopback) needs a bearer token: set --token or AGENTBOX_TOKEN, or pass --insecure-no-auth", cfg.Listen)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+		return cfg, "", fmt.Errorf("data dir: %w", err)
 	}
-	var tokenFile string
 	if cfg.Token == "" && !cfg.InsecureNoAuth {
 		if cfg.Token, tokenFile, err = localToken(cfg.DataDir); err != nil {
-			return nil, err
+			return cfg, "", err
 		}
 	}
+	return cfg, tokenFile, nil
+}
 
+// openStore opens the SQLite store.
+func (d *Daemon) openStore(ctx context.Context, cu *cleanup) error {
+	if err := failStep("store"); err != nil {
+		return err
+	}
 	opts := sqlite.Options{}
-	if cfg.SyncNormal {
+	if d.cfg.SyncNormal {
 		opts.Sync = sqlite.SyncNormal
 	}
-	st, err := sqlite.Open(ctx, cfg.DBPath, opts)
+	st, err := sqlite.Open(ctx, d.cfg.DBPath, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", cfg.DBPath, err)
+		return fmt.Errorf("open store %s: %w", d.cfg.DBPath, err)
+	}
+	cu.add(func() { _ = st.Close() })
+	d.st = st
+	return nil
+}
+
+// sandboxing is what sessions and executions share to make sandboxes.
+type sandboxing struct {
+	global     func() *policy.Policy
+	workspaces *workspaceRules
+	// caDir holds the CA bundles of the sandboxes whose tunnels the
+	// egress proxy terminates.
+	caDir string
+}
+
+// buildSandboxing loads the global policy and the workspace rules, opens
+// the audit log, builds the metrics and the egress proxy.
+func (d *Daemon) buildSandboxing(cu *cleanup) (*sandboxing, error) {
+	cfg := d.cfg
+	if err := failStep("policy"); err != nil {
+		return nil, err
 	}
 	global, err := loadGlobalPolicy(cfg.GlobalPolicy)
 	if err != nil {
-		_ = st.Close() // best effort: the policy error is the one to report
 		return nil, err
 	}
 	ws, err := newWorkspaceRules(cfg.DataDir)
@@ -330,107 +411,133 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		err = ws.checkRoots(ws.roots(global()))
 	}
 	if err != nil {
-		_ = st.Close() // best effort: the policy error is the one to report
 		return nil, err
 	}
-	if cfg.Runtimes == nil {
-		cfg.Runtimes = Runtimes(cfg.DataDir)
+	if err := failStep("audit"); err != nil {
+		return nil, err
 	}
 	aud, err := audit.Open(filepath.Join(cfg.DataDir, "audit.jsonl"), cfg.Log.With("component", "audit"))
 	if err != nil {
-		_ = st.Close() // best effort: the audit error is the one to report
 		return nil, err
 	}
-	m := metrics.New()
-	m.Registry.MustRegister(aud.Violations)
-	if cfg.Getenv == nil {
-		cfg.Getenv = os.LookupEnv
-	}
-	if cfg.NetworkAskTimeout <= 0 {
-		cfg.NetworkAskTimeout = DefaultNetworkAskTimeout
-	}
+	cu.add(func() { _ = aud.Close() })
+	d.audit = aud
+	d.metrics = metrics.New()
+	d.metrics.MustRegister(aud.Violations)
 	// The CA bundles of a previous run's sandboxes: those sandboxes are
 	// gone with it.
-	caDir := filepath.Join(cfg.DataDir, "egress-ca")
-	_ = os.RemoveAll(caDir)
-	eg, secrets, err := newEgress(cfg, aud, m)
-	if err != nil {
-		_ = st.Close()  // best effort: the configuration error is the one to report
-		_ = aud.Close() // likewise
+	sb := &sandboxing{global: global, workspaces: ws, caDir: filepath.Join(cfg.DataDir, "egress-ca")}
+	_ = os.RemoveAll(sb.caDir)
+	if err := failStep("egress"); err != nil {
 		return nil, err
 	}
-	mgr := engine.New(engine.Config{
-		Store: st, Agents: cfg.Agents, Metrics: m, Log: cfg.Log.With("component", "session"),
+	eg, secrets, err := newEgress(cfg, aud, d.metrics)
+	if err != nil {
+		return nil, err
+	}
+	cu.add(eg.Close)
+	d.egress, d.secrets = eg, secrets
+	return sb, nil
+}
+
+// buildServices builds the session engine and the execution service, and
+// settles the sessions a previous run left live.
+func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing) error {
+	cfg, aud := d.cfg, d.audit
+	d.mgr = engine.New(engine.Config{
+		Store: d.st, Agents: cfg.Agents, Metrics: d.metrics, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
 		MaxPendingRequests: cfg.MaxPendingRequests,
 		MaxLive:            orDefault(cfg.MaxLiveSessions, DefaultMaxLiveSessions),
 		IdleTimeout:        orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
-		Sandboxes: &sessionSandboxes{global: global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
-			egress: eg, askTimeout: cfg.NetworkAskTimeout, workspaces: ws,
-			secrets: secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: caDir},
+		Sandboxes: &sessionSandboxes{global: sb.global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
+			egress: d.egress, askTimeout: cfg.NetworkAskTimeout, workspaces: sb.workspaces,
+			secrets: d.secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: sb.caDir},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
 		KeepAgentState:  cfg.KeepAgentHomes,
 	})
+	cu.add(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = d.mgr.Shutdown(ctx)
+	})
+	if err := failStep("execution"); err != nil {
+		return err
+	}
 	ex, err := execution.New(execution.Options{
 		Runtimes: cfg.Runtimes,
 		// The global policy does not change while the daemon runs: one
 		// resolver, with its hash computed once, serves every request.
-		Resolve: execution.PolicyResolver(global()),
+		Resolve: execution.PolicyResolver(sb.global()),
 		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
-		Registerer: m.Registry, Violations: aud.Violations,
+		Registerer: d.metrics, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
-		Network:     egress.Tasks{Server: eg},
+		Network:     egress.Tasks{Server: d.egress},
 		Log:         cfg.Log.With("component", "exec"),
 	})
 	if err != nil {
-		_ = st.Close() // best effort: the exec error is the one to report
-		return nil, err
+		return err
 	}
-	n, err := mgr.Recover(ctx)
+	cu.add(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = ex.Close(ctx)
+	})
+	d.ex = ex
+	if err := failStep("recover"); err != nil {
+		return err
+	}
+	n, err := d.mgr.Recover(ctx)
 	if err != nil {
-		_ = st.Close() // best effort: the recovery error is the one to report
-		return nil, err
+		return err
 	}
 	if n > 0 {
 		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
 	}
+	return nil
+}
 
-	// A root daemon makes sandboxes, some of which (gVisor containers)
-	// are not its children: its deathwatch removes them should it die
-	// without cleaning up. Without one, none is made.
-	var watch *os.File
-	if os.Geteuid() == 0 {
-		if watch, err = startDeathwatch(); err != nil {
-			_ = st.Close() // best effort: the deathwatch error is the one to report
-			return nil, fmt.Errorf("%w (a daemon that makes sandboxes needs it, so that none outlives the daemon)", err)
-		}
+// startDeathwatch starts a root daemon's deathwatch: a root daemon makes
+// sandboxes, some of which (gVisor containers) are not its children, and
+// its deathwatch removes them should it die without cleaning up. Without
+// one, none is made.
+func (d *Daemon) startDeathwatch(cu *cleanup) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := failStep("deathwatch"); err != nil {
+		return err
+	}
+	watch, err := startDeathwatch()
+	if err != nil {
+		return fmt.Errorf("%w (a daemon that makes sandboxes needs it, so that none outlives the daemon)", err)
+	}
+	cu.add(func() { _ = stopDeathwatch(watch) })
+	d.deathwatch = watch
+	return nil
+}
+
+// buildHTTP binds the listener and builds the HTTP server: the API, the
+// exec service's routes and the ACP endpoint.
+func (d *Daemon) buildHTTP(ctx context.Context, cu *cleanup) error {
+	cfg := d.cfg
+	if err := failStep("listen"); err != nil {
+		return err
 	}
 	ln, url, err := listen(ctx, cfg.Listen)
 	if err != nil {
-		_ = stopDeathwatch(watch) // best effort: the listen error is the one to report
-		_ = st.Close()
-		return nil, err
+		return err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, st: st, mgr: mgr, ex: ex, audit: aud, metrics: m, ln: ln, url: url, egress: eg, secrets: secrets, tokenFile: tokenFile,
-		reaped: make(chan struct{}), deathwatch: watch}
-	// What dead agentbox processes left is removed in the background,
-	// once the listener is up: the start never waits for another
-	// process's reaping (the turn is host-wide) nor for the kills and
-	// removals of a crash's leftovers, and nothing here needs them gone
-	// first (a dead process's uid slots are free already, and every
-	// artefact has a name of its own). Detached from ctx on purpose: it
-	// is the daemon's, and Shutdown waits for it.
-	go func() {
-		defer close(d.reaped)
-		reapDead(cfg.Log)
-	}()
+	cu.add(func() { _ = ln.Close() })
+	d.ln, d.url = ln, url
 	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
+	cu.add(d.cancelHandler)
 	h := httpapi.New(httpapi.Config{
 		Token: cfg.Token, AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
 		Version: version.String(),
-		Exec:    ex,
-		Secrets: secrets,
+		Exec:    d.ex,
+		Secrets: d.secrets,
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals
@@ -444,14 +551,14 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 			},
 			Config: acpserver.Config{Agent: "claude"}, // ?agent= picks another
 		}),
-	}, mgr, m, cfg.Log.With("component", "http"))
+	}, d.mgr, d.metrics, cfg.Log.With("component", "http"))
 	d.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return d.handlerCtx },
 	}
-	return d, nil
+	return nil
 }
 
 // reapDead removes what the sandboxes of agentbox processes that died
@@ -624,6 +731,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	})
 	return d.shutdownErr
 }
+
+// failStep is a test's seam (export_test.go): New fails at the step it
+// names, as if that step had failed. It is never set outside tests.
+var failStep = func(string) error { return nil }
 
 // orDefault is v, def when v is zero, and zero (none) when v is negative.
 func orDefault[T int | time.Duration](v, def T) T {

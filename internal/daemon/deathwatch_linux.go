@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
@@ -37,12 +38,17 @@ const deathwatchBye = "bye"
 // moment after the socket's end of stream may arrive.
 var reapRetries = []time.Duration{0, 20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
 
+// init registers the deathwatch, which this binary becomes when main
+// calls reexec.Init.
 func init() {
-	if len(os.Args) == 3 && os.Args[0] == deathwatchArg0 {
+	reexec.Register(deathwatchArg0, func() int {
+		if len(os.Args) != 3 {
+			return 2
+		}
 		name := []byte(deathwatchArg0[:15] + "\x00") // named for ps (the executable is "exe")
 		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
-		os.Exit(deathwatch(os.Args[1], os.Args[2]))
-	}
+		return deathwatch(os.Args[1], os.Args[2])
+	})
 }
 
 // deathwatch waits on the socket at descriptor fd for its daemon, owner
@@ -81,6 +87,9 @@ func deathwatch(fd, id string) int {
 // the host's owner self; the returned file is the daemon's end of its
 // socket, kept open for the daemon's whole life (see stopDeathwatch).
 func startDeathwatch() (*os.File, error) {
+	if err := reexec.Check(deathwatchArg0); err != nil {
+		return nil, fmt.Errorf("deathwatch: %w", err)
+	}
 	self, err := owner.Default().Self()
 	if err != nil {
 		return nil, fmt.Errorf("deathwatch: %w", err)

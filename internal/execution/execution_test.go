@@ -18,10 +18,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbox/agentbox/internal/execution/exectest"
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	reexec.Init()
+	goleak.VerifyTestMain(m)
+}
 
 type testEnv struct {
 	svc *Service

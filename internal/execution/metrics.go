@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbox/agentbox/internal/metrics"
 )
 
 // serviceMetrics are the service's instruments. They always exist, so the
@@ -25,9 +27,7 @@ type serviceMetrics struct {
 func newMetrics(reg prometheus.Registerer, violations *prometheus.CounterVec) (*serviceMetrics, error) {
 	shared := violations != nil
 	if !shared {
-		violations = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbox_policy_violations_total", Help: "Things a sandbox refused, by violation kind (filesystem, syscall, resource, network).",
-		}, []string{"kind"})
+		violations = metrics.NewViolations()
 	}
 	m := &serviceMetrics{
 		violations: violations,

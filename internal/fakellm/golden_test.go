@@ -2,7 +2,6 @@ package fakellm_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +9,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/fakellm"
+	"github.com/agentbox/agentbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 var (
 	idRE      = regexp.MustCompile(`fake[0-9a-f]{24}`)
@@ -69,7 +67,7 @@ func TestGolden(t *testing.T) {
 				fmt.Fprintf(&out, "=== POST %s (stream=%v)\n%d %s\n\n%s\n", r.path, r.stream, status, h.Get("Content-Type"), normalise(b))
 			}
 			file := filepath.Join("testdata", tc.api+".golden")
-			if *update {
+			if golden.Update() {
 				if err := os.WriteFile(file, out.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
 				}

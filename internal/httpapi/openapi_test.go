@@ -3,16 +3,15 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/go-cmp/cmp"
-)
 
-var update = flag.Bool("update", false, "rewrite api/openapi.json from the code")
+	"github.com/agentbox/agentbox/internal/golden"
+)
 
 var specFile = filepath.Join("..", "..", "api", "openapi.json")
 
@@ -21,7 +20,7 @@ var specFile = filepath.Join("..", "..", "api", "openapi.json")
 // after changing the API, and review the diff.
 func TestOpenAPIUpToDate(t *testing.T) {
 	got := Spec()
-	if *update {
+	if golden.Update() {
 		if err := os.WriteFile(specFile, got, 0o644); err != nil {
 			t.Fatal(err)
 		}

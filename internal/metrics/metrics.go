@@ -1,15 +1,38 @@
-// Package metrics holds the daemon's Prometheus instruments, defined and
-// named in one place and registered on a registry of their own.
+// Package metrics holds the daemon's Prometheus registry, the session
+// engine's and the HTTP API's instruments, and the one instrument several
+// subsystems count in (NewViolations). Every other subsystem owns its
+// instruments and registers them on the Registerer it is given (this
+// package's Metrics): execution (execution/metrics.go), the egress proxy
+// (sandbox/egress/conn.go). Each metric is defined once.
 package metrics
 
 import (
+	"regexp"
+	"slices"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
+// NewViolations returns the counter agentbox_policy_violations_total{kind}:
+// what sandboxes refused, whether sessions' (through the audit log) or
+// executions'. Register one per registry, shared by both.
+func NewViolations() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentbox_policy_violations_total",
+		Help: "Things a sandbox refused, by violation kind (filesystem, syscall, resource, network).",
+	}, []string{"kind"})
+}
+
 // Metrics are the daemon's instruments. A nil *Metrics is not valid; use New.
 type Metrics struct {
+	// Registry is what /metrics serves. Register on Metrics itself, which
+	// records the names for Names.
 	Registry *prometheus.Registry
+
+	mu    sync.Mutex
+	names []string
 
 	SessionsCreated    prometheus.Counter
 	SessionsActive     prometheus.Gauge
@@ -56,7 +79,7 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"method", "route", "code"}),
 	}
-	r.MustRegister(
+	m.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.SessionsCreated, m.SessionsActive, m.EventsAppended, m.TurnDuration,
@@ -64,3 +87,49 @@ func New() *Metrics {
 	)
 	return m
 }
+
+// Register registers c on the registry (prometheus.Registerer) and records
+// the names it describes.
+func (m *Metrics) Register(c prometheus.Collector) error {
+	if err := m.Registry.Register(c); err != nil {
+		return err
+	}
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := range ch {
+		if n := fqName.FindStringSubmatch(d.String()); n != nil {
+			m.names = append(m.names, n[1])
+		}
+	}
+	return nil
+}
+
+// fqName is a metric's name in a Desc's String (which has no accessor).
+var fqName = regexp.MustCompile(`^Desc\{fqName: "([^"]*)"`)
+
+// MustRegister registers cs and panics on an error (prometheus.Registerer).
+func (m *Metrics) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := m.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister removes c from the registry (prometheus.Registerer); Names
+// keeps listing it.
+func (m *Metrics) Unregister(c prometheus.Collector) bool { return m.Registry.Unregister(c) }
+
+// Names lists the metrics registered, sorted, each once per registration:
+// what /metrics can report.
+func (m *Metrics) Names() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := slices.Clone(m.names)
+	slices.Sort(names)
+	return names
+}
+
+var _ prometheus.Registerer = (*Metrics)(nil)

@@ -7,7 +7,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
 
 // TestMCPServersGolden: the mcpServers parameter of session/new for every
@@ -26,7 +26,7 @@ func TestMCPServersGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Golden(t, "testdata/mcp-session-new.golden", append(b, '\n'), *update)
+	golden.Check(t, "testdata/mcp-session-new.golden", append(b, '\n'))
 	// An agent that does not declare http refuses an http server.
 	if err := checkMCPTransports(servers, sdk.McpCapabilities{}); err == nil {
 		t.Error("an http MCP server was accepted by an agent without mcpCapabilities.http")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
 // The test binary doubles as an ACP agent (TestMain): with
@@ -28,6 +29,7 @@ import (
 const testAgentEnv = "AGENTBOX_ACP_TEST_AGENT"
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if os.Getenv(testAgentEnv) == "terminal" {
 		os.Exit(runTerminalAgent())
 	}

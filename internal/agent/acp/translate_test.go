@@ -3,7 +3,6 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,9 +13,8 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 const goldenCwd = "/work"
 
@@ -100,7 +98,7 @@ func TestGolden(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			evs := replay(t, agenttest.ReadLines(t, f))
-			agenttest.Golden(t, strings.TrimSuffix(f, ".jsonl")+".golden", agenttest.GoldenEvents(t, evs), *update)
+			golden.Check(t, strings.TrimSuffix(f, ".jsonl")+".golden", agenttest.GoldenEvents(t, evs))
 		})
 	}
 }

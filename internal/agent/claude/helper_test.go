@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
 // The test binary doubles as a stream-json peer for the process-handling
@@ -33,6 +35,7 @@ import (
 //	control    on a message, sends an unknown control request and echoes
 //	           the answer back
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if mode := os.Getenv("AGENTBOX_CLAUDE_HELPER"); mode != "" {
 		os.Exit(helper(mode))
 	}

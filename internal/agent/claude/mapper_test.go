@@ -3,7 +3,6 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,10 +13,9 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // replay feeds a transcript through a Mapper the way a session does, and
 // plays the engine's part for approvals: a can_use_tool request becomes
@@ -115,7 +113,7 @@ func TestGolden(t *testing.T) {
 				t.Error("the transcript never ended a turn")
 			}
 			checkEvents(t, evs)
-			agenttest.Golden(t, filepath.Join("testdata", name+".golden"), agenttest.GoldenEvents(t, evs), *update)
+			golden.Check(t, filepath.Join("testdata", name+".golden"), agenttest.GoldenEvents(t, evs))
 		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
 
 // TestMCPConfigGolden: the CLI's form of MCP servers (--mcp-config JSON,
@@ -36,7 +36,7 @@ func TestMCPConfigGolden(t *testing.T) {
 	if strings.Contains(strings.Join(args, " "), "s3cret") {
 		t.Errorf("a secret value is on the command line: %q", args)
 	}
-	agenttest.Golden(t, "testdata/mcp-config.golden", []byte(pretty.String()), *update)
+	golden.Check(t, "testdata/mcp-config.golden", []byte(pretty.String()))
 	// Without servers no other MCP configuration applies either.
 	if args, env, err := mcpConfig(nil); err != nil || strings.Join(args, " ") != "--strict-mcp-config" || env != nil {
 		t.Errorf("without servers: %q, %v, %v", args, env, err)

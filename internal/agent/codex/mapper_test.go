@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,10 +12,8 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // replay feeds a transcript through a Mapper the way a session does and
 // plays the engine's part for approvals: an approval request becomes
@@ -119,7 +116,7 @@ func TestGolden(t *testing.T) {
 				b, _ := json.Marshal(r)
 				fmt.Fprintf(&sb, "result %s\n", b)
 			}
-			agenttest.Golden(t, filepath.Join("testdata", name+".golden"), []byte(sb.String()), *update)
+			golden.Check(t, filepath.Join("testdata", name+".golden"), []byte(sb.String()))
 		})
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
 
 // TestMCPThreadConfigGolden: the session's MCP servers as the thread's
@@ -24,7 +24,7 @@ func TestMCPThreadConfigGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agenttest.Golden(t, "testdata/mcp-thread-config.golden", append(b, '\n'), *update)
+	golden.Check(t, "testdata/mcp-thread-config.golden", append(b, '\n'))
 	// Every thread leaves its workspace untrusted: no project config layer.
 	conf, _ := threadParams(agent.Config{Cwd: "/w"}, policies[""])["config"].(map[string]any)
 	if conf["projects"] == nil || len(conf) != 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/fakellm"
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
 // fakeHost records events and answers permissions with allow.
@@ -116,6 +117,7 @@ func TestE2EResume(t *testing.T) {
 // answers initialize and thread/start, sends an unknown server request on
 // turn/start, checks that the reply is an error, and then exits with 3.
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if os.Getenv("GO_CODEX_HELPER") == "1" {
 		helperServer()
 		return

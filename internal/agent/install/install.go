@@ -169,9 +169,6 @@ func known() []Spec {
 	}
 }
 
-// Known returns the agents this package can install, with their pins.
-func Known() []Spec { return known() }
-
 // Names returns the names of the known agents, in table order.
 func Names() []string {
 	var names []string
@@ -204,17 +201,6 @@ func Binary(name string) func() (path, version string, err error) {
 		}
 		return in.Binary, in.Version, nil
 	}
-}
-
-// Status is Lookup for /v1/agents: whether the agent is installed, its
-// installed version and the absolute path of its binary (both empty when it
-// is not installed).
-func Status(name string) (installed bool, version, path string) {
-	in, ok, err := Lookup(name)
-	if err != nil || !ok {
-		return false, "", ""
-	}
-	return true, in.Version, in.Binary
 }
 
 // Ensure returns the installed agent, installing it first when the cache

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -16,11 +15,9 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // fakeHost plays the engine: it records emitted events the way the store
 // would number them, answers permissions and questions from queues and
@@ -358,5 +355,5 @@ func transcript(t *testing.T, evs []event.Event, res agent.Result, cwd string) [
 
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	agenttest.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
+	golden.Check(t, filepath.Join("testdata", name+".golden"), got)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,11 +13,10 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // replay feeds a transcript (the data of GET /event, one JSON object a
 // line; lines with "_http" are the client's requests) through a Mapper the
@@ -104,7 +102,7 @@ func TestGolden(t *testing.T) {
 				t.Error("the transcript never ended a turn")
 			}
 			checkEvents(t, evs)
-			agenttest.Golden(t, filepath.Join("testdata", name+".golden"), agenttest.GoldenEvents(t, evs), *update)
+			golden.Check(t, filepath.Join("testdata", name+".golden"), agenttest.GoldenEvents(t, evs))
 		})
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
 
 // TestMCPConfigGolden: the session's MCP servers as the inline config
@@ -33,7 +33,7 @@ func TestMCPConfigGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.MarshalIndent(conf, "", "  ")
-	agenttest.Golden(t, "testdata/mcp-config.golden", append(b, '\n'), *update)
+	golden.Check(t, "testdata/mcp-config.golden", append(b, '\n'))
 	// Two sessions with other servers never share a server.
 	k2, _ := withMCP(serverKey{env: `{"FOO":"bar"}`}, servers[:1])
 	if k2 == k {

@@ -3,7 +3,6 @@ package pi
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,9 +10,8 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // replay feeds a transcript through a Mapper the way a session does and
 // plays the engine's part for approvals: the extension's confirm request
@@ -89,7 +87,7 @@ func TestGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(p), ".jsonl")
 		t.Run(name, func(t *testing.T) {
 			got := replay(t, agenttest.ReadLines(t, p))
-			agenttest.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
+			golden.Check(t, filepath.Join("testdata", name+".golden"), got)
 		})
 	}
 }

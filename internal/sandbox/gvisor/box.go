@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
@@ -141,6 +142,9 @@ func create(ctx context.Context, r *Runtime, spec sandbox.Spec) (_ sandbox.Sandb
 		return nil, err
 	}
 	if err := bd.hide(append([]string{r.opts.StateDir}, r.opts.HideDirs...)); err != nil {
+		return nil, err
+	}
+	if err := reexec.Check(wrapperArg0); err != nil {
 		return nil, err
 	}
 	if err := bd.add(bind(sandbox.SelfExe(), wrapperPath, false)); err != nil {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox/seccomp"
 )
 
@@ -21,16 +21,17 @@ const (
 	wrapperPath = "/.agentbox/" + wrapperArg0
 )
 
+// init registers the wrapper (and the forwarder), which this binary
+// becomes when main calls reexec.Init.
 func init() {
-	if filepath.Base(os.Args[0]) != wrapperArg0 {
-		return
-	}
-	// A profile name never starts with "--": the forwarder of network
-	// mode proxy (egress.go) is the same binary with this flag first.
-	if len(os.Args) > 1 && os.Args[1] == forwardFlag {
-		os.Exit(forwarderMain(os.Args[2:]))
-	}
-	os.Exit(wrapperMain(os.Args[1:]))
+	reexec.Register(wrapperArg0, func() int {
+		// A profile name never starts with "--": the forwarder of network
+		// mode proxy (egress.go) is the same binary with this flag first.
+		if len(os.Args) > 1 && os.Args[1] == forwardFlag {
+			return forwarderMain(os.Args[2:])
+		}
+		return wrapperMain(os.Args[1:])
+	})
 }
 
 // wrapperArgs is the argv of a wrapped command.

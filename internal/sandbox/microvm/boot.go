@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
@@ -91,6 +92,10 @@ func Boot(ctx context.Context, opts Options) (res BootResult) {
 		}
 	}
 	exe := sandbox.SelfExe()
+	if err := reexec.Check(guestArg); err != nil {
+		res.Reason = err.Error()
+		return res
+	}
 	if err := checkStatic(exe); err != nil {
 		res.Reason = err.Error()
 		return res

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
 // guestArg is the kernel command line word (after "--") that the kernel
@@ -15,10 +17,13 @@ const guestArg = "agentbox-guest-probe"
 // guestMarker is what the guest prints once its init runs.
 const guestMarker = "AGENTBOX_GUEST_INIT_OK"
 
+// init registers the guest's init, which this binary becomes as the
+// guest's PID 1 (argv ["/init", guestArg]) when main calls reexec.Init.
 func init() {
-	if os.Getpid() == 1 && len(os.Args) == 2 && os.Args[1] == guestArg {
+	reexec.Register(guestArg, func() int {
 		guestInit()
-	}
+		return 0
+	})
 }
 
 // guestInit runs as PID 1 of the probe's guest: it proves that the guest

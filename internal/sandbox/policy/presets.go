@@ -40,11 +40,3 @@ func Preset(name string) (*Policy, error) {
 	}
 	return Parse(file, data)
 }
-
-// PresetSource returns the YAML text of the named preset.
-func PresetSource(name string) ([]byte, error) {
-	if !slices.Contains(PresetNames(), name) {
-		return nil, fmt.Errorf("unknown policy preset %q (known: %s)", name, strings.Join(PresetNames(), ", "))
-	}
-	return presetFS.ReadFile("presets/" + name + ".yaml")
-}

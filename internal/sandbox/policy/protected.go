@@ -1,7 +1,5 @@
 package policy
 
-import "slices"
-
 // ProtectedName is one entry of the built-in protected list: a workspace
 // path pattern, the tool that reads what it matches, and what writing it
 // would make the host do. A change the commit drops because of it is
@@ -249,7 +247,3 @@ func BuiltinProtected() []string {
 	}
 	return out
 }
-
-// BuiltinProtectedNames returns the built-in list with the tool and the
-// reason for each pattern (a copy).
-func BuiltinProtectedNames() []ProtectedName { return slices.Clone(builtinNames) }

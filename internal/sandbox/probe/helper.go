@@ -8,12 +8,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox/seccomp"
 )
 
 // The probes that need code inside the new namespaces re-execute the
-// running binary with this argv[0]; init() runs the helper and exits, so
-// any binary importing this package can probe.
+// running binary with this argv[0]; reexec.Init (first in main) runs the
+// helper and exits.
 const helperArg0 = "agentbox-probe-helper"
 
 const (
@@ -22,9 +23,13 @@ const (
 	helperSeccomp = "seccomp"
 )
 
-func init() {
-	if len(os.Args) != 2 || os.Args[0] != helperArg0 {
-		return
+func init() { reexec.Register(helperArg0, helperMain) }
+
+// helperMain runs the helper argv[1] names.
+func helperMain() int {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "probe helper: want one argument")
+		return 2
 	}
 	var err error
 	switch os.Args[1] {
@@ -38,9 +43,9 @@ func init() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(0)
+	return 0
 }
 
 // overlayHelper mounts an overlay the way the process runtime does (in a

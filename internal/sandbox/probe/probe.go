@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
@@ -162,6 +163,9 @@ func tryHelper(name string) error {
 }
 
 func runHelper(name string, flags uintptr) error {
+	if err := reexec.Check(helperArg0); err != nil {
+		return err
+	}
 	// Not a caller's context: Host caches these results for the whole
 	// process, so one caller giving up must not mark a mechanism missing
 	// for every later one. The helpers exit at once.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
@@ -126,6 +127,9 @@ func idmapUserns(k idmapKey) (int, error) {
 	if fd, ok := idmaps.m[k]; ok {
 		return fd, nil
 	}
+	if err := reexec.Check(usernsArg0); err != nil {
+		return -1, err
+	}
 	// A user namespace needs a process to be created; this one blocks on
 	// stdin until we have opened its namespace, then exits.
 	// Its lifetime is this function's: it exits on stdin's EOF below.
@@ -160,9 +164,9 @@ func idmapUserns(k idmapKey) (int, error) {
 }
 
 // runUsernsHelper is the idmap helper's whole life.
-func runUsernsHelper() {
+func runUsernsHelper() int {
 	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or an error: either way the parent is done
-	os.Exit(0)
+	return 0
 }
 
 // ownerOf returns the uid and gid owning path.

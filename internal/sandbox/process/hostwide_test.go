@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
@@ -30,6 +31,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	reexec.Init()
 	if n := os.Getenv(secondProcessEnv); n != "" {
 		os.Exit(runSecondProcess(n, os.Getenv(secondWorkspaceEnv)))
 	}

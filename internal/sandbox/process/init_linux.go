@@ -16,22 +16,21 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/reexec"
 )
 
-// init turns this binary into a sandbox helper when argv[0] says so, before
-// any other package's init runs that depends on this one. It never returns
-// in that case.
+// init registers the sandbox's init and the user-namespace helper, which
+// this binary becomes when main calls reexec.Init.
 func init() {
-	switch os.Args[0] {
-	case initArg0:
+	reexec.Register(initArg0, func() int {
 		// Every fork of a workload happens on this thread, so per-thread
 		// state (the capability bounding set) set here is what they
 		// inherit, whatever else the Go runtime does with threads.
 		runtime.LockOSThread()
-		os.Exit(runInit())
-	case usernsArg0:
-		runUsernsHelper()
-	}
+		return runInit()
+	})
+	reexec.Register(usernsArg0, runUsernsHelper)
 }
 
 // sandboxInit is the init's state: PID 1 of the sandbox's pid namespace.

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
@@ -540,6 +541,9 @@ func reserved(p string) bool {
 // gate runs after the init started and before it may go on (it waits for
 // its config); the init is added to b.cg, if any, after gate.
 func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int, gate func() error) error {
+	if err := reexec.Check(initArg0); err != nil {
+		return err
+	}
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return err

@@ -32,9 +32,6 @@ const (
 	ProfileStrict  = "strict"
 )
 
-// Profiles returns the profile names Install accepts ("" means default).
-func Profiles() []string { return []string{ProfileDefault, ProfileStrict} }
-
 // defaultDeny is denied with EPERM in every profile. Names that do not exist
 // on the running architecture (iopl on arm64) are skipped: there is nothing
 // to deny.
@@ -101,23 +98,9 @@ var argRules = []Rule{
 	{Syscall: "personality", When: "persona not in {PER_LINUX, PER_LINUX32, UNAME26, query}", Errno: "EPERM"},
 }
 
-// Rules returns every rule of profile: the argument rules, then the
-// unconditional denies. It returns nil for an unknown profile.
-func Rules(profile string) []Rule {
-	names := Denied(profile)
-	if names == nil {
-		return nil
-	}
-	out := slices.Clone(argRules)
-	for _, n := range names {
-		out = append(out, Rule{Syscall: n, Errno: "EPERM"})
-	}
-	return out
-}
-
 // Denied returns the syscalls profile denies unconditionally with EPERM,
 // sorted, including names the running architecture lacks. It returns nil
-// for an unknown profile. See Rules for the argument-filtered ones.
+// for an unknown profile. argRules are the argument-filtered ones.
 func Denied(profile string) []string {
 	var names []string
 	switch profile {
