@@ -418,13 +418,12 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
-		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
+	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]pending{}, open: openItems{}}
 	// closing ends when the session starts to end (not when it has ended,
 	// as ctx does): requests raised while it ends are denied at once.
 	l.closing, l.stopClosing = context.WithCancelCause(context.Background())
 	l.reports = sandbox.NewViolationCoalescer(l.report)
-	go l.pump()
+	l.q = newEventQueue(l.write)
 
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
 	cfg := agent.Config{
@@ -518,13 +517,13 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			// A permission mode may pick a mode (plan) the agent then reports.
 			m.learnCatalog(s.Agent, s.ID, c, s.Model != "", s.Mode != "" || s.PermissionMode != "" && s.PermissionMode != "default")
 		}
-		_, err = l.append(ctx, event.New(event.SourceDaemon, started))
+		err = l.appendWait(event.New(event.SourceDaemon, started))
 		if err == nil {
 			l.announce()
 		}
 	}
 	if err != nil {
-		m.terminate(context.Background(), l, event.EndError, "could not record session start", store.StatusFailed)
+		m.end(context.Background(), l, event.SessionEnded{Reason: event.EndError, Message: "could not record session start"}, store.StatusFailed)
 		return store.Session{}, fmt.Errorf("record session start: %w", err)
 	}
 	s.NativeSessionID = l.nativeID()
@@ -569,11 +568,6 @@ func (m *Manager) drop(l *live) bool {
 	delete(m.live, l.id)
 	m.cfg.Metrics.SessionsActive.Dec()
 	return true
-}
-
-// terminate stops a live session's agent and records its end.
-func (m *Manager) terminate(ctx context.Context, l *live, reason event.EndReason, msg string, status store.Status) {
-	m.end(ctx, l, event.SessionEnded{Reason: reason, Message: msg}, status)
 }
 
 // end tears a live session down once: interrupt the turn, wait for it,
@@ -659,9 +653,9 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 	l.reports.Close()
 	l.cancel()
 	ctx := context.Background()
-	_ = l.flush() // the agent's last events go before the session's end
+	_ = l.q.flush() // the agent's last events go before the session's end
 	if len(closeEvs) > 0 {
-		_, _ = l.append(ctx, closeEvs...)
+		_ = l.appendWait(closeEvs...)
 	}
 	reqs, err := m.st.ListRequests(ctx, l.id, store.StatePending)
 	if err == nil {
@@ -678,7 +672,7 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Error("recording session status", "session", l.id, "err", err)
 	}
-	if _, err := l.append(ctx, event.New(event.SourceDaemon, &ended)); err != nil {
+	if err := l.appendWait(event.New(event.SourceDaemon, &ended)); err != nil {
 		m.log.Error("recording session end", "session", l.id, "err", err)
 	}
 	l.stopPump()
@@ -704,7 +698,7 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 	}
 	if l := m.lookup(id); l != nil {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*DefaultCloseTimeout)
-		m.terminate(tctx, l, event.EndTerminated, "terminated through the API", store.StatusEnded)
+		m.end(tctx, l, event.SessionEnded{Reason: event.EndTerminated, Message: "terminated through the API"}, store.StatusEnded)
 		cancel()
 	} else if err := m.waitStopped(ctx, id); err != nil {
 		return err
@@ -869,7 +863,7 @@ func (m *Manager) waitStopped(ctx context.Context, id string) error {
 		return nil
 	}
 	select {
-	case <-l.pumpDone:
+	case <-l.q.stopped():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -966,7 +960,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		var wg sync.WaitGroup
 		for _, l := range ls {
 			wg.Go(func() {
-				m.terminate(ctx, l, event.EndInterrupted, "the daemon is shutting down", store.StatusInterrupted)
+				m.end(ctx, l, event.SessionEnded{Reason: event.EndInterrupted, Message: "the daemon is shutting down"}, store.StatusInterrupted)
 			})
 		}
 		wg.Wait()
