@@ -1127,42 +1127,16 @@ func (m *Manager) rebind(ctx context.Context, s store.Session) (json.RawMessage,
 	return p, nil
 }
 
-// Network is a session's sandbox network as its stored policy says.
-type Network struct {
-	Mode    string   `json:"mode"`
-	Default string   `json:"default,omitempty"`
-	Allow   []string `json:"allow"`
-	Deny    []string `json:"deny,omitempty"`
-	// Live is true when a running sandbox's proxy enforces it now.
-	Live bool `json:"live"`
-}
-
-// storedNetwork reads the network of a stored policy.
-func storedNetwork(policy json.RawMessage) (Network, error) {
-	var p struct {
-		Network Network `json:"network"`
-	}
-	if err := json.Unmarshal(policy, &p); err != nil {
-		return Network{}, fmt.Errorf("read the session's policy: %w", err)
-	}
-	n := p.Network
-	if n.Allow == nil {
-		n.Allow = []string{}
-	}
-	n.Live = false
-	return n, nil
-}
-
 // Network returns a session's network rules.
 func (m *Manager) Network(ctx context.Context, id string) (Network, error) {
 	s, err := m.Get(ctx, id)
 	if err != nil {
 		return Network{}, err
 	}
-	if len(s.Policy) == 0 {
+	if len(s.Policy) == 0 || m.cfg.Sandboxes == nil {
 		return Network{}, fmt.Errorf("%w: session %s has no sandbox, so no network rules", ErrNoSandbox, id)
 	}
-	n, err := storedNetwork(s.Policy)
+	n, err := m.cfg.Sandboxes.Network(s.Policy)
 	if err != nil {
 		return Network{}, err
 	}
@@ -1198,7 +1172,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 	if len(s.Policy) == 0 || m.cfg.Sandboxes == nil {
 		return Network{}, fmt.Errorf("%w: session %s has no sandbox, so no network rules", ErrNoSandbox, id)
 	}
-	prev, err := storedNetwork(s.Policy)
+	prev, err := m.cfg.Sandboxes.Network(s.Policy)
 	if err != nil {
 		return Network{}, err
 	}
@@ -1212,7 +1186,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 	}); err != nil {
 		return Network{}, notFound(err, "session", id)
 	}
-	n, err := storedNetwork(updated)
+	n, err := m.cfg.Sandboxes.Network(updated)
 	if err != nil {
 		return Network{}, err
 	}
