@@ -176,9 +176,7 @@ func (l *live) write(evs []event.Event) error {
 	// Durable writes are not tied to any request or turn context: an
 	// interrupted turn must still record how it ended.
 	if _, err := l.m.st.Append(context.Background(), l.id, evs...); err != nil {
-		err = fmt.Errorf("append events: %w", err)
-		l.m.log.Error("appending events", "session", l.id, "count", len(evs), "err", err)
-		return err
+		return fmt.Errorf("append events: %w", err)
 	}
 	l.m.cfg.Metrics.EventsAppended.Add(float64(len(evs)))
 	return nil
@@ -195,6 +193,17 @@ func (l *live) Emit(_ context.Context, evs ...event.Event) error {
 		}
 	}
 	b, backlog, err := l.q.push(evs, false)
+	if errors.Is(err, errEventsDropped) {
+		// The store is full and the queue at its bound: the turn fails
+		// (runTurn), with the queue's events_dropped error in the log
+		// once the store takes writes again. The agent is not told: its
+		// turn is cancelled.
+		if l.turnCancel != nil {
+			l.turnCancel(errEventsDropped)
+		}
+		l.mu.Unlock()
+		return nil
+	}
 	l.mu.Unlock()
 	if err != nil {
 		return err

@@ -423,7 +423,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// as ctx does): requests raised while it ends are denied at once.
 	l.closing, l.stopClosing = context.WithCancelCause(context.Background())
 	l.reports = sandbox.NewViolationCoalescer(l.report)
-	l.q = newEventQueue(l.write)
+	l.q = newEventQueue(l.write, m.log.With("session", s.ID))
 
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
 	cfg := agent.Config{
@@ -590,6 +590,9 @@ func timeLeft(ctx context.Context) time.Duration {
 // endStarted is end for a session no longer (or never) in the live set.
 func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Status, budget time.Duration) {
 	deadline := time.Now().Add(budget)
+	// A store that is full gets until the deadline to take the session's
+	// last events; then they are lost (a restart records the end).
+	l.q.giveUpAt(deadline)
 	// From now on nobody is asked anything: pending and new requests are
 	// denied by the daemon.
 	l.stopClosing(errClosing)

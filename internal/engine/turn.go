@@ -15,6 +15,10 @@ import (
 // startTurn records the turn's start and the user's message, then runs the
 // turn in its own goroutine.
 func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (string, error) {
+	// A store that is full takes no turn: its events would wait.
+	if err := l.q.stalled(); err != nil {
+		return "", fmt.Errorf("session %s cannot record a turn now: %w", l.id, err)
+	}
 	l.mu.Lock()
 	if l.stopping {
 		l.mu.Unlock()
@@ -81,8 +85,14 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	// interrupt, a termination or a shutdown was interrupted.
 	var ending *endingError
 	agentFailed := errors.As(context.Cause(ctx), &ending) && ending.agentFailed
-	interrupted := ctx.Err() != nil && !agentFailed
+	// A turn cancelled because its events were dropped (the store was
+	// full, see eventQueue) failed; the queue's error event says why.
+	dropped := errors.Is(context.Cause(ctx), errEventsDropped)
+	interrupted := ctx.Err() != nil && !agentFailed && !dropped
 	switch {
+	case dropped:
+		res.StopReason = event.StopError
+		res.Message = errEventsDropped.Error()
 	case agentFailed && (err == nil || errors.Is(err, context.Canceled)):
 		err = errors.New(ending.msg) // not "context canceled": why it was
 		fallthrough
@@ -120,11 +130,16 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 
 	// The session is idle before anyone can see turn.completed, so a client
 	// that sends the next message on seeing it is never told "busy".
-	_, serr := l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
-		if s.Status == store.StatusRunning && s.CurrentTurnID == turnID {
-			s.Status, s.CurrentTurnID, s.UpdatedAt = store.StatusIdle, "", time.Now().UTC()
-		}
-		return nil
+	// A store that is full is asked again until it takes the write (or
+	// the session ends), as the queue does with the turn's events.
+	serr := l.q.retry(func() error {
+		_, err := l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
+			if s.Status == store.StatusRunning && s.CurrentTurnID == turnID {
+				s.Status, s.CurrentTurnID, s.UpdatedAt = store.StatusIdle, "", time.Now().UTC()
+			}
+			return nil
+		})
+		return err
 	})
 	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		l.m.log.Error("recording session status", "session", l.id, "err", serr)
