@@ -590,9 +590,10 @@ func timeLeft(ctx context.Context) time.Duration {
 // endStarted is end for a session no longer (or never) in the live set.
 func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Status, budget time.Duration) {
 	deadline := time.Now().Add(budget)
-	// A store that is full gets until the deadline to take the session's
-	// last events; then they are lost (a restart records the end).
-	l.q.giveUpAt(deadline)
+	// A store that is full gets three quarters of the budget to take the
+	// session's events; then they are lost (a restart records the end),
+	// and what is left of the teardown fails fast, within the budget.
+	l.q.giveUpAt(time.Now().Add(budget * 3 / 4))
 	// From now on nobody is asked anything: pending and new requests are
 	// denied by the daemon.
 	l.stopClosing(errClosing)

@@ -287,3 +287,52 @@ func TestStorageFullBound(t *testing.T) {
 	}
 	waitFor(t, m, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
 }
+
+// A session that ends while the store stays full does not wait for it
+// past its close deadline: shutdown returns, no goroutine is left (goleak),
+// and the next start's recovery records the end the full store refused.
+func TestStorageFullSessionEnds(t *testing.T) {
+	dir := t.TempDir()
+	st := newFullStore(openStore(t, dir))
+	a := &gateAgent{gate: make(chan struct{})}
+	reg := agent.NewRegistry()
+	reg.Register("gate", a)
+	m := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	ctx := t.Context()
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "gate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("gate")}); err != nil {
+		t.Fatal(err)
+	}
+	evs := waitFor(t, m, s.ID, 0, event.TypeItemCompleted) // the user's message
+	waitFor(t, m, s.ID, evs[len(evs)-1].Seq, event.TypeItemCompleted)
+	st.fill()
+	close(a.gate)
+	select {
+	case <-st.retried:
+	case <-time.After(10 * time.Second):
+		t.Error("the engine never tried the refused write again")
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := m.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown with the store full: %v", err)
+	}
+	st.drain()
+
+	m2 := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	defer func() { _ = m2.Shutdown(context.Background()) }()
+	if n, err := m2.Recover(ctx); err != nil || n != 1 {
+		t.Fatalf("recover: %d %v, want the one session", n, err)
+	}
+	all, err := m2.Events(ctx, s.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := all[len(all)-1]; last.Type != event.TypeSessionEnded {
+		t.Fatalf("the log ends with %s, want session.ended: %v", last.Type, types(all))
+	}
+}
