@@ -138,12 +138,12 @@ func (l *live) nativeID() string {
 	return l.native
 }
 
-// enqueue stamps events and queues them; with wait it returns once they (and
-// everything queued before them) are durable.
-func (l *live) enqueue(evs []event.Event, wait bool) error {
+// enqueue stamps events and queues them; waiting as w says for them (and
+// everything queued before them) to be durable.
+func (l *live) enqueue(evs []event.Event, w wait) error {
 	l.mu.Lock()
 	l.stampLocked(evs)
-	b, backlog, err := l.q.push(evs, wait)
+	b, backlog, err := l.q.push(evs, w)
 	l.mu.Unlock()
 	if err != nil {
 		return err
@@ -169,7 +169,7 @@ func (l *live) stampLocked(evs []event.Event) {
 }
 
 // appendWait queues events and waits until they are durable (see write).
-func (l *live) appendWait(evs ...event.Event) error { return l.enqueue(evs, true) }
+func (l *live) appendWait(evs ...event.Event) error { return l.enqueue(evs, waitDurable) }
 
 // write appends events to the session's log: the queue's writer.
 func (l *live) write(evs []event.Event) error {
@@ -192,7 +192,7 @@ func (l *live) Emit(_ context.Context, evs ...event.Event) error {
 			l.m.cfg.Metrics.ToolCallDuration.WithLabelValues(string(kind)).Observe(took.Seconds())
 		}
 	}
-	b, backlog, err := l.q.push(evs, false)
+	b, backlog, err := l.q.push(evs, noWait)
 	if errors.Is(err, errEventsDropped) {
 		// The store is full and the queue at its bound: the turn fails
 		// (runTurn), with the queue's events_dropped error in the log

@@ -87,7 +87,22 @@ type batch struct {
 	dropped int
 	// bytes is the data of evs, as counted in the queue's bytes.
 	bytes int
+	// orStall: the batch is not kept when the store is full; its waiter
+	// gets the refusal instead (see waitOrStall).
+	orStall bool
 }
+
+// wait says how a push waits for its events.
+type wait int
+
+const (
+	noWait      wait = iota // queue and return (an agent's events)
+	waitDurable             // return once they are durable
+	// waitOrStall returns once they are durable or, when the store
+	// refuses them because it is full, with that refusal: the events
+	// are then not written. For what a client waits on (turn.started).
+	waitOrStall
+)
 
 // newEventQueue starts the pump of a queue writing with write; close ends it.
 func newEventQueue(write func([]event.Event) error, log *slog.Logger) *eventQueue {
@@ -101,14 +116,14 @@ func newEventQueue(write func([]event.Event) error, log *slog.Logger) *eventQueu
 // nobody waits for is dropped, failing with errEventsDropped, when the
 // queue is stalled and full. It takes only the queue's lock: callers may
 // hold their own.
-func (q *eventQueue) push(evs []event.Event, wait bool) (batch, bool, error) {
+func (q *eventQueue) push(evs []event.Event, w wait) (batch, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.err != nil {
 		return batch{}, false, q.err
 	}
 	n := size(evs)
-	if !wait && q.stall != nil && len(evs) > 0 && (q.queued+len(evs) > maxQueued || q.bytes+n > maxQueuedBytes) {
+	if w == noWait && q.stall != nil && len(evs) > 0 && (q.queued+len(evs) > maxQueued || q.bytes+n > maxQueuedBytes) {
 		if q.drop < 0 {
 			// The error event goes where the dropped events would have.
 			q.batches = append(q.batches, batch{evs: []event.Event{{TurnID: evs[0].TurnID, NativeSessionID: evs[0].NativeSessionID}}})
@@ -118,8 +133,8 @@ func (q *eventQueue) push(evs []event.Event, wait bool) (batch, bool, error) {
 		q.batches[q.drop].dropped += len(evs)
 		return batch{}, false, errEventsDropped
 	}
-	b := batch{evs: evs, bytes: n}
-	if wait {
+	b := batch{evs: evs, bytes: n, orStall: w == waitOrStall}
+	if w != noWait {
 		b.done = make(chan error, 1)
 	}
 	q.batches = append(q.batches, b)
@@ -166,7 +181,7 @@ func (q *eventQueue) poke() {
 
 // flush waits until everything queued so far is durable.
 func (q *eventQueue) flush() error {
-	b, backlog, err := q.push(nil, true)
+	b, backlog, err := q.push(nil, waitDurable)
 	if err != nil {
 		return err
 	}
@@ -318,8 +333,10 @@ func (q *eventQueue) drain() bool {
 			err = q.write(all)
 		}
 		if over, _ := q.givingUp(); err != nil && errors.Is(err, errkind.StorageFull) && !over {
-			q.requeue(bs, err)
-			return false
+			if q.requeue(bs, err) {
+				return false
+			}
+			continue
 		}
 		q.mu.Lock()
 		q.queued -= n
@@ -343,16 +360,33 @@ func (q *eventQueue) drain() bool {
 }
 
 // requeue puts the batches the store refused (it is full) back in front
-// of the queue and marks it stalled with err; soft waiters are released.
-func (q *eventQueue) requeue(bs []batch, err error) {
-	for i := range bs {
-		if bs[i].soft && bs[i].done != nil {
-			bs[i].done <- nil
-			bs[i].done = nil
+// of the queue and marks it stalled with err; soft waiters are released,
+// and the batches pushed waitOrStall fail with err. It reports whether the
+// queue is stalled (false when nothing was left to wait).
+func (q *eventQueue) requeue(bs []batch, err error) bool {
+	kept := bs[:0]
+	n, bytes := 0, 0
+	for _, b := range bs {
+		if b.soft && b.done != nil {
+			b.done <- nil
+			b.done = nil
 		}
+		if b.orStall {
+			b.done <- err
+			n += len(b.evs)
+			bytes += b.bytes
+			continue
+		}
+		kept = append(kept, b)
 	}
+	bs = kept
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.queued -= n
+	q.bytes -= bytes
+	if len(bs) == 0 && q.stall == nil {
+		return false // nothing waits: the next write finds out
+	}
 	q.batches = append(bs, q.batches...)
 	if q.drop >= 0 {
 		q.drop += len(bs)
@@ -361,6 +395,7 @@ func (q *eventQueue) requeue(bs []batch, err error) {
 		q.log.Warn("the store is full: the session's events wait until it takes writes again", "queued", q.queued, "err", err)
 	}
 	q.stall = err
+	return true
 }
 
 // endStall ends a stall: the store took a write (err nil), or the queue

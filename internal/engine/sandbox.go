@@ -136,7 +136,7 @@ func (l *live) report(vs ...sandbox.Violation) {
 		return
 	}
 	l.mu.Unlock()
-	_ = l.enqueue(evs, false) // fails only once the session has ended
+	_ = l.enqueue(evs, noWait) // fails once the session has ended, or dropped at the bound of a stalled queue
 }
 
 // announce is called once session.started is in the log: the violation
@@ -149,7 +149,7 @@ func (l *live) announce() {
 	l.early = nil
 	l.mu.Unlock()
 	if len(early) > 0 {
-		_ = l.enqueue(early, false)
+		_ = l.enqueue(early, noWait)
 	}
 }
 

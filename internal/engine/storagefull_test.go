@@ -22,7 +22,10 @@ import (
 type fullStore struct {
 	store.Store
 	full atomic.Bool
-	mu   sync.Mutex
+	// appendsOnly: only appends are refused (the store fills up between
+	// a status update and an append).
+	appendsOnly bool
+	mu          sync.Mutex
 	// refused counts the appends refused since the store became full;
 	// retried is closed at the second (the engine tried again).
 	refused int
@@ -47,7 +50,7 @@ func (s *fullStore) fill() {
 func (s *fullStore) drain() { s.full.Store(false) }
 
 func (s *fullStore) check(isAppend bool) error {
-	if !s.full.Load() {
+	if !s.full.Load() || s.appendsOnly && !isAppend {
 		return nil
 	}
 	if isAppend {
@@ -335,4 +338,55 @@ func TestStorageFullSessionEnds(t *testing.T) {
 	if last := all[len(all)-1]; last.Type != event.TypeSessionEnded {
 		t.Fatalf("the log ends with %s, want session.ended: %v", last.Type, types(all))
 	}
+}
+
+// A store that becomes full between a message's status update and its
+// turn.started refuses the message (kind StorageFull) at once rather than
+// holding the request until it has room; the session takes the next one.
+func TestStorageFullRefusesTurnStart(t *testing.T) {
+	st := newFullStore(openStore(t, t.TempDir()))
+	st.appendsOnly = true
+	m := fullManager(t, st, &gateAgent{})
+	ctx := t.Context()
+	s, err := m.Create(ctx, engine.CreateParams{Agent: "gate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.fill()
+	sent := make(chan error, 1)
+	go func() {
+		_, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")})
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		if !errors.Is(err, errkind.StorageFull) {
+			t.Fatalf("send: %v, want kind %v", err, errkind.StorageFull)
+		}
+	case <-time.After(10 * time.Second):
+		st.drain()
+		<-sent
+		t.Fatal("send waited for the store to have room")
+	}
+	st.drain()
+	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); err != nil {
+		t.Fatalf("send after recovery: %v", err)
+	}
+	evs := waitFor(t, m, s.ID, 0, event.TypeTurnCompleted)
+	if got := lastText(t, evs); got != "hello" {
+		t.Fatalf("turn said %q", got)
+	}
+	if n := countType(evs, event.TypeTurnStarted); n != 1 {
+		t.Fatalf("%d turn.started in the log, want the one of the turn that ran: %v", n, types(evs))
+	}
+}
+
+func countType(evs []event.Event, typ event.Type) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
 }

@@ -58,11 +58,13 @@ func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (stri
 		return fail(err)
 	}
 	user := event.Item{ID: ids.New(ids.Item), Kind: event.ItemMessage, Status: event.StatusCompleted, Role: event.RoleUser, Content: content}
-	if err := l.appendWait(
+	// The client waits for this: a store that has just become full
+	// refuses the turn rather than holding the request until it has room.
+	if err := l.enqueue([]event.Event{
 		event.New(event.SourceDaemon, &event.TurnStarted{TurnID: turnID}),
 		event.New(event.SourceDaemon, &event.ItemStarted{Item: user}),
 		event.New(event.SourceDaemon, &event.ItemCompleted{Item: user}),
-	); err != nil {
+	}, waitOrStall); err != nil {
 		_, _ = l.m.st.UpdateSession(context.WithoutCancel(ctx), l.id, func(s *store.Session) error {
 			if s.CurrentTurnID == turnID {
 				s.Status, s.CurrentTurnID = store.StatusIdle, ""
@@ -153,7 +155,7 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	l.mu.Lock()
 	evs := append(l.open.close("the turn ended before the agent completed this item"), completed)
 	l.stampLocked(evs)
-	b, backlog, err := l.q.push(evs, true)
+	b, backlog, err := l.q.push(evs, waitDurable)
 	if l.turnID == turnID {
 		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
 		l.idleLocked()
