@@ -28,6 +28,9 @@ import (
 // the log. What the engine itself records (waited pushes: turn.started,
 // turn.completed, session.ended, its error events) is never dropped; it is
 // a few events per turn, and no turn starts while the queue is stalled.
+// A permission request or a question waits with them (it flushes the
+// queue first), as does the end of the turn (whose status update is
+// retried the same way, see retry).
 // Once the session ends (giveUp) a stalled queue waits no longer than its
 // deadline: then its waiters get the error and its events are lost (and
 // logged); a restart's recovery records the session's end.
@@ -160,9 +163,10 @@ func (q *eventQueue) await(b batch, backlog bool) error {
 	}
 	if backlog {
 		q.mu.Lock()
-		if q.stall != nil {
+		if q.err != nil || q.stall != nil {
+			err := q.err
 			q.mu.Unlock()
-			return nil
+			return err
 		}
 		b := batch{done: make(chan error, 1), soft: true}
 		q.batches = append(q.batches, b)
