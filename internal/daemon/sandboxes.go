@@ -198,6 +198,20 @@ func (s *sessionSandboxes) ReplaceAllow(raw json.RawMessage, allow []string) (js
 	return json.Marshal(p)
 }
 
+// Network implements engine.Sandboxes.
+func (s *sessionSandboxes) Network(raw json.RawMessage) (engine.Network, error) {
+	p, err := policy.Parse("session policy", raw)
+	if err != nil {
+		return engine.Network{}, fmt.Errorf("read the session's policy: %w", err)
+	}
+	n := p.Network
+	allow := slices.Clone(n.Allow)
+	if allow == nil {
+		allow = []string{}
+	}
+	return engine.Network{Mode: n.Mode, Default: n.Default, Allow: allow, Deny: slices.Clone(n.Deny)}, nil
+}
+
 // defaultGlobalPolicy is the operator policy of a daemon started without
 // one: a nil global would permit anything a request asks for.
 //

@@ -191,7 +191,7 @@ func (m *Manager) Configure(ctx context.Context, id, model, mode string) (store.
 	if err != nil {
 		return store.Session{}, err
 	}
-	if _, err := l.append(context.WithoutCancel(ctx), ev); err != nil {
+	if err := l.appendWait(ev); err != nil {
 		return store.Session{}, fmt.Errorf("record the change: %w", err)
 	}
 	return s, nil

@@ -418,13 +418,12 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]chan agent.PermissionAnswer{}, questions: map[string]chan agent.Answer{}, open: map[string]*openItem{},
-		wake: make(chan struct{}, 1), pumpStop: make(chan struct{}), pumpDone: make(chan struct{})}
+	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]pending{}, open: openItems{}}
 	// closing ends when the session starts to end (not when it has ended,
 	// as ctx does): requests raised while it ends are denied at once.
 	l.closing, l.stopClosing = context.WithCancelCause(context.Background())
 	l.reports = sandbox.NewViolationCoalescer(l.report)
-	go l.pump()
+	l.q = newEventQueue(l.write, m.log.With("session", s.ID))
 
 	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
 	cfg := agent.Config{
@@ -518,13 +517,13 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			// A permission mode may pick a mode (plan) the agent then reports.
 			m.learnCatalog(s.Agent, s.ID, c, s.Model != "", s.Mode != "" || s.PermissionMode != "" && s.PermissionMode != "default")
 		}
-		_, err = l.append(ctx, event.New(event.SourceDaemon, started))
+		err = l.appendWait(event.New(event.SourceDaemon, started))
 		if err == nil {
 			l.announce()
 		}
 	}
 	if err != nil {
-		m.terminate(context.Background(), l, event.EndError, "could not record session start", store.StatusFailed)
+		m.end(context.Background(), l, event.SessionEnded{Reason: event.EndError, Message: "could not record session start"}, store.StatusFailed)
 		return store.Session{}, fmt.Errorf("record session start: %w", err)
 	}
 	s.NativeSessionID = l.nativeID()
@@ -571,11 +570,6 @@ func (m *Manager) drop(l *live) bool {
 	return true
 }
 
-// terminate stops a live session's agent and records its end.
-func (m *Manager) terminate(ctx context.Context, l *live, reason event.EndReason, msg string, status store.Status) {
-	m.end(ctx, l, event.SessionEnded{Reason: reason, Message: msg}, status)
-}
-
 // end tears a live session down once: interrupt the turn, wait for it,
 // close the agent, settle pending requests and append session.ended. Waiting
 // for the turn and closing the agent share ctx's deadline.
@@ -596,6 +590,10 @@ func timeLeft(ctx context.Context) time.Duration {
 // endStarted is end for a session no longer (or never) in the live set.
 func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Status, budget time.Duration) {
 	deadline := time.Now().Add(budget)
+	// A store that is full gets three quarters of the budget to take the
+	// session's events; then they are lost (a restart records the end),
+	// and what is left of the teardown fails fast, within the budget.
+	l.q.giveUpAt(time.Now().Add(budget * 3 / 4))
 	// From now on nobody is asked anything: pending and new requests are
 	// denied by the daemon.
 	l.stopClosing(errClosing)
@@ -659,9 +657,9 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 	l.reports.Close()
 	l.cancel()
 	ctx := context.Background()
-	_ = l.flush() // the agent's last events go before the session's end
+	_ = l.q.flush() // the agent's last events go before the session's end
 	if len(closeEvs) > 0 {
-		_, _ = l.append(ctx, closeEvs...)
+		_ = l.appendWait(closeEvs...)
 	}
 	reqs, err := m.st.ListRequests(ctx, l.id, store.StatePending)
 	if err == nil {
@@ -678,7 +676,7 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Error("recording session status", "session", l.id, "err", err)
 	}
-	if _, err := l.append(ctx, event.New(event.SourceDaemon, &ended)); err != nil {
+	if err := l.appendWait(event.New(event.SourceDaemon, &ended)); err != nil {
 		m.log.Error("recording session end", "session", l.id, "err", err)
 	}
 	l.stopPump()
@@ -704,7 +702,7 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 	}
 	if l := m.lookup(id); l != nil {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*DefaultCloseTimeout)
-		m.terminate(tctx, l, event.EndTerminated, "terminated through the API", store.StatusEnded)
+		m.end(tctx, l, event.SessionEnded{Reason: event.EndTerminated, Message: "terminated through the API"}, store.StatusEnded)
 		cancel()
 	} else if err := m.waitStopped(ctx, id); err != nil {
 		return err
@@ -869,7 +867,7 @@ func (m *Manager) waitStopped(ctx context.Context, id string) error {
 		return nil
 	}
 	select {
-	case <-l.pumpDone:
+	case <-l.q.stopped():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -966,7 +964,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		var wg sync.WaitGroup
 		for _, l := range ls {
 			wg.Go(func() {
-				m.terminate(ctx, l, event.EndInterrupted, "the daemon is shutting down", store.StatusInterrupted)
+				m.end(ctx, l, event.SessionEnded{Reason: event.EndInterrupted, Message: "the daemon is shutting down"}, store.StatusInterrupted)
 			})
 		}
 		wg.Wait()
@@ -1133,42 +1131,16 @@ func (m *Manager) rebind(ctx context.Context, s store.Session) (json.RawMessage,
 	return p, nil
 }
 
-// Network is a session's sandbox network as its stored policy says.
-type Network struct {
-	Mode    string   `json:"mode"`
-	Default string   `json:"default,omitempty"`
-	Allow   []string `json:"allow"`
-	Deny    []string `json:"deny,omitempty"`
-	// Live is true when a running sandbox's proxy enforces it now.
-	Live bool `json:"live"`
-}
-
-// storedNetwork reads the network of a stored policy.
-func storedNetwork(policy json.RawMessage) (Network, error) {
-	var p struct {
-		Network Network `json:"network"`
-	}
-	if err := json.Unmarshal(policy, &p); err != nil {
-		return Network{}, fmt.Errorf("read the session's policy: %w", err)
-	}
-	n := p.Network
-	if n.Allow == nil {
-		n.Allow = []string{}
-	}
-	n.Live = false
-	return n, nil
-}
-
 // Network returns a session's network rules.
 func (m *Manager) Network(ctx context.Context, id string) (Network, error) {
 	s, err := m.Get(ctx, id)
 	if err != nil {
 		return Network{}, err
 	}
-	if len(s.Policy) == 0 {
+	if len(s.Policy) == 0 || m.cfg.Sandboxes == nil {
 		return Network{}, fmt.Errorf("%w: session %s has no sandbox, so no network rules", ErrNoSandbox, id)
 	}
-	n, err := storedNetwork(s.Policy)
+	n, err := m.cfg.Sandboxes.Network(s.Policy)
 	if err != nil {
 		return Network{}, err
 	}
@@ -1204,7 +1176,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 	if len(s.Policy) == 0 || m.cfg.Sandboxes == nil {
 		return Network{}, fmt.Errorf("%w: session %s has no sandbox, so no network rules", ErrNoSandbox, id)
 	}
-	prev, err := storedNetwork(s.Policy)
+	prev, err := m.cfg.Sandboxes.Network(s.Policy)
 	if err != nil {
 		return Network{}, err
 	}
@@ -1218,7 +1190,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 	}); err != nil {
 		return Network{}, notFound(err, "session", id)
 	}
-	n, err := storedNetwork(updated)
+	n, err := m.cfg.Sandboxes.Network(updated)
 	if err != nil {
 		return Network{}, err
 	}

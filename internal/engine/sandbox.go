@@ -39,6 +39,10 @@ type Sandboxes interface {
 	// replaced, after checking them against the global policy (errors
 	// wrap ErrPolicy).
 	ReplaceAllow(policy json.RawMessage, allow []string) (json.RawMessage, error)
+	// Network reads the network section of a stored effective policy:
+	// its mode, default and rules as written (Live false, Allow never
+	// nil). The engine reads no policy itself.
+	Network(policy json.RawMessage) (Network, error)
 	// Workspace checks a session's working directory, given by a client,
 	// against the operator's global policy (its workspace roots, and the
 	// paths that are never a workspace) and returns it with symlinks
@@ -52,6 +56,16 @@ type Sandboxes interface {
 	// policy no longer grants is refused (errors wrap ErrPolicy and name
 	// the field).
 	Reconcile(ctx context.Context, policy json.RawMessage) (json.RawMessage, error)
+}
+
+// Network is a session's sandbox network as its stored policy says.
+type Network struct {
+	Mode    string   `json:"mode"`
+	Default string   `json:"default,omitempty"`
+	Allow   []string `json:"allow"`
+	Deny    []string `json:"deny,omitempty"`
+	// Live is true when a running sandbox's proxy enforces it now.
+	Live bool `json:"live"`
 }
 
 // SandboxOptions are what a session's sandbox needs besides its policy.
@@ -122,7 +136,7 @@ func (l *live) report(vs ...sandbox.Violation) {
 		return
 	}
 	l.mu.Unlock()
-	_ = l.enqueue(evs, false) // fails only once the session has ended
+	_ = l.enqueue(evs, noWait) // fails once the session has ended, or dropped at the bound of a stalled queue
 }
 
 // announce is called once session.started is in the log: the violation
@@ -135,7 +149,7 @@ func (l *live) announce() {
 	l.early = nil
 	l.mu.Unlock()
 	if len(early) > 0 {
-		_ = l.enqueue(early, false)
+		_ = l.enqueue(early, noWait)
 	}
 }
 

@@ -63,6 +63,9 @@ func (f *fakeSandboxes) Create(_ context.Context, _ json.RawMessage, _ string, o
 func (f *fakeSandboxes) ReplaceAllow(p json.RawMessage, _ []string) (json.RawMessage, error) {
 	return p, nil
 }
+func (f *fakeSandboxes) Network(json.RawMessage) (engine.Network, error) {
+	return engine.Network{Mode: "proxy", Allow: []string{}}, nil
+}
 func (f *fakeSandboxes) Workspace(cwd string) (string, error) { return cwd, nil }
 func (f *fakeSandboxes) Reconcile(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
 	return p, nil
