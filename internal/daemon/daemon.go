@@ -31,6 +31,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/pi"
 	"github.com/agentbox/agentbox/internal/audit"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/metrics"
@@ -214,6 +215,9 @@ type Daemon struct {
 	// deathwatch is the daemon's end of its deathwatch's socket (see
 	// deathwatch_linux.go); nil when it makes no sandboxes.
 	deathwatch *os.File
+	// stopRecover stops the start's recovery when a full disk deferred it
+	// (see buildServices); nil otherwise.
+	stopRecover func()
 }
 
 // Agents returns the registry of the agents this daemon runs. dataDir holds
@@ -489,6 +493,20 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		return err
 	}
 	n, err := d.mgr.Recover(ctx)
+	if errors.Is(err, errkind.StorageFull) {
+		// A full disk does not keep the daemon from serving what it has:
+		// reads work, writes answer storage-full, and the end of the
+		// sessions the last run left live is recorded once space is
+		// freed. Detached from ctx on purpose: the retry is the daemon's,
+		// and Shutdown (or a later failure of New) stops it.
+		cfg.Log.Warn("the disk is full: recording the end of the sessions the last run left live once space is freed; reads are served meanwhile", "err", err)
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go d.recoverLater(rctx, done)
+		d.stopRecover = func() { cancel(); <-done }
+		cu.add(d.stopRecover)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -496,6 +514,34 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
 	}
 	return nil
+}
+
+// recoverTry is how often recoverLater tries again.
+const recoverTry = 500 * time.Millisecond
+
+// recoverLater runs the start's Recover again until the store takes it, and
+// closes done when it returns (recovered, or ctx ended).
+func (d *Daemon) recoverLater(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(recoverTry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := d.mgr.Recover(ctx)
+		if errors.Is(err, errkind.StorageFull) || ctx.Err() != nil {
+			continue
+		}
+		if err != nil {
+			d.log.Error("recording the end of the sessions the last run left live", "err", err)
+			return
+		}
+		d.log.Warn("space is back: sessions left live by the previous run marked interrupted", "count", n)
+		return
+	}
 }
 
 // startDeathwatch starts a root daemon's deathwatch: a root daemon makes
@@ -698,6 +744,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		srvDone := make(chan error, 1)
 		go func() { srvDone <- d.srv.Shutdown(ctx) }()
 		d.cancelHandler()
+		if d.stopRecover != nil {
+			d.stopRecover()
+		}
 		errs := []error{d.mgr.Shutdown(ctx), d.ex.Close(ctx)}
 		// Adapters that own shared processes (OpenCode's servers) stop them
 		// once no session is left.
