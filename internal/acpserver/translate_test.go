@@ -12,7 +12,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")

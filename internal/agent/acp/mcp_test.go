@@ -7,7 +7,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 // TestMCPServersGolden: the mcpServers parameter of session/new for every

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 // TestMCPThreadConfigGolden: the session's MCP servers as the thread's

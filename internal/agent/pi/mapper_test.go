@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
