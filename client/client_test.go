@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,37 +9,55 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newPair starts a fake and a client for it.
-func newPair(t *testing.T, cfg fakeapi.Config, opts ...client.Option) (*fakeapi.Server, *client.Client) {
+// newStack serves the real stack (internal/stacktest) with the mock agent
+// (or opts.Agents); its Client has opts.ClientOptions.
+func newStack(t *testing.T, opts stacktest.Options) *stacktest.Stack {
 	t.Helper()
-	srv := fakeapi.New(t, cfg)
-	c, err := client.New(srv.URL, opts...)
+	if opts.Agents == nil {
+		opts.Agents = agent.NewRegistry()
+		opts.Agents.Register(mock.Name, mock.New())
+	}
+	return stacktest.New(t, opts)
+}
+
+// mockScript is the text that makes the mock agent run steps.
+func mockScript(t *testing.T, steps ...mock.Step) string {
+	t.Helper()
+	b, err := json.Marshal(steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, c
+	return "/mock " + string(b)
 }
+
+// hang is a message whose turn runs until it is interrupted.
+const hang = "/scenario sleep 1h"
 
 func TestEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	_, c := newPair(t, fakeapi.Config{})
+	c := newStack(t, stacktest.Options{}).Client
 
 	h, err := c.Health(ctx)
 	if err != nil || h.Status != "ok" || h.SchemaVersion != event.SchemaVersion {
@@ -77,7 +96,7 @@ func TestEndpoints(t *testing.T) {
 		}
 		opts.Before = page.NextBefore
 	}
-	if want := []string{ids[2], ids[1], ids[0]}; !cmp.Equal(listed, want) {
+	if want := []string{ids[2], ids[1], ids[0]}; !gocmp.Equal(listed, want) {
 		t.Fatalf("listed %v, want %v", listed, want)
 	}
 
@@ -87,7 +106,9 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("Send = %+v, %v", turn, err)
 	}
 	var text strings.Builder
+	var lastSeen int64
 	tc, err := c.WaitTurn(ctx, id, turn.TurnID, 1, func(ev event.Event) error {
+		lastSeen = ev.Seq
 		if ev.Type == event.TypeItemDelta {
 			p, err := ev.Decode()
 			if err != nil {
@@ -103,7 +124,7 @@ func TestEndpoints(t *testing.T) {
 	if tc.TurnID != turn.TurnID || tc.StopReason != event.StopEndTurn || tc.Usage == nil {
 		t.Fatalf("turn.completed = %+v", tc)
 	}
-	if text.String() != "echo: hi there" {
+	if text.String() != "You said: hi there" {
 		t.Fatalf("streamed text %q", text.String())
 	}
 
@@ -112,7 +133,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("Events = %+v, %v", page, err)
 	}
 	last, err := c.LastSeq(ctx, id)
-	if err != nil || last != 8 { // session.started, turn.started, user message, 4 of the echo, turn.completed
+	if err != nil || last != lastSeen { // the turn's turn.completed
 		t.Fatalf("LastSeq = %d, %v", last, err)
 	}
 
@@ -142,21 +163,24 @@ func TestEndpoints(t *testing.T) {
 func TestPermissionsAndQuestions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	script := func(tn *fakeapi.Turn) {
-		a := tn.Permission(event.PermissionRequested{Kind: event.PermCommand, Title: "Run ls"})
-		q := tn.Question(event.QuestionRequested{Prompt: "Which?", Options: []event.QuestionOption{{ID: "a", Label: "A"}}})
-		tn.Message = a.Decision + "/" + q.OptionID
-	}
-	_, c := newPair(t, fakeapi.Config{Script: script})
+	// Permission, then the command it gates, then a question: the agent
+	// says what it was answered.
+	c := newStack(t, stacktest.Options{}).Client
+	script := mockScript(t,
+		mock.Step{Kind: mock.KindPermission, Text: "Run ls"},
+		mock.Step{Kind: mock.KindCommand, Command: "true"},
+		mock.Step{Kind: mock.KindQuestion, Text: "Which?", Options: []event.QuestionOption{{ID: "a", Label: "A"}}})
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn, err := c.Send(ctx, s.ID, "go")
+	turn, err := c.Send(ctx, s.ID, script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var resolved []event.Event
+	var said []string
+	ran := false
 	tc, err := c.WaitTurn(ctx, s.ID, turn.TurnID, 0, func(ev event.Event) error {
 		p, err := ev.Decode()
 		if err != nil {
@@ -182,14 +206,21 @@ func TestPermissionsAndQuestions(t *testing.T) {
 				return err
 			}
 			resolved = append(resolved, r.Event)
+		case *event.ItemCompleted:
+			switch it := p.Item; {
+			case it.Kind == event.ItemCommand:
+				ran = it.Status == event.StatusCompleted
+			case it.Kind == event.ItemMessage && it.Role == event.RoleAssistant:
+				said = append(said, it.Text())
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc.Message != "allow/a" {
-		t.Fatalf("the script saw %q, want allow/a", tc.Message)
+	if tc.StopReason != event.StopEndTurn || !ran || !slices.Contains(said, "You answered: A") {
+		t.Fatalf("the agent saw the wrong answers: %+v, command ran %v, said %q", tc, ran, said)
 	}
 	if len(resolved) != 2 || resolved[0].Type != event.TypePermissionResolved || resolved[1].Type != event.TypeQuestionResolved || resolved[0].Seq == 0 {
 		t.Fatalf("resolved events = %+v", resolved)
@@ -203,15 +234,8 @@ func TestPermissionsAndQuestions(t *testing.T) {
 func TestProblems(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	block := make(chan struct{})
-	t.Cleanup(func() { close(block) })
-	script := func(tn *fakeapi.Turn) {
-		select {
-		case <-block:
-		case <-tn.Context().Done():
-		}
-	}
-	srv, c := newPair(t, fakeapi.Config{Token: "s3cret", Script: script}, client.WithToken("s3cret"))
+	stk := newStack(t, stacktest.Options{API: httpapi.Config{Token: "s3cret"}, ClientOptions: []client.Option{client.WithToken("s3cret")}})
+	c := stk.Client
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
 	if err != nil {
 		t.Fatal(err)
@@ -220,10 +244,10 @@ func TestProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, s.ID, "block"); err != nil {
+	if _, err := c.Send(ctx, s.ID, hang); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := client.New(srv.URL, client.WithToken("wrong-token"))
+	bad, err := client.New(stk.URL, client.WithToken("wrong-token"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +268,7 @@ func TestProblems(t *testing.T) {
 			_, err := c.AnswerPermission(ctx, s.ID, "perm_x", client.PermissionAnswer{Decision: "allow"})
 			return err
 		}, client.IsNotFound, 404, "not-found"},
-		{"wrong token", func() error { _, err := bad.Health(ctx); return err }, client.IsUnauthorized, 401, "unauthorized"},
+		{"wrong token", func() error { _, err := bad.Agents(ctx); return err }, client.IsUnauthorized, 401, "unauthorized"},
 	}
 	for _, tt := range tests {
 		err := tt.call()
@@ -385,23 +409,22 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestModels: Agent returns the agent with its models; UpdateSession
-// switches a session's model between turns, and its problems (unknown
-// agent or model, a running turn) come back typed.
+// TestModels: Agent returns the agent with the models its sessions
+// announced; UpdateSession switches a session's model between turns, and
+// its problems (unknown agent or model, a running turn) come back typed.
 func TestModels(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	block := make(chan struct{})
-	script := func(tn *fakeapi.Turn) {
-		select {
-		case <-block:
-		case <-tn.Context().Done():
-		}
-	}
 	models := []client.Choice{{ID: "m1", Name: "One"}, {ID: "m2"}}
-	_, c := newPair(t, fakeapi.Config{Script: script, Models: models})
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, catalogAgent{Adapter: mock.New(), models: models})
+	c := newStack(t, stacktest.Options{Agents: reg}).Client
+	// The engine learns the agent's models from its first session.
+	if _, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"}); err != nil {
+		t.Fatal(err)
+	}
 	a, err := c.Agent(ctx, "mock")
-	if err != nil || a.Name != "mock" || !cmp.Equal(a.Models, models) || a.DefaultModel != "m1" {
+	if err != nil || a.Name != "mock" || !gocmp.Equal(a.Models, models) || a.DefaultModel != "m1" {
 		t.Fatalf("Agent = %+v, %v", a, err)
 	}
 	if _, err := c.Agent(ctx, "nope"); !client.IsNotFound(err) {
@@ -421,14 +444,57 @@ func TestModels(t *testing.T) {
 	if _, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m9"}); !client.HasProblemType(err, client.ProblemUnknownModel) {
 		t.Fatalf("update to an unknown model = %v", err)
 	}
-	if _, err := c.Send(ctx, s.ID, "block"); err != nil {
+	if _, err := c.Send(ctx, s.ID, hang); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m1"}); !client.HasProblemType(err, client.ProblemBusy) {
 		t.Fatalf("update during a turn = %v, want busy", err)
 	}
-	close(block)
 	if _, err := c.UpdateSession(ctx, "", client.UpdateSession{Model: "m1"}); err == nil {
 		t.Fatal("update without an id succeeded")
 	}
+}
+
+// catalogAgent is the mock agent announcing models (agent.Cataloger) and
+// switching them between turns (agent.Configurer), as ACP agents do: the
+// mock itself has no models.
+type catalogAgent struct {
+	agent.Adapter
+	models []agent.Choice
+}
+
+func (a catalogAgent) Info(ctx context.Context) agent.Info {
+	in := a.Adapter.Info(ctx)
+	in.Capabilities.ModelList, in.Capabilities.ModelSwitch = true, true
+	return in
+}
+
+func (a catalogAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host) (agent.Session, error) {
+	s, err := a.Adapter.Start(ctx, cfg, h)
+	if err != nil {
+		return nil, err
+	}
+	return &catalogSession{Session: s, models: a.models, model: cmp.Or(cfg.Model, a.models[0].ID)}, nil
+}
+
+type catalogSession struct {
+	agent.Session
+	models []agent.Choice
+	mu     sync.Mutex
+	model  string
+}
+
+func (s *catalogSession) Catalog() agent.Catalog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return agent.Catalog{Models: s.models, Model: s.model}
+}
+
+func (s *catalogSession) Configure(_ context.Context, model, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if model != "" {
+		s.model = model
+	}
+	return nil
 }

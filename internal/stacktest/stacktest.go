@@ -36,7 +36,11 @@ type Options struct {
 	// Engine, when set, adjusts the engine's configuration before the
 	// engine is built (its Store and Agents are already set).
 	Engine func(*engine.Config)
-	// Wrap, when set, wraps the API's handler (e.g. with Faults).
+	// Faults, when set, injects stream faults into the API's event
+	// streams (its Later is set from the store when nil).
+	Faults *Faults
+	// Wrap, when set, wraps the API's handler (outside Faults), e.g. to
+	// answer some requests itself first.
 	Wrap func(http.Handler) http.Handler
 	// ClientOptions are given to the Stack's client.
 	ClientOptions []client.Option
@@ -78,6 +82,15 @@ func New(t testing.TB, opts Options) *Stack {
 	}
 	mgr := engine.New(cfg)
 	var h http.Handler = httpapi.New(opts.API, mgr, metrics.New(), nil)
+	if f := opts.Faults; f != nil {
+		if f.Later == nil {
+			f.Later = func(sid string, seq int64) bool {
+				evs, err := st.Events(context.Background(), sid, seq, 1)
+				return err == nil && len(evs) > 0
+			}
+		}
+		h = f.Wrap(h)
+	}
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
