@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -417,7 +415,7 @@ func TestModels(t *testing.T) {
 	ctx := t.Context()
 	models := []client.Choice{{ID: "m1", Name: "One"}, {ID: "m2"}}
 	reg := agent.NewRegistry()
-	reg.Register(mock.Name, catalogAgent{Adapter: mock.New(), models: models})
+	reg.Register(mock.Name, stacktest.WithModels(mock.New(), models))
 	c := newStack(t, stacktest.Options{Agents: reg}).Client
 	// The engine learns the agent's models from its first session.
 	if _, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"}); err != nil {
@@ -453,48 +451,4 @@ func TestModels(t *testing.T) {
 	if _, err := c.UpdateSession(ctx, "", client.UpdateSession{Model: "m1"}); err == nil {
 		t.Fatal("update without an id succeeded")
 	}
-}
-
-// catalogAgent is the mock agent announcing models (agent.Cataloger) and
-// switching them between turns (agent.Configurer), as ACP agents do: the
-// mock itself has no models.
-type catalogAgent struct {
-	agent.Adapter
-	models []agent.Choice
-}
-
-func (a catalogAgent) Info(ctx context.Context) agent.Info {
-	in := a.Adapter.Info(ctx)
-	in.Capabilities.ModelList, in.Capabilities.ModelSwitch = true, true
-	return in
-}
-
-func (a catalogAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host) (agent.Session, error) {
-	s, err := a.Adapter.Start(ctx, cfg, h)
-	if err != nil {
-		return nil, err
-	}
-	return &catalogSession{Session: s, models: a.models, model: cmp.Or(cfg.Model, a.models[0].ID)}, nil
-}
-
-type catalogSession struct {
-	agent.Session
-	models []agent.Choice
-	mu     sync.Mutex
-	model  string
-}
-
-func (s *catalogSession) Catalog() agent.Catalog {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return agent.Catalog{Models: s.models, Model: s.model}
-}
-
-func (s *catalogSession) Configure(_ context.Context, model, _ string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if model != "" {
-		s.model = model
-	}
-	return nil
 }

@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/daemon/daemontest"
+)
+
+// The network commands need sessions with a sandbox, so these tests run a
+// whole daemon (sandboxes, egress proxy, the operator's global policy)
+// rather than the engine alone.
+
+// sandboxedHarness runs a daemon with the mock agent whose global policy
+// lets sessions reach the destinations of allow through the egress proxy;
+// sessions created with a policy run in sandboxes of the process runtime.
+// It skips when this host cannot run those sandboxes.
+func sandboxedHarness(t *testing.T, allow []string) *harness {
+	t.Helper()
+	if why := (&daemontest.Host{}).Probe(t.Context()); why != "" {
+		t.Skipf("this host cannot run sandboxes: %s", why)
+	}
+	dir := t.TempDir()
+	rules, err := json.Marshal(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon's built-in global policy, with allow for its network
+	// allow rules.
+	def, err := os.ReadFile(filepath.Join("..", "daemon", "default-global-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anyHost = `allow: ["*"]`
+	if !bytes.Contains(def, []byte(anyHost)) {
+		t.Fatalf("the built-in global policy no longer says %s", anyHost)
+	}
+	global := filepath.Join(dir, "global-policy.yaml")
+	if err := os.WriteFile(global, bytes.Replace(def, []byte(anyHost), []byte("allow: "+string(rules)), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, mock.New())
+	d, err := daemon.New(t.Context(), daemon.Config{
+		Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), InsecureNoAuth: true, Agents: reg,
+		GlobalPolicy: global, Log: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon lives until t ends, not t's context.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	})
+	return &harness{t: t, url: d.URL(), env: map[string]string{EnvURL: d.URL()}, signals: make(chan chan<- os.Signal, 1)}
+}
+
+// sandboxed creates a session of the mock agent with policy and returns
+// its id.
+func (h *harness) sandboxed(t *testing.T, policy string) string {
+	t.Helper()
+	s, err := h.client().CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: json.RawMessage(policy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+func TestSessionsNetwork(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		args   []string // after "sessions network ID"
+		json   bool
+		code   int
+		stdout []string
+		stderr []string
+		allow  []string // the stored rules afterwards
+	}{
+		{
+			name: "show", code: 0, allow: []string{"api.github.com:443"},
+			stdout: []string{"Mode:     proxy\n", "Default:  deny\n", "Allow:    api.github.com:443\n", "Deny:     10.0.0.0/8\n",
+				"Live:     yes (the running sandbox's egress proxy enforces these rules)\n"},
+		},
+		{
+			name: "replace", args: []string{"--allow", "registry.npmjs.org:443", "--allow", "*.golang.org"}, allow: []string{"registry.npmjs.org:443", "*.golang.org"},
+			stdout: []string{"Allow:    registry.npmjs.org:443\n          *.golang.org\n", "Deny:     10.0.0.0/8\n", "Live:     yes"},
+		},
+		{
+			name: "clear", args: []string{"--clear"}, allow: []string{},
+			stdout: []string{"Allow:    (none)\n", "Default:  deny\n"},
+		},
+		{
+			name: "rule beyond the global policy", args: []string{"--allow", "evil.example:443"}, code: 1, allow: []string{"api.github.com:443"},
+			stderr: []string{"PUT /v1/sessions/", "/network: 422 Unprocessable Entity: sandbox policy refused: policy exceeds the global policy: network.allow[0]: \"evil.example:443\" is not covered by the global policy's allow rules"},
+		},
+		{
+			name: "--allow and --clear", args: []string{"--allow", "a.example", "--clear"}, code: ExitUsage, allow: []string{"api.github.com:443"},
+			stderr: []string{"give --allow rules or --clear, not both (see agentbox sessions network --help)"},
+		},
+		{
+			name: "empty rule", args: []string{"--allow", " "}, code: ExitUsage, allow: []string{"api.github.com:443"},
+			stderr: []string{"--allow: empty rule"},
+		},
+	}
+	h := sandboxedHarness(t, []string{"api.github.com:443", "registry.npmjs.org:443", "*.golang.org"})
+	for _, tt := range tests {
+		for _, asJSON := range []bool{false, true} {
+			name := tt.name
+			if asJSON {
+				name += " json"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				id := h.sandboxed(t, `{"version": 1, "network": {"mode": "proxy", "default": "deny", "allow": ["api.github.com:443"], "deny": ["10.0.0.0/8"]}}`)
+				args := []string{"sessions", "network", id}
+				if asJSON {
+					args = append([]string{"--json"}, args...)
+				}
+				r := h.run(t.Context(), nil, append(args, tt.args...)...)
+				if asJSON {
+					r.check(t, tt.code, nil, tt.stderr)
+					if tt.code == 0 {
+						var n client.SessionNetwork
+						if err := json.Unmarshal([]byte(r.stdout), &n); err != nil || !slices.Equal(n.Allow, tt.allow) || n.Mode != "proxy" || !n.Live {
+							t.Errorf("--json: %+v, %v\n%s", n, err, r.stdout)
+						}
+						if tt.allow != nil && len(tt.allow) == 0 && !strings.Contains(r.stdout, `"allow": []`) {
+							t.Errorf("no rules should print \"allow\": []:\n%s", r.stdout)
+						}
+					}
+				} else {
+					r.check(t, tt.code, tt.stdout, tt.stderr)
+				}
+				if tt.code != 0 && r.stdout != "" {
+					t.Errorf("stdout on failure: %q", r.stdout)
+				}
+				n, err := h.client().Network(t.Context(), id)
+				if err != nil || !slices.Equal(n.Allow, tt.allow) {
+					t.Errorf("stored rules %q, %v; want %q", n.Allow, err, tt.allow)
+				}
+			})
+		}
+	}
+}
+
+func TestSessionsNetworkErrors(t *testing.T) {
+	t.Parallel()
+	h := sandboxedHarness(t, []string{"*"})
+	ctx := t.Context()
+	c := h.client()
+	// Created without a policy, so without a sandbox.
+	ps, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := ps.ID
+	// Created with a policy, so sandboxed; strict's mode none has no proxy.
+	boxed, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock", Policy: json.RawMessage(`"strict"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSession(ctx, boxed.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args   []string
+		code   int
+		stdout []string
+		stderr string
+	}{
+		{[]string{plain}, 1, nil, "GET /v1/sessions/" + plain + "/network: 409 Conflict: session has no sandbox: session " + plain + " has no sandbox, so no network rules (only a session created with a policy"},
+		{[]string{plain, "--clear"}, 1, nil, "PUT /v1/sessions/" + plain + "/network: 409 Conflict"},
+		{[]string{"--json", plain}, 1, nil, "409 Conflict"},
+		{[]string{"ses_nope"}, 1, nil, "GET /v1/sessions/ses_nope/network: 404 Not Found"},
+		{[]string{"ses_nope", "--allow", "a.example"}, 1, nil, "PUT /v1/sessions/ses_nope/network: 404 Not Found"},
+		{[]string{boxed.ID}, 0, []string{"Mode:     none\n", "Default:  deny\n", "Allow:    (none)\n", "Deny:     (none)\n", "Live:     no (they apply from the session's next start: agentbox sessions resume " + boxed.ID + ")"}, ""},
+		{[]string{boxed.ID, "--allow", "a.example"}, 1, nil, "422 Unprocessable Entity: sandbox policy refused: the session's network mode is none, which has no egress proxy"},
+		{nil, ExitUsage, nil, "accepts 1 arg(s), received 0 (see agentbox sessions network --help)"},
+		{[]string{"a", "b"}, ExitUsage, nil, "accepts 1 arg(s), received 2"},
+	} {
+		r := h.run(ctx, nil, append([]string{"sessions", "network"}, tt.args...)...)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("%v: code %d, stderr %q; want %d and %q", tt.args, r.code, r.stderr, tt.code, tt.stderr)
+		}
+		for _, s := range tt.stdout {
+			if !strings.Contains(r.stdout, s) {
+				t.Errorf("%v: stdout lacks %q:\n%s", tt.args, s, r.stdout)
+			}
+		}
+	}
+	var p struct{ Mode string }
+	r := h.run(ctx, nil, "--json", "sessions", "network", boxed.ID)
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p.Mode != "none" || !strings.Contains(r.stdout, `"live": false`) {
+		t.Errorf("--json of an ended session: %v\n%s", err, r.stdout)
+	}
+}
+
+// TestSessionsShowSandboxed: sessions show says how a sandboxed session is
+// confined (runtime, mechanisms, policy hash), as the daemon reports it.
+func TestSessionsShowSandboxed(t *testing.T) {
+	t.Parallel()
+	h := sandboxedHarness(t, []string{"*"})
+	id := h.sandboxed(t, `"agent-default"`)
+	s, err := h.client().GetSession(t.Context(), id)
+	if err != nil || !s.Sandboxed || s.Sandbox == nil || len(s.Sandbox.Mechanisms) == 0 || s.Sandbox.PolicyHash == "" {
+		t.Fatalf("session %+v, %v", s, err)
+	}
+	r := h.run(t.Context(), nil, "sessions", "show", id)
+	r.check(t, 0, []string{"Sandboxed:", "yes", "Sandbox runtime:", "process", "Sandbox mechanisms:", strings.Join(s.Sandbox.Mechanisms, ", "),
+		"Policy hash:", s.Sandbox.PolicyHash}, nil)
+}
