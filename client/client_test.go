@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/stacktest"
+	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -36,6 +37,8 @@ func newStack(t *testing.T, opts stacktest.Options) *stacktest.Stack {
 		opts.Agents = agent.NewRegistry()
 		opts.Agents.Register(mock.Name, mock.New())
 	}
+	// The SDK cannot see a power failure: writes need not wait for the disk.
+	opts.Store.Sync = sqlite.SyncNormal
 	return stacktest.New(t, opts)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,10 +24,19 @@ import (
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/stacktest"
+	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	stopSandboxDaemon()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // harness runs commands against the real stack (internal/stacktest) with
@@ -54,6 +64,8 @@ func newHarness(t *testing.T, opts stacktest.Options) *harness {
 		opts.Agents = agent.NewRegistry()
 		opts.Agents.Register(mock.Name, mock.New())
 	}
+	// The CLI cannot see a power failure: writes need not wait for the disk.
+	opts.Store.Sync = sqlite.SyncNormal
 	secrets := egress.NewSecrets()
 	if opts.API.Secrets == nil {
 		opts.API.Secrets = secrets

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentbox/agentbox/client"
@@ -22,63 +24,106 @@ import (
 // whole daemon (sandboxes, egress proxy, the operator's global policy)
 // rather than the engine alone.
 
-// sandboxedHarness runs a daemon with the mock agent whose global policy
-// lets sessions reach the destinations of allow through the egress proxy;
-// sessions created with a policy run in sandboxes of the process runtime.
-// It skips when this host cannot run those sandboxes.
-func sandboxedHarness(t *testing.T, allow []string) *harness {
+// sandboxAllow is the global policy's network allow list of the daemon
+// sandboxedHarness serves.
+var sandboxAllow = []string{"api.github.com:443", "registry.npmjs.org:443", "*.golang.org"}
+
+// sandboxDaemon is the one daemon the tests of sandboxed sessions share
+// (a daemon's start and stop cost more than the tests): started by the
+// first of them, stopped by TestMain.
+var sandboxDaemon struct {
+	once sync.Once
+	url  string
+	skip string // why this host cannot run it
+	err  error
+	stop func()
+}
+
+// sandboxedHarness returns a harness of the shared daemon with the mock
+// agent, whose global policy lets sessions reach sandboxAllow through the
+// egress proxy; sessions created with a policy run in sandboxes of the
+// process runtime. It skips when this host cannot run those sandboxes.
+func sandboxedHarness(t *testing.T) *harness {
 	t.Helper()
-	if why := (&daemontest.Host{}).Probe(t.Context()); why != "" {
-		t.Skipf("this host cannot run sandboxes: %s", why)
+	d := &sandboxDaemon
+	d.once.Do(func() { d.url, d.skip, d.stop, d.err = startSandboxDaemon() })
+	switch {
+	case d.skip != "":
+		t.Skipf("this host cannot run sandboxes: %s", d.skip)
+	case d.err != nil:
+		t.Fatal(d.err)
 	}
-	dir := t.TempDir()
-	rules, err := json.Marshal(allow)
+	return &harness{t: t, url: d.url, env: map[string]string{EnvURL: d.url}, signals: make(chan chan<- os.Signal, 1)}
+}
+
+// stopSandboxDaemon stops the shared daemon if it was started.
+func stopSandboxDaemon() {
+	if sandboxDaemon.stop != nil {
+		sandboxDaemon.stop()
+	}
+}
+
+func startSandboxDaemon() (url, skip string, stop func(), err error) {
+	ctx := context.Background()
+	if why := (&daemontest.Host{}).Probe(ctx); why != "" {
+		return "", why, nil, nil
+	}
+	dir, err := os.MkdirTemp("", "agentbox-cli-test-")
 	if err != nil {
-		t.Fatal(err)
+		return "", "", nil, err
 	}
-	// The daemon's built-in global policy, with allow for its network
-	// allow rules.
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	rules, err := json.Marshal(sandboxAllow)
+	if err != nil {
+		return "", "", nil, err
+	}
+	// The daemon's built-in global policy, with sandboxAllow for its
+	// network allow rules.
 	def, err := os.ReadFile(filepath.Join("..", "daemon", "default-global-policy.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		return "", "", nil, err
 	}
 	const anyHost = `allow: ["*"]`
 	if !bytes.Contains(def, []byte(anyHost)) {
-		t.Fatalf("the built-in global policy no longer says %s", anyHost)
+		return "", "", nil, fmt.Errorf("the built-in global policy no longer says %s", anyHost)
 	}
 	global := filepath.Join(dir, "global-policy.yaml")
 	if err := os.WriteFile(global, bytes.Replace(def, []byte(anyHost), []byte("allow: "+string(rules)), 1), 0o600); err != nil {
-		t.Fatal(err)
+		return "", "", nil, err
 	}
 	reg := agent.NewRegistry()
 	reg.Register(mock.Name, mock.New())
-	d, err := daemon.New(t.Context(), daemon.Config{
+	d, err := daemon.New(ctx, daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), InsecureNoAuth: true, Agents: reg,
 		GlobalPolicy: global, Log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		t.Fatal(err)
+		return "", "", nil, err
 	}
-	// The daemon lives until t ends, not t's context.
-	ctx, cancel := context.WithCancel(context.Background())
+	// The daemon lives until TestMain stops it, not a test's context.
+	sctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.Serve(ctx) }()
-	t.Cleanup(func() {
+	go func() { done <- d.Serve(sctx) }()
+	return d.URL(), "", func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
+			fmt.Fprintf(os.Stderr, "the sandboxed sessions' daemon: %v\n", err)
 		}
-	})
-	return &harness{t: t, url: d.URL(), env: map[string]string{EnvURL: d.URL()}, signals: make(chan chan<- os.Signal, 1)}
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 // sandboxed creates a session of the mock agent with policy and returns
-// its id.
+// its id ("" and an error on t when it cannot).
 func (h *harness) sandboxed(t *testing.T, policy string) string {
 	t.Helper()
 	s, err := h.client().CreateSession(t.Context(), client.CreateSession{Agent: "mock", Policy: json.RawMessage(policy)})
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err) // may run on another goroutine than the test's
 	}
 	return s.ID
 }
@@ -120,16 +165,39 @@ func TestSessionsNetwork(t *testing.T) {
 			stderr: []string{"--allow: empty rule"},
 		},
 	}
-	h := sandboxedHarness(t, []string{"api.github.com:443", "registry.npmjs.org:443", "*.golang.org"})
-	for _, tt := range tests {
-		for _, asJSON := range []bool{false, true} {
+	h := sandboxedHarness(t)
+	// A session of its own for each subtest that changes the rules, one
+	// for all the others; their sandboxes start at once (a start is mostly
+	// waiting).
+	const policy = `{"version": 1, "network": {"mode": "proxy", "default": "deny", "allow": ["api.github.com:443"], "deny": ["10.0.0.0/8"]}}`
+	changes := func(tt int) bool { return tests[tt].code == 0 && len(tests[tt].args) > 0 }
+	ids := make([][2]string, len(tests))
+	var shared string
+	var wg sync.WaitGroup
+	wg.Go(func() { shared = h.sandboxed(t, policy) })
+	for i := range tests {
+		if changes(i) {
+			for j := range 2 {
+				wg.Go(func() { ids[i][j] = h.sandboxed(t, policy) })
+			}
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i, tt := range tests {
+		for j, asJSON := range []bool{false, true} {
+			id := shared
+			if changes(i) {
+				id = ids[i][j]
+			}
 			name := tt.name
 			if asJSON {
 				name += " json"
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				id := h.sandboxed(t, `{"version": 1, "network": {"mode": "proxy", "default": "deny", "allow": ["api.github.com:443"], "deny": ["10.0.0.0/8"]}}`)
 				args := []string{"sessions", "network", id}
 				if asJSON {
 					args = append([]string{"--json"}, args...)
@@ -163,7 +231,7 @@ func TestSessionsNetwork(t *testing.T) {
 
 func TestSessionsNetworkErrors(t *testing.T) {
 	t.Parallel()
-	h := sandboxedHarness(t, []string{"*"})
+	h := sandboxedHarness(t)
 	ctx := t.Context()
 	c := h.client()
 	// Created without a policy, so without a sandbox.
@@ -217,8 +285,8 @@ func TestSessionsNetworkErrors(t *testing.T) {
 // confined (runtime, mechanisms, policy hash), as the daemon reports it.
 func TestSessionsShowSandboxed(t *testing.T) {
 	t.Parallel()
-	h := sandboxedHarness(t, []string{"*"})
-	id := h.sandboxed(t, `"agent-default"`)
+	h := sandboxedHarness(t)
+	id := h.sandboxed(t, `{"version": 1}`)
 	s, err := h.client().GetSession(t.Context(), id)
 	if err != nil || !s.Sandboxed || s.Sandbox == nil || len(s.Sandbox.Mechanisms) == 0 || s.Sandbox.PolicyHash == "" {
 		t.Fatalf("session %+v, %v", s, err)

@@ -33,6 +33,10 @@ type Options struct {
 	Agents *agent.Registry
 	// API configures the HTTP API (token, heartbeat, retry, secrets, …).
 	API httpapi.Config
+	// Store configures the SQLite store (its defaults: every write synced
+	// to disk before it is acknowledged). Tests of the API's clients, which
+	// cannot see a power failure, may take sqlite.SyncNormal.
+	Store sqlite.Options
 	// Engine, when set, adjusts the engine's configuration before the
 	// engine is built (its Store and Agents are already set).
 	Engine func(*engine.Config)
@@ -72,7 +76,7 @@ func New(t testing.TB, opts Options) *Stack {
 		t.Fatal("stacktest: Options needs Agents")
 	}
 	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "agentbox.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "agentbox.db"), opts.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
