@@ -12,8 +12,8 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 // floodScript opens n connections through the sandbox's egress proxy, each

@@ -131,9 +131,6 @@ var allowances = []allowance{
 	{"internal/httpapi/routes.go", "internal/store", "httpapi speaks store record types"},
 	// The conformance stack moves out of the agent tree (internal/agenttest,
 	// internal/stacktest).
-	{"internal/agent/agenttest/host.go", "internal/engine", "the conformance stack lives in the agent tree"},
-	{"internal/agent/agenttest/host.go", "internal/httpapi", "the conformance stack lives in the agent tree"},
-	{"internal/agent/agenttest/host.go", "internal/store/sqlite", "the conformance stack lives in the agent tree"},
 	// textdiff is a leaf that belongs outside the agent tree.
 	{"internal/sandbox/workspace/review.go", "internal/agent/textdiff", "the review diff uses the agents' text diff"},
 }

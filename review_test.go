@@ -13,8 +13,8 @@ import (
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 // TestReviewHeldChangesEndToEnd runs a sandboxed mock session that writes

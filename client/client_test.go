@@ -8,37 +8,61 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/reexec"
+	"github.com/agentbox/agentbox/internal/stacktest"
+	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
+	// The mock agent's commands run under the agent-tree supervisor, a
+	// re-execution of this binary.
+	reexec.Init()
 	goleak.VerifyTestMain(m)
 }
 
-// newPair starts a fake and a client for it.
-func newPair(t *testing.T, cfg fakeapi.Config, opts ...client.Option) (*fakeapi.Server, *client.Client) {
+// newStack serves the real stack (internal/stacktest) with the mock agent
+// (or opts.Agents); its Client has opts.ClientOptions.
+func newStack(t *testing.T, opts stacktest.Options) *stacktest.Stack {
 	t.Helper()
-	srv := fakeapi.New(t, cfg)
-	c, err := client.New(srv.URL, opts...)
+	if opts.Agents == nil {
+		opts.Agents = agent.NewRegistry()
+		opts.Agents.Register(mock.Name, mock.New())
+	}
+	// The SDK cannot see a power failure: writes need not wait for the disk.
+	opts.Store.Sync = sqlite.SyncNormal
+	return stacktest.New(t, opts)
+}
+
+// mockScript is the text that makes the mock agent run steps.
+func mockScript(t *testing.T, steps ...mock.Step) string {
+	t.Helper()
+	b, err := json.Marshal(steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, c
+	return "/mock " + string(b)
 }
+
+// hang is a message whose turn runs until it is interrupted.
+const hang = "/scenario sleep 1h"
 
 func TestEndpoints(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	_, c := newPair(t, fakeapi.Config{})
+	c := newStack(t, stacktest.Options{}).Client
 
 	h, err := c.Health(ctx)
 	if err != nil || h.Status != "ok" || h.SchemaVersion != event.SchemaVersion {
@@ -77,7 +101,7 @@ func TestEndpoints(t *testing.T) {
 		}
 		opts.Before = page.NextBefore
 	}
-	if want := []string{ids[2], ids[1], ids[0]}; !cmp.Equal(listed, want) {
+	if want := []string{ids[2], ids[1], ids[0]}; !gocmp.Equal(listed, want) {
 		t.Fatalf("listed %v, want %v", listed, want)
 	}
 
@@ -87,7 +111,9 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("Send = %+v, %v", turn, err)
 	}
 	var text strings.Builder
+	var lastSeen int64
 	tc, err := c.WaitTurn(ctx, id, turn.TurnID, 1, func(ev event.Event) error {
+		lastSeen = ev.Seq
 		if ev.Type == event.TypeItemDelta {
 			p, err := ev.Decode()
 			if err != nil {
@@ -103,7 +129,7 @@ func TestEndpoints(t *testing.T) {
 	if tc.TurnID != turn.TurnID || tc.StopReason != event.StopEndTurn || tc.Usage == nil {
 		t.Fatalf("turn.completed = %+v", tc)
 	}
-	if text.String() != "echo: hi there" {
+	if text.String() != "You said: hi there" {
 		t.Fatalf("streamed text %q", text.String())
 	}
 
@@ -112,7 +138,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("Events = %+v, %v", page, err)
 	}
 	last, err := c.LastSeq(ctx, id)
-	if err != nil || last != 8 { // session.started, turn.started, user message, 4 of the echo, turn.completed
+	if err != nil || last != lastSeen { // the turn's turn.completed
 		t.Fatalf("LastSeq = %d, %v", last, err)
 	}
 
@@ -142,21 +168,24 @@ func TestEndpoints(t *testing.T) {
 func TestPermissionsAndQuestions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	script := func(tn *fakeapi.Turn) {
-		a := tn.Permission(event.PermissionRequested{Kind: event.PermCommand, Title: "Run ls"})
-		q := tn.Question(event.QuestionRequested{Prompt: "Which?", Options: []event.QuestionOption{{ID: "a", Label: "A"}}})
-		tn.Message = a.Decision + "/" + q.OptionID
-	}
-	_, c := newPair(t, fakeapi.Config{Script: script})
+	// Permission, then the command it gates, then a question: the agent
+	// says what it was answered.
+	c := newStack(t, stacktest.Options{}).Client
+	script := mockScript(t,
+		mock.Step{Kind: mock.KindPermission, Text: "Run ls"},
+		mock.Step{Kind: mock.KindCommand, Command: "true"},
+		mock.Step{Kind: mock.KindQuestion, Text: "Which?", Options: []event.QuestionOption{{ID: "a", Label: "A"}}})
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn, err := c.Send(ctx, s.ID, "go")
+	turn, err := c.Send(ctx, s.ID, script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var resolved []event.Event
+	var said []string
+	ran := false
 	tc, err := c.WaitTurn(ctx, s.ID, turn.TurnID, 0, func(ev event.Event) error {
 		p, err := ev.Decode()
 		if err != nil {
@@ -182,14 +211,21 @@ func TestPermissionsAndQuestions(t *testing.T) {
 				return err
 			}
 			resolved = append(resolved, r.Event)
+		case *event.ItemCompleted:
+			switch it := p.Item; {
+			case it.Kind == event.ItemCommand:
+				ran = it.Status == event.StatusCompleted
+			case it.Kind == event.ItemMessage && it.Role == event.RoleAssistant:
+				said = append(said, it.Text())
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc.Message != "allow/a" {
-		t.Fatalf("the script saw %q, want allow/a", tc.Message)
+	if tc.StopReason != event.StopEndTurn || !ran || !slices.Contains(said, "You answered: A") {
+		t.Fatalf("the agent saw the wrong answers: %+v, command ran %v, said %q", tc, ran, said)
 	}
 	if len(resolved) != 2 || resolved[0].Type != event.TypePermissionResolved || resolved[1].Type != event.TypeQuestionResolved || resolved[0].Seq == 0 {
 		t.Fatalf("resolved events = %+v", resolved)
@@ -203,15 +239,8 @@ func TestPermissionsAndQuestions(t *testing.T) {
 func TestProblems(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	block := make(chan struct{})
-	t.Cleanup(func() { close(block) })
-	script := func(tn *fakeapi.Turn) {
-		select {
-		case <-block:
-		case <-tn.Context().Done():
-		}
-	}
-	srv, c := newPair(t, fakeapi.Config{Token: "s3cret", Script: script}, client.WithToken("s3cret"))
+	stk := newStack(t, stacktest.Options{API: httpapi.Config{Token: "s3cret"}, ClientOptions: []client.Option{client.WithToken("s3cret")}})
+	c := stk.Client
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
 	if err != nil {
 		t.Fatal(err)
@@ -220,10 +249,10 @@ func TestProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, s.ID, "block"); err != nil {
+	if _, err := c.Send(ctx, s.ID, hang); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := client.New(srv.URL, client.WithToken("wrong-token"))
+	bad, err := client.New(stk.URL, client.WithToken("wrong-token"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +273,7 @@ func TestProblems(t *testing.T) {
 			_, err := c.AnswerPermission(ctx, s.ID, "perm_x", client.PermissionAnswer{Decision: "allow"})
 			return err
 		}, client.IsNotFound, 404, "not-found"},
-		{"wrong token", func() error { _, err := bad.Health(ctx); return err }, client.IsUnauthorized, 401, "unauthorized"},
+		{"wrong token", func() error { _, err := bad.Agents(ctx); return err }, client.IsUnauthorized, 401, "unauthorized"},
 	}
 	for _, tt := range tests {
 		err := tt.call()
@@ -385,23 +414,22 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestModels: Agent returns the agent with its models; UpdateSession
-// switches a session's model between turns, and its problems (unknown
-// agent or model, a running turn) come back typed.
+// TestModels: Agent returns the agent with the models its sessions
+// announced; UpdateSession switches a session's model between turns, and
+// its problems (unknown agent or model, a running turn) come back typed.
 func TestModels(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	block := make(chan struct{})
-	script := func(tn *fakeapi.Turn) {
-		select {
-		case <-block:
-		case <-tn.Context().Done():
-		}
-	}
 	models := []client.Choice{{ID: "m1", Name: "One"}, {ID: "m2"}}
-	_, c := newPair(t, fakeapi.Config{Script: script, Models: models})
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, stacktest.WithModels(mock.New(), models))
+	c := newStack(t, stacktest.Options{Agents: reg}).Client
+	// The engine learns the agent's models from its first session.
+	if _, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"}); err != nil {
+		t.Fatal(err)
+	}
 	a, err := c.Agent(ctx, "mock")
-	if err != nil || a.Name != "mock" || !cmp.Equal(a.Models, models) || a.DefaultModel != "m1" {
+	if err != nil || a.Name != "mock" || !gocmp.Equal(a.Models, models) || a.DefaultModel != "m1" {
 		t.Fatalf("Agent = %+v, %v", a, err)
 	}
 	if _, err := c.Agent(ctx, "nope"); !client.IsNotFound(err) {
@@ -421,13 +449,12 @@ func TestModels(t *testing.T) {
 	if _, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m9"}); !client.HasProblemType(err, client.ProblemUnknownModel) {
 		t.Fatalf("update to an unknown model = %v", err)
 	}
-	if _, err := c.Send(ctx, s.ID, "block"); err != nil {
+	if _, err := c.Send(ctx, s.ID, hang); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.UpdateSession(ctx, s.ID, client.UpdateSession{Model: "m1"}); !client.HasProblemType(err, client.ProblemBusy) {
 		t.Fatalf("update during a turn = %v, want busy", err)
 	}
-	close(block)
 	if _, err := c.UpdateSession(ctx, "", client.UpdateSession{Model: "m1"}); err == nil {
 		t.Fatal("update without an id succeeded")
 	}

@@ -19,19 +19,50 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
 // fast makes reconnection quick enough for tests.
 var fast = client.WithBackoff(time.Millisecond, 20*time.Millisecond)
 
-// deltas returns n item.delta payloads numbered from 0.
-func deltas(n int) []event.Payload {
-	out := make([]event.Payload, n)
-	for i := range out {
-		out[i] = &event.ItemDelta{ItemID: "it", Field: event.DeltaText, Delta: fmt.Sprint(i)}
+// addSession creates an idle session of the mock agent and returns its id
+// and the seq of its last event.
+func addSession(t *testing.T, s *stacktest.Stack) (string, int64) {
+	t.Helper()
+	ses, err := s.Client.CreateSession(t.Context(), client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	last, err := s.Client.LastSeq(t.Context(), ses.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ses.ID, last
+}
+
+// appendDeltas appends n item.delta events numbered from 0 to a session's
+// log in the stack's store, where the engine appends what its agent emits;
+// the API streams them like any other.
+func appendDeltas(t *testing.T, s *stacktest.Stack, id string, n int) {
+	t.Helper()
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = event.New(event.SourceAgent, &event.ItemDelta{ItemID: "it", Field: event.DeltaText, Delta: fmt.Sprint(i)})
+	}
+	if _, err := s.Store.Append(context.Background(), id, evs...); err != nil {
+		t.Error(err)
+	}
+}
+
+// logOf returns a session's whole log from the store.
+func logOf(t *testing.T, s *stacktest.Stack, id string) []event.Event {
+	t.Helper()
+	evs, err := s.Store.Events(t.Context(), id, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
 
 // collect reads a stream until it ends.
@@ -48,49 +79,48 @@ func TestStreamSurvivesAFaultyServer(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
-			srv, c := newPair(t, fakeapi.Config{
-				Faults: fakeapi.Faults{Seed: seed, Drop: 0.04, Duplicate: 0.1, Skip: 0.05, Vary: true},
-				Retry:  time.Millisecond,
-			})
-			id := srv.AddSession()
+			faults := &stacktest.Faults{Seed: seed, Cut: 0.04, Duplicate: 0.1, Skip: 0.05, Vary: true}
+			stk := newStack(t, stacktest.Options{Faults: faults, API: httpapi.Config{Retry: time.Millisecond}})
+			c := stk.Client
+			id, base := addSession(t, stk)
 			const total = 600
-			srv.Append(id, deltas(total/2)...)
+			appendDeltas(t, stk, id, total/2)
 			// The rest arrives while the client reads, in small bursts.
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for i := 0; i < total/2; i += 10 {
-					srv.Append(id, deltas(10)...)
+					appendDeltas(t, stk, id, 10)
 					time.Sleep(time.Millisecond)
 				}
 			})
 			var reconnects atomic.Int64
 			st := c.Stream(t.Context(), id, 0, fast,
-				client.Until(func(ev event.Event) bool { return ev.Seq == total }),
+				client.Until(func(ev event.Event) bool { return ev.Seq == base+total }),
 				client.OnReconnect(func(int, error, time.Duration) { reconnects.Add(1) }))
 			got := collect(st)
 			wg.Wait()
 			if err := st.Err(); err != nil {
 				t.Fatalf("stream error: %v", err)
 			}
-			if diff := cmp.Diff(srv.Events(id), got, compactJSON); diff != "" {
+			if diff := cmp.Diff(logOf(t, stk, id), got, compactJSON); diff != "" {
 				t.Fatalf("events differ from the log (-log +got):\n%s", diff)
 			}
-			if srv.StreamConnections() < 2 || reconnects.Load() == 0 {
-				t.Fatalf("the fake dropped nothing: %d connections, %d reconnects", srv.StreamConnections(), reconnects.Load())
+			if faults.Connections() < 2 || reconnects.Load() == 0 {
+				t.Fatalf("the faults cut nothing: %d connections, %d reconnects", faults.Connections(), reconnects.Load())
 			}
-			t.Logf("%d connections", srv.StreamConnections())
+			t.Logf("%d connections", faults.Connections())
 		})
 	}
 }
 
 func TestStreamResumesFromAfter(t *testing.T) {
 	t.Parallel()
-	srv, c := newPair(t, fakeapi.Config{})
-	id := srv.AddSession()
-	srv.Append(id, deltas(10)...)
-	st := c.Stream(t.Context(), id, 7, client.Until(func(ev event.Event) bool { return ev.Seq == 10 }))
+	stk := newStack(t, stacktest.Options{})
+	id, base := addSession(t, stk)
+	appendDeltas(t, stk, id, 10)
+	st := stk.Client.Stream(t.Context(), id, base+7, client.Until(func(ev event.Event) bool { return ev.Seq == base+10 }))
 	got := collect(st)
-	if st.Err() != nil || len(got) != 3 || got[0].Seq != 8 || st.LastSeq() != 10 {
+	if st.Err() != nil || len(got) != 3 || got[0].Seq != base+8 || st.LastSeq() != base+10 {
 		t.Fatalf("got %d events from %v, err %v", len(got), got, st.Err())
 	}
 	if st.Next() {
@@ -100,52 +130,35 @@ func TestStreamResumesFromAfter(t *testing.T) {
 
 func TestStreamFillsGaps(t *testing.T) {
 	t.Parallel()
-	srv := fakeapi.New(t, fakeapi.Config{})
-	id := srv.AddSession()
-	srv.Append(id, deltas(6)...)
-	var streams atomic.Int64
-	// The stream endpoint leaves out seq 3 and 4; the page endpoint is the
-	// fake's.
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/stream") {
-			srv.Config.Handler.ServeHTTP(w, r)
-			return
-		}
-		streams.Add(1)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range srv.Events(id) {
-			if ev.Seq == 3 || ev.Seq == 4 {
-				continue
-			}
-			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, mustJSON(t, ev))
-		}
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}))
-	t.Cleanup(ts.Close)
-	c, err := client.New(ts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := c.Stream(t.Context(), id, 0, client.Until(func(ev event.Event) bool { return ev.Seq == 6 }))
+	// The stream leaves out the third and fourth delta; the page endpoint
+	// is the real one.
+	var base int64
+	faults := &stacktest.Faults{SkipSeq: func(seq int64) bool { return seq == base+3 || seq == base+4 }}
+	stk := newStack(t, stacktest.Options{Faults: faults})
+	id, b := addSession(t, stk)
+	base = b
+	appendDeltas(t, stk, id, 6)
+	st := stk.Client.Stream(t.Context(), id, 0, client.Until(func(ev event.Event) bool { return ev.Seq == base+6 }))
 	got := collect(st)
-	if diff := cmp.Diff(srv.Events(id), got); diff != "" || st.Err() != nil {
+	if diff := cmp.Diff(logOf(t, stk, id), got); diff != "" || st.Err() != nil {
 		t.Fatalf("err %v; (-log +got):\n%s", st.Err(), diff)
 	}
-	if streams.Load() != 1 {
-		t.Fatalf("%d stream connections; the gap should be filled without reconnecting", streams.Load())
+	if faults.Connections() != 1 {
+		t.Fatalf("%d stream connections; the gap should be filled without reconnecting", faults.Connections())
 	}
 }
 
 func TestStreamPermanentErrors(t *testing.T) {
 	t.Parallel()
-	srv, c := newPair(t, fakeapi.Config{Token: "t"}, client.WithToken("t"))
+	stk := newStack(t, stacktest.Options{API: httpapi.Config{Token: "t"}, ClientOptions: []client.Option{client.WithToken("t")}})
+	c := stk.Client
 	st := c.Stream(t.Context(), "ses_missing", 0, fast)
 	if st.Next() || !client.IsNotFound(st.Err()) {
 		t.Fatalf("unknown session: err %v", st.Err())
 	}
-	bad, _ := client.New(srv.URL, client.WithToken("nope"))
-	st = bad.Stream(t.Context(), srv.AddSession(), 0, fast)
+	bad, _ := client.New(stk.URL, client.WithToken("nope"))
+	id, _ := addSession(t, stk)
+	st = bad.Stream(t.Context(), id, 0, fast)
 	if st.Next() || !client.IsUnauthorized(st.Err()) {
 		t.Fatalf("bad token: err %v", st.Err())
 	}
@@ -175,28 +188,34 @@ func TestStreamPermanentErrors(t *testing.T) {
 
 func TestStreamRetriesTemporaryErrors(t *testing.T) {
 	t.Parallel()
-	srv := fakeapi.New(t, fakeapi.Config{})
-	id := srv.AddSession()
-	srv.Append(id, deltas(3)...)
+	// The first two stream requests meet a daemon shutting down and a
+	// proxy's rate limit; the rest reach the real server.
 	var calls atomic.Int64
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch calls.Add(1) {
-		case 1:
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, `{"type":"https://agentbox.dev/problems/shutting-down","title":"Service Unavailable","status":503}`)
-		case 2:
-			w.WriteHeader(http.StatusTooManyRequests)
-		default:
-			srv.Config.Handler.ServeHTTP(w, r)
-		}
-	}))
-	t.Cleanup(ts.Close)
-	c, _ := client.New(ts.URL)
+	stk := newStack(t, stacktest.Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/events/stream") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			switch calls.Add(1) {
+			case 1:
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"type":"https://agentbox.dev/problems/shutting-down","title":"Service Unavailable","status":503}`)
+			case 2:
+				w.WriteHeader(http.StatusTooManyRequests)
+			default:
+				h.ServeHTTP(w, r)
+			}
+		})
+	}})
+	c := stk.Client
+	id, base := addSession(t, stk)
+	appendDeltas(t, stk, id, 3)
 	var errs []error
-	st := c.Stream(t.Context(), id, 0, fast,
+	st := c.Stream(t.Context(), id, base, fast,
 		client.OnReconnect(func(_ int, err error, _ time.Duration) { errs = append(errs, err) }),
-		client.Until(func(ev event.Event) bool { return ev.Seq == 3 }))
+		client.Until(func(ev event.Event) bool { return ev.Seq == base+3 }))
 	if got := collect(st); len(got) != 3 || st.Err() != nil {
 		t.Fatalf("got %d events, err %v", len(got), st.Err())
 	}
@@ -219,23 +238,25 @@ func TestStreamRetriesTemporaryErrors(t *testing.T) {
 
 func TestStreamIdleTimeout(t *testing.T) {
 	t.Parallel()
-	srv := fakeapi.New(t, fakeapi.Config{})
-	id := srv.AddSession()
-	srv.Append(id, deltas(1)...)
+	// The first stream request meets a connection that stalls after the
+	// headers; the rest reach the real server.
 	var calls atomic.Int64
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) == 1 { // a connection that stalls after the headers
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-			return
-		}
-		srv.Config.Handler.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	c, _ := client.New(ts.URL)
+	stk := newStack(t, stacktest.Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/events/stream") && calls.Add(1) == 1 {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	c := stk.Client
+	id, base := addSession(t, stk)
+	appendDeltas(t, stk, id, 1)
 	var cause error
-	st := c.Stream(t.Context(), id, 0, fast, client.WithIdleTimeout(50*time.Millisecond),
+	st := c.Stream(t.Context(), id, base, fast, client.WithIdleTimeout(50*time.Millisecond),
 		client.OnReconnect(func(_ int, err error, _ time.Duration) { cause = err }),
 		client.Until(func(event.Event) bool { return true }))
 	if got := collect(st); len(got) != 1 || st.Err() != nil {
@@ -248,14 +269,15 @@ func TestStreamIdleTimeout(t *testing.T) {
 
 func TestStreamStopsOnContext(t *testing.T) {
 	t.Parallel()
-	srv, c := newPair(t, fakeapi.Config{})
-	id := srv.AddSession()
+	stk := newStack(t, stacktest.Options{})
+	c := stk.Client
+	id, base := addSession(t, stk)
 	ctx, cancel := context.WithCancel(t.Context())
-	st := c.Stream(ctx, id, 0)
+	st := c.Stream(ctx, id, base)
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
 	if st.Next() {
-		t.Fatal("an event from an empty session")
+		t.Fatal("an event from an idle session, after its last")
 	}
 	if !errors.Is(st.Err(), context.Canceled) || time.Since(start) > 5*time.Second {
 		t.Fatalf("err %v after %v", st.Err(), time.Since(start))
@@ -274,9 +296,10 @@ func TestStreamStopsOnContext(t *testing.T) {
 
 func TestStreamAll(t *testing.T) {
 	t.Parallel()
-	srv, c := newPair(t, fakeapi.Config{})
-	id := srv.AddSession()
-	srv.Append(id, deltas(5)...)
+	stk := newStack(t, stacktest.Options{})
+	c := stk.Client
+	id, _ := addSession(t, stk)
+	appendDeltas(t, stk, id, 5)
 	var seqs []int64
 	for ev, err := range c.Stream(t.Context(), id, 0).All() {
 		if err != nil {
@@ -302,18 +325,7 @@ func TestStreamAll(t *testing.T) {
 func TestWaitTurn(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	release := make(chan struct{})
-	script := func(tn *fakeapi.Turn) {
-		if tn.Text == "hang" {
-			select {
-			case <-release:
-			case <-tn.Context().Done():
-			}
-			return
-		}
-		fakeapi.Echo(tn)
-	}
-	_, c := newPair(t, fakeapi.Config{Script: script})
+	c := newStack(t, stacktest.Options{}).Client
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
 	if err != nil {
 		t.Fatal(err)
@@ -331,35 +343,35 @@ func TestWaitTurn(t *testing.T) {
 
 	// An interrupted turn completes as interrupted.
 	after, _ := c.LastSeq(ctx, s.ID)
-	turn, _ = c.Send(ctx, s.ID, "hang")
+	turn, _ = c.Send(ctx, s.ID, hang)
 	go func() { _, _ = c.Interrupt(ctx, s.ID) }()
 	tc, err := c.WaitTurn(ctx, s.ID, turn.TurnID, after, nil)
 	if err != nil || tc.StopReason != event.StopInterrupted {
 		t.Fatalf("interrupted turn: %+v, %v", tc, err)
 	}
 
-	// A session that ends first ends the wait.
-	after, _ = c.LastSeq(ctx, s.ID)
-	turn, _ = c.Send(ctx, s.ID, "hang")
+	// A session that ends before the wait sees the turn complete ends the
+	// wait: the engine completes the running turn (interrupted) before it
+	// ends the session, so the wait starts after that turn.completed, as a
+	// client resuming past it would.
+	turn, _ = c.Send(ctx, s.ID, hang)
 	if err := c.DeleteSession(ctx, s.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EventsAll(ctx, s.ID, after, func(ev event.Event) error {
+		if ev.Type == event.TypeTurnCompleted {
+			after = ev.Seq
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.WaitTurn(ctx, s.ID, turn.TurnID, after, nil); !errors.Is(err, client.ErrSessionEnded) || !strings.Contains(err.Error(), "terminated") {
 		t.Fatalf("err %v, want ErrSessionEnded", err)
 	}
-	close(release)
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// compactJSON compares raw JSON ignoring insignificant whitespace: the fake
+// compactJSON compares raw JSON ignoring insignificant whitespace: Faults
 // may send indented JSON over several data lines.
 var compactJSON = cmp.Transformer("compact", func(m json.RawMessage) string {
 	var b bytes.Buffer

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/client"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"

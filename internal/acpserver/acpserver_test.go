@@ -16,8 +16,8 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 // editor is the ACP client side of the tests: it records every session

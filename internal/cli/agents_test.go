@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/install/installtest"
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
 // fakeNpmEnv puts the fake npm first on PATH, the agent cache in a temp dir
@@ -37,7 +37,7 @@ func npmRuns(t *testing.T, log string) int {
 
 func TestAgentsInstall(t *testing.T) {
 	cache, log := fakeNpmEnv(t)
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	h.env[EnvURL] = "http://127.0.0.1:1" // no daemon is needed
 	bin := filepath.Join(cache, "agents", "claude@2.1.332", "node_modules", ".bin", "claude")
 
@@ -80,7 +80,7 @@ func TestAgentsInstall(t *testing.T) {
 
 func TestAgentsInstallUsage(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	for _, tc := range []struct {
 		args []string
 		says string
@@ -105,7 +105,7 @@ func TestAgentsInstallUsage(t *testing.T) {
 func TestAgentsInstallCtrlC(t *testing.T) {
 	cache, _ := fakeNpmEnv(t)
 	t.Setenv(installtest.EnvSleep, "30")
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	done := make(chan result, 1)
 	go func() { done <- h.run(t.Context(), nil, "agents", "install", "claude") }()
 	sig := <-h.signals

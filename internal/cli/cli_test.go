@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,28 +18,95 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/amp"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/reexec"
+	"github.com/agentbox/agentbox/internal/sandbox/egress"
+	"github.com/agentbox/agentbox/internal/stacktest"
+	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The sandboxed sessions' daemon and doctor's probes re-execute this
+	// binary as the sandbox's helpers.
+	reexec.Init()
+	code := m.Run()
+	stopSandboxDaemon()
+	if code == 0 {
+		// The sandboxed sessions' daemon leaves one goroutine on purpose:
+		// it waits for the deathwatch process, which outlives the daemon
+		// by design (internal/daemon/deathwatch_linux.go) and exits a
+		// moment after the daemon's clean shutdown.
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/agentbox/agentbox/internal/daemon.startDeathwatch.func1")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on a successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
-// harness runs commands against a fake daemon.
+// harness runs commands against the real stack (internal/stacktest) with
+// the mock agent.
 type harness struct {
-	t   *testing.T
-	srv *fakeapi.Server
-	env map[string]string
+	t *testing.T
+	// url is the daemon's; stk is its stack unless the daemon is a whole
+	// one (sandboxedHarness).
+	url string
+	stk *stacktest.Stack
+	// secrets are the daemon's secrets (the egress proxy's store).
+	secrets *egress.Secrets
+	env     map[string]string
 	// signals receives the channel run registers for Ctrl-C.
 	signals chan chan<- os.Signal
 	// terminal makes the CLI take every stream for a terminal.
 	terminal bool
 }
 
-func newHarness(t *testing.T, cfg fakeapi.Config) *harness {
+// newHarness serves the stack of opts, with the mock agent alone unless
+// opts.Agents says otherwise.
+func newHarness(t *testing.T, opts stacktest.Options) *harness {
 	t.Helper()
-	srv := fakeapi.New(t, cfg)
-	return &harness{t: t, srv: srv, env: map[string]string{EnvURL: srv.URL}, signals: make(chan chan<- os.Signal, 1)}
+	if opts.Agents == nil {
+		opts.Agents = agent.NewRegistry()
+		opts.Agents.Register(mock.Name, mock.New())
+	}
+	// The CLI cannot see a power failure: writes need not wait for the disk.
+	opts.Store.Sync = sqlite.SyncNormal
+	secrets := egress.NewSecrets()
+	if opts.API.Secrets == nil {
+		opts.API.Secrets = secrets
+	}
+	stk := stacktest.New(t, opts)
+	return &harness{t: t, url: stk.URL, stk: stk, secrets: secrets, env: map[string]string{EnvURL: stk.URL}, signals: make(chan chan<- os.Signal, 1)}
+}
+
+// withToken is the stack's options for an API that requires token.
+func withToken(token string) stacktest.Options {
+	return stacktest.Options{API: httpapi.Config{Token: token}}
+}
+
+// mockScript is the text that makes the mock agent run steps.
+func mockScript(t *testing.T, steps ...mock.Step) string {
+	t.Helper()
+	b, err := json.Marshal(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "/mock " + string(b)
+}
+
+var sessionIDRE = regexp.MustCompile(`ses_[0-9A-Za-z]+`)
+
+// sessionOf returns the session id run printed first on stdout or stderr.
+func sessionOf(t *testing.T, r result) string {
+	t.Helper()
+	id := sessionIDRE.FindString(r.stdout + r.stderr)
+	if id == "" {
+		t.Fatalf("no session id in the output:\n%s\n%s", r.stdout, r.stderr)
+	}
+	return id
 }
 
 type result struct {
@@ -75,7 +143,7 @@ func (h *harness) run(ctx context.Context, in io.Reader, args ...string) result 
 }
 
 func (h *harness) client() *client.Client {
-	c, err := client.New(h.srv.URL, client.WithToken(h.env[EnvToken]))
+	c, err := client.New(h.url, client.WithToken(h.env[EnvToken]))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -104,23 +172,24 @@ func (r result) check(t *testing.T, code int, stdout, stderr []string) {
 
 func TestRun(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	r := h.run(t.Context(), nil, "run", "--agent", "mock", "hello", "world")
+	id := sessionOf(t, r)
 	r.check(t, 0,
-		[]string{"● session ses_0001 started · mock", "> hello world\n", "echo: hello world\n", "✓ end_turn", "10 in / 17 out tokens"},
-		[]string{"session ses_0001 (continue with --session ses_0001)"})
+		[]string{"● session " + id + " started · mock", "> hello world\n", "You said: hello world\n", "✓ end_turn", "2 in / 4 out tokens"},
+		[]string{"session " + id + " (continue with --session " + id + ")"})
 
 	// Continuing shows only the new turn.
-	r = h.run(t.Context(), nil, "run", "--session", "ses_0001", "again")
-	r.check(t, 0, []string{"echo: again"}, nil)
-	if strings.Contains(r.stdout, "hello world") || strings.Contains(r.stdout, "session ses_0001 started") {
+	r = h.run(t.Context(), nil, "run", "--session", id, "again")
+	r.check(t, 0, []string{"You said: again"}, nil)
+	if strings.Contains(r.stdout, "hello world") || strings.Contains(r.stdout, "session "+id+" started") {
 		t.Errorf("the second run shows the first turn:\n%s", r.stdout)
 	}
 }
 
 func TestRunJSON(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	r := h.run(t.Context(), nil, "--json", "run", "--agent", "mock", "--model", "m", "--permission-mode", "plan", "hi")
 	r.check(t, 0, nil, nil)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
@@ -133,24 +202,26 @@ func TestRunJSON(t *testing.T) {
 	if last.Type != event.TypeTurnCompleted || r.stderr != "" {
 		t.Fatalf("last event %s, stderr %q", last.Type, r.stderr)
 	}
-	s, err := h.client().GetSession(t.Context(), "ses_0001")
+	s, err := h.client().GetSession(t.Context(), last.SessionID)
 	if err != nil || s.Model != "m" || s.PermissionMode != "plan" {
 		t.Fatalf("session %+v, %v", s, err)
 	}
 }
 
-// permissionScript asks to run a command and reports the decision as the
-// turn's message.
-func permissionScript(tn *fakeapi.Turn) {
-	ans := tn.Permission(event.PermissionRequested{Kind: event.PermCommand, Title: "Run ls -la"})
-	if ans.Decision == "allow" {
-		tn.Emit(&event.ItemCompleted{Item: event.Item{ID: "c1", Kind: event.ItemCommand, Status: event.StatusCompleted, Command: "ls -la", Output: "total 0\n", ExitCode: new(0)}})
-	}
-	tn.Message = ans.Decision + "/" + ans.OptionID
+// permissionScript makes the mock agent ask to run a command (ls -la in
+// its empty working directory), then run it if allowed.
+func permissionScript(t *testing.T) string {
+	return mockScript(t, mock.Step{Kind: mock.KindPermission, Text: "Run ls -la"}, mock.Step{Kind: mock.KindCommand, Command: "ls -la"})
 }
 
 func TestRunPermissionPrompt(t *testing.T) {
 	t.Parallel()
+	// What the agent shows of the answer: the command's output, or its
+	// words for a refusal.
+	const (
+		allowed = "\n    drwx"
+		denied  = "I did not run ls -la: permission denied."
+	)
 	tests := []struct {
 		name, stdin string
 		in          func(t *testing.T) io.Reader
@@ -159,25 +230,25 @@ func TestRunPermissionPrompt(t *testing.T) {
 		stdout      []string
 		stderr      []string
 	}{
-		{name: "yes", stdin: "y\n", want: "allow/allow", stdout: []string{"✓ allowed by user", "$ ls -la", "    total 0"}, stderr: []string{"Allow Run ls -la? [y/N] "}},
-		{name: "YES", stdin: "YES\n", want: "allow/allow"},
-		{name: "no", stdin: "n\n", want: "deny/deny", stdout: []string{"✗ denied by user"}, stderr: []string{"Allow Run ls -la? [y/N] "}},
-		{name: "empty line", stdin: "\n", want: "deny/deny"},
-		{name: "end of input", stdin: "", want: "deny/deny", stderr: []string{"no more input"}},
-		{name: "not a terminal", in: devNull, want: "deny/deny", stderr: []string{`permission "Run ls -la" denied: stdin is not a terminal; pass --yes to allow`}},
-		{name: "not a terminal with --yes", in: devNull, args: []string{"--yes"}, want: "allow/allow", stderr: []string{`permission "Run ls -la" allowed (--yes)`}},
+		{name: "yes", stdin: "y\n", want: allowed, stdout: []string{"✓ allowed by user", "$ ls -la", "    total "}, stderr: []string{"Allow Run ls -la? [y/N] "}},
+		{name: "YES", stdin: "YES\n", want: allowed},
+		{name: "no", stdin: "n\n", want: denied, stdout: []string{"✗ denied by user"}, stderr: []string{"Allow Run ls -la? [y/N] "}},
+		{name: "empty line", stdin: "\n", want: denied},
+		{name: "end of input", stdin: "", want: denied, stderr: []string{"no more input"}},
+		{name: "not a terminal", in: devNull, want: denied, stderr: []string{`permission "Run ls -la" denied: stdin is not a terminal; pass --yes to allow`}},
+		{name: "not a terminal with --yes", in: devNull, args: []string{"--yes"}, want: allowed, stderr: []string{`permission "Run ls -la" allowed (--yes)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, fakeapi.Config{Script: permissionScript})
+			h := newHarness(t, stacktest.Options{})
 			var in io.Reader = strings.NewReader(tt.stdin)
 			if tt.in != nil {
 				in = tt.in(t)
 			}
 			args := append([]string{"run", "--agent", "mock"}, tt.args...)
-			r := h.run(t.Context(), in, append(args, "list files")...)
-			r.check(t, 0, append(tt.stdout, "? permission [command] Run ls -la", "✓ end_turn: "+tt.want), tt.stderr)
+			r := h.run(t.Context(), in, append(args, permissionScript(t))...)
+			r.check(t, 0, append(tt.stdout, "? permission [command] Run ls -la", "✓ end_turn", tt.want), tt.stderr)
 		})
 	}
 }
@@ -193,53 +264,80 @@ func devNull(t *testing.T) io.Reader {
 
 func TestRunQuestion(t *testing.T) {
 	t.Parallel()
-	script := func(tn *fakeapi.Turn) {
-		a := tn.Question(event.QuestionRequested{Prompt: "Which branch?", Options: []event.QuestionOption{{ID: "main", Label: "main"}, {ID: "dev", Label: "dev"}}})
-		b := tn.Question(event.QuestionRequested{Prompt: "Commit message?", FreeText: true})
-		c := tn.Question(event.QuestionRequested{Prompt: "Push?", Options: []event.QuestionOption{{ID: "y", Label: "yes"}}})
-		tn.Message = strings.Join([]string{a.OptionID, b.Answer, b.OptionID, c.OptionID, strconv.FormatBool(c.Cancel)}, "|")
-	}
-	h := newHarness(t, fakeapi.Config{Script: script})
+	// The mock agent says each answer it got.
+	prompt := mockScript(t,
+		mock.Step{Kind: mock.KindQuestion, Text: "Which branch?", Options: []event.QuestionOption{{ID: "main", Label: "main"}, {ID: "dev", Label: "dev"}}},
+		mock.Step{Kind: mock.KindQuestion, Text: "Commit message?", FreeText: true},
+		mock.Step{Kind: mock.KindQuestion, Text: "Push?", Options: []event.QuestionOption{{ID: "y", Label: "yes"}}})
+	h := newHarness(t, stacktest.Options{})
 	// "9" is out of range and asked again; "fix it" is free text; "" declines.
-	r := h.run(t.Context(), strings.NewReader("9\n2\nfix it\n\n"), "run", "--agent", "mock", "go")
+	r := h.run(t.Context(), strings.NewReader("9\n2\nfix it\n\n"), "run", "--agent", "mock", prompt)
 	r.check(t, 0,
-		[]string{"? question: Which branch?", "answered: option dev (by user)", "answered: fix it", "cancelled (by user)", "✓ end_turn: dev|fix it|||true"},
+		[]string{"? question: Which branch?", "answered: dev (by user)", "answered: fix it", "cancelled (by user)",
+			"You answered: dev", "You answered: fix it", "You did not answer", "✓ end_turn"},
 		[]string{"Which branch?\n  1) main\n  2) dev\nPick 1-2 (empty to decline): Please pick 1-2: ", "Commit message?\nAnswer (empty to decline): "})
 }
 
 func TestRunFailedTurn(t *testing.T) {
 	t.Parallel()
-	script := func(tn *fakeapi.Turn) {
-		tn.Emit(&event.Error{Code: "boom", Message: "the model API failed"})
-		tn.Stop, tn.Message = event.StopError, "upstream error"
-	}
-	h := newHarness(t, fakeapi.Config{Script: script})
-	r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
-	r.check(t, 1, []string{"✗ error [boom]: the model API failed", "✗ error: upstream error"}, []string{"agentbox: turn turn_2 failed: upstream error"})
+	fail := mockScript(t, mock.Step{Kind: mock.KindError, Code: "boom", Text: "the model API failed"})
+	h := newHarness(t, stacktest.Options{})
+	r := h.run(t.Context(), nil, "run", "--agent", "mock", fail)
+	r.check(t, 1, []string{"✗ error [boom]: the model API failed", "✗ error: the model API failed"}, []string{"agentbox: turn turn_", "failed: the model API failed"})
 
 	// --rm removes the session however the turn ended; the exit code stays.
-	r = h.run(t.Context(), nil, "run", "--rm", "--agent", "mock", "go")
-	r.check(t, 1, nil, []string{"failed: upstream error"})
-	if _, err := h.client().GetSession(t.Context(), "ses_0002"); !client.IsNotFound(err) {
+	r = h.run(t.Context(), nil, "run", "--rm", "--agent", "mock", fail)
+	r.check(t, 1, nil, []string{"failed: the model API failed"})
+	if _, err := h.client().GetSession(t.Context(), sessionOf(t, r)); !client.IsNotFound(err) {
 		t.Fatalf("session after a failed run --rm: %v", err)
 	}
 }
 
-// blockingScript waits for the turn to be interrupted, or for release when
-// stubborn.
-func blockingScript(release <-chan struct{}, stubborn bool) func(*fakeapi.Turn) {
-	return func(tn *fakeapi.Turn) {
-		tn.Emit(&event.ItemStarted{Item: event.Item{ID: "m", Kind: event.ItemMessage, Status: event.StatusInProgress, Role: event.RoleAssistant}})
-		tn.Emit(&event.ItemDelta{ItemID: "m", Field: event.DeltaText, Delta: "working"})
-		done := tn.Context().Done()
-		if stubborn {
-			done = nil
-		}
-		select {
-		case <-done:
-		case <-release:
-		}
+// blocking makes the mock agent say "working", then wait for the turn to
+// be interrupted.
+func blocking(t *testing.T) string {
+	return mockScript(t, mock.Step{Kind: mock.KindText, Text: "working"}, mock.Step{Kind: mock.KindSleep, Duration: mock.Duration(time.Hour)})
+}
+
+// stubbornHarness serves the mock agent behind an agent that ignores
+// interrupts: its turn ends when release is closed (or the session closes).
+func stubbornHarness(t *testing.T, release <-chan struct{}) *harness {
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, stubbornAgent{Adapter: mock.New(), release: release})
+	return newHarness(t, stacktest.Options{Agents: reg})
+}
+
+type stubbornAgent struct {
+	agent.Adapter
+	release <-chan struct{}
+}
+
+func (a stubbornAgent) Start(ctx context.Context, cfg agent.Config, h agent.Host) (agent.Session, error) {
+	s, err := a.Adapter.Start(ctx, cfg, h)
+	if err != nil {
+		return nil, err
 	}
+	return &stubbornSession{Session: s, release: a.release}, nil
+}
+
+type stubbornSession struct {
+	agent.Session
+	release <-chan struct{}
+}
+
+// Prompt runs the turn under a context the engine's interrupt does not
+// reach; release ends it.
+func (s *stubbornSession) Prompt(ctx context.Context, in agent.Input) (agent.Result, error) {
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-s.release:
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	return s.Session.Prompt(tctx, in)
 }
 
 // waitFor polls until cond holds.
@@ -254,9 +352,28 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func hasEvent(srv *fakeapi.Server, id string, typ event.Type) bool {
-	for _, ev := range srv.Events(id) {
+// hasEvent says whether session id's log holds an event of type typ.
+func (h *harness) hasEvent(id string, typ event.Type) bool {
+	evs, err := h.stk.Store.Events(context.Background(), id, 0, 1<<20)
+	if err != nil {
+		return false
+	}
+	for _, ev := range evs {
 		if ev.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// anyEvent says whether any session's log holds an event of type typ.
+func (h *harness) anyEvent(typ event.Type) bool {
+	list, err := h.client().ListSessions(context.Background(), client.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, s := range list.Sessions {
+		if h.hasEvent(s.ID, typ) {
 			return true
 		}
 	}
@@ -267,67 +384,67 @@ func TestRunCtrlC(t *testing.T) {
 	t.Parallel()
 	t.Run("once interrupts the turn", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakeapi.Config{Script: blockingScript(nil, false)})
+		h := newHarness(t, stacktest.Options{})
 		go func() {
 			c := <-h.signals
-			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			waitFor(t, "the turn", func() bool { return h.anyEvent(event.TypeItemDelta) })
 			c <- os.Interrupt
 		}()
-		r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
+		r := h.run(t.Context(), nil, "run", "--agent", "mock", blocking(t))
 		r.check(t, ExitInterrupted, []string{"working", "■ interrupted"}, []string{"interrupting the turn (Ctrl-C again to quit)", "was interrupted"})
 	})
 	t.Run("twice quits", func(t *testing.T) {
 		t.Parallel()
 		release := make(chan struct{})
 		defer close(release)
-		h := newHarness(t, fakeapi.Config{Script: blockingScript(release, true)})
+		h := stubbornHarness(t, release)
 		go func() {
 			c := <-h.signals
-			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			waitFor(t, "the turn", func() bool { return h.anyEvent(event.TypeItemDelta) })
 			c <- os.Interrupt
 			time.Sleep(20 * time.Millisecond)
 			c <- os.Interrupt
 		}()
-		r := h.run(t.Context(), nil, "run", "--agent", "mock", "go")
+		r := h.run(t.Context(), nil, "run", "--agent", "mock", blocking(t))
 		r.check(t, ExitInterrupted, []string{"working"}, []string{"interrupting the turn", "agentbox: interrupted"})
 		if strings.Contains(r.stdout, "■ interrupted") {
-			t.Error("the turn completed although the script ignores interrupts")
+			t.Error("the turn completed although the agent ignores interrupts")
 		}
 	})
 	t.Run("a context cancelled by SIGINT counts as Ctrl-C", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, fakeapi.Config{Script: blockingScript(nil, false)})
+		h := newHarness(t, stacktest.Options{})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go func() {
 			c := <-h.signals
-			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			waitFor(t, "the turn", func() bool { return h.anyEvent(event.TypeItemDelta) })
 			cancel() // what signal.NotifyContext in main does
 			c <- os.Interrupt
 		}()
-		r := h.run(ctx, nil, "run", "--agent", "mock", "go")
+		r := h.run(ctx, nil, "run", "--agent", "mock", blocking(t))
 		r.check(t, ExitInterrupted, []string{"■ interrupted"}, nil)
 	})
 	t.Run("a cancelled context without a signal stops", func(t *testing.T) {
 		t.Parallel()
 		release := make(chan struct{})
 		defer close(release)
-		h := newHarness(t, fakeapi.Config{Script: blockingScript(release, true)})
+		h := stubbornHarness(t, release)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go func() {
 			<-h.signals
-			waitFor(t, "the turn", func() bool { return hasEvent(h.srv, "ses_0001", event.TypeItemDelta) })
+			waitFor(t, "the turn", func() bool { return h.anyEvent(event.TypeItemDelta) })
 			cancel() // SIGTERM, say
 		}()
-		r := h.run(ctx, nil, "run", "--agent", "mock", "go")
+		r := h.run(ctx, nil, "run", "--agent", "mock", blocking(t))
 		r.check(t, 1, nil, []string{"context canceled"})
 	})
 }
 
 func TestRunUsageErrors(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	for _, tt := range []struct {
 		args   []string
 		code   int
@@ -353,7 +470,7 @@ func TestRunUsageErrors(t *testing.T) {
 
 func TestSessionsCommands(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	ctx := t.Context()
 	c := h.client()
 	var ids []string
@@ -382,16 +499,6 @@ func TestSessionsCommands(t *testing.T) {
 
 	r = h.run(ctx, nil, "sessions", "show", ids[0])
 	r.check(t, 0, []string{"ID:", ids[0], "Agent:", "mock", "Status:", "idle", "Metadata.team:", "Cwd:", "Sandboxed:", "no (the agent runs on the host)"}, nil)
-	sb, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock", Policy: json.RawMessage(`"agent-default"`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = h.run(ctx, nil, "sessions", "show", sb.ID)
-	r.check(t, 0, []string{"Sandboxed:", "yes", "Sandbox runtime:", "process", "Sandbox mechanisms:", "userns, landlock:abi7, seccomp",
-		"Policy hash:", strings.Repeat("ab", 32)}, nil)
-	if err := c.DeleteSession(ctx, sb.ID, true); err != nil {
-		t.Fatal(err)
-	}
 	r = h.run(ctx, nil, "--json", "sessions", "show", ids[0])
 	var s client.Session
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.ID != ids[0] {
@@ -399,7 +506,7 @@ func TestSessionsCommands(t *testing.T) {
 	}
 
 	r = h.run(ctx, nil, "sessions", "events", ids[0])
-	r.check(t, 0, []string{"● session " + ids[0] + " started", "> first", "echo: first", "✓ end_turn"}, nil)
+	r.check(t, 0, []string{"● session " + ids[0] + " started", "> first", "You said: first", "✓ end_turn"}, nil)
 	r = h.run(ctx, nil, "--json", "sessions", "events", ids[0], "--after", "2", "--limit", "3")
 	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 3 || !strings.Contains(lines[0], `"seq":3`) {
 		t.Fatalf("events --after 2 --limit 3:\n%s", r.stdout)
@@ -420,34 +527,40 @@ func TestSessionsCommands(t *testing.T) {
 
 func TestSessionsTailFollows(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{Script: permissionScript})
+	h := newHarness(t, stacktest.Options{})
 	ctx := t.Context()
 	c := h.client()
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An old session.ended (as before a resume) must not stop the tail.
-	old := h.srv.Append(s.ID, &event.SessionEnded{Reason: event.EndInterrupted})
+	// An old session.ended (as before a resume) must not stop the tail. The
+	// mock agent cannot resume, so the engine's record of a stop goes into
+	// the store directly.
+	old, err := h.stk.Store.Append(ctx, s.ID, event.New(event.SourceDaemon, &event.SessionEnded{Reason: event.EndInterrupted}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := old[0].Seq
 
 	var r result
 	var wg sync.WaitGroup
 	wg.Go(func() { r = h.run(ctx, nil, "--json", "sessions", "tail", s.ID) })
-	turn, err := c.Send(ctx, s.ID, "go")
+	turn, err := c.Send(ctx, s.ID, permissionScript(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// tail shows the request but does not answer it.
-	waitFor(t, "the permission request", func() bool { return hasEvent(h.srv, s.ID, event.TypePermissionRequested) })
+	waitFor(t, "the permission request", func() bool { return h.hasEvent(s.ID, event.TypePermissionRequested) })
 	time.Sleep(50 * time.Millisecond)
-	if hasEvent(h.srv, s.ID, event.TypePermissionResolved) {
+	if h.hasEvent(s.ID, event.TypePermissionResolved) {
 		t.Fatal("tail answered a permission request")
 	}
 	reqs, _ := c.Requests(ctx, s.ID, client.RequestsPending)
 	if _, err := c.AnswerPermission(ctx, s.ID, reqs.Requests[0].ID, client.PermissionAnswer{Decision: "deny"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitTurn(ctx, s.ID, turn.TurnID, old[0].Seq, nil); err != nil {
+	if _, err := c.WaitTurn(ctx, s.ID, turn.TurnID, after, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteSession(ctx, s.ID, false); err != nil {
@@ -459,8 +572,12 @@ func TestSessionsTailFollows(t *testing.T) {
 
 func TestSessionsTailCtrlC(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
-	id := h.srv.AddSession()
+	h := newHarness(t, stacktest.Options{})
+	ses, err := h.client().CreateSession(t.Context(), client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ses.ID
 	go func() { (<-h.signals) <- os.Interrupt }()
 	r := h.run(t.Context(), nil, "sessions", "tail", id)
 	r.check(t, 0, nil, nil)
@@ -480,12 +597,12 @@ func TestSessionsTailCtrlC(t *testing.T) {
 
 func TestAgentsAndVersion(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{Agents: []client.Agent{
-		{Name: "mock", Title: "Mock agent", Available: true, Version: "1.0.0"},
-		{Name: "claude", Title: "Claude Code", Reason: "claude not found on PATH"},
-	}})
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, mock.New())
+	reg.Register(amp.Name, amp.New()) // listed, unavailable, with the reason
+	h := newHarness(t, stacktest.Options{Agents: reg, API: httpapi.Config{Version: "9.8.7-daemon"}})
 	r := h.run(t.Context(), nil, "agents")
-	r.check(t, 0, []string{"NAME", "mock", "yes", "1.0.0", "claude", "no: claude not found on PATH", "Claude Code"}, nil)
+	r.check(t, 0, []string{"NAME", "mock", "yes", "builtin", "amp", "no: not supported: Amp's agent loop", "Amp"}, nil)
 	r = h.run(t.Context(), nil, "--json", "agents")
 	var list client.AgentList
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Agents) != 2 {
@@ -493,7 +610,7 @@ func TestAgentsAndVersion(t *testing.T) {
 	}
 
 	r = h.run(t.Context(), nil, "version")
-	r.check(t, 0, []string{"agentbox 1.2.3-test\n", "daemon   fake-1.2.3 (event schema v1) at " + h.srv.URL}, nil)
+	r.check(t, 0, []string{"agentbox 1.2.3-test\n", "daemon   9.8.7-daemon (event schema v1) at " + h.stk.URL}, nil)
 	r = h.run(t.Context(), nil, "version", "--url", "http://127.0.0.1:1")
 	r.check(t, 0, []string{"agentbox 1.2.3-test\n"}, []string{"daemon not reachable at http://127.0.0.1:1"})
 	r = h.run(t.Context(), nil, "--json", "version", "--url", "unix:///nonexistent/agentbox.sock")
@@ -510,7 +627,7 @@ func TestAgentsAndVersion(t *testing.T) {
 func TestTokenHandling(t *testing.T) {
 	t.Parallel()
 	const token = "tok-s3cret-value"
-	h := newHarness(t, fakeapi.Config{Token: token})
+	h := newHarness(t, withToken(token))
 	r := h.run(t.Context(), nil, "agents")
 	r.check(t, 1, nil, []string{"401"})
 
@@ -530,9 +647,9 @@ func TestTokenHandling(t *testing.T) {
 
 func TestURLFromFlagEnvAndDefault(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	h.env[EnvURL] = "http://127.0.0.1:1"
-	r := h.run(t.Context(), nil, "agents", "--url", h.srv.URL)
+	r := h.run(t.Context(), nil, "agents", "--url", h.stk.URL)
 	r.check(t, 0, []string{"mock"}, nil)
 	r = h.run(t.Context(), nil, "agents")
 	r.check(t, 1, nil, []string{"127.0.0.1:1"})
@@ -569,7 +686,7 @@ func TestColor(t *testing.T) {
 func TestTokenFile(t *testing.T) {
 	t.Parallel()
 	const token = "file-t0ken"
-	h := newHarness(t, fakeapi.Config{Token: token})
+	h := newHarness(t, withToken(token))
 	r := h.run(t.Context(), nil, "agents")
 	r.check(t, 1, nil, []string{"401", "DATA_DIR/token", "AGENTBOX_DATA_DIR"})
 
@@ -610,28 +727,29 @@ func TestTokenFile(t *testing.T) {
 // turn fails; without it, run says how to continue, resume or remove it.
 func TestRunRm(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	r := h.run(t.Context(), nil, "run", "--agent", "mock", "hello")
+	kept := sessionOf(t, r)
 	r.check(t, 0, nil, []string{
-		"session ses_0001 is kept",
-		`agentbox run --session ses_0001 "..."`,
-		"agentbox sessions resume ses_0001",
-		"agentbox sessions rm --purge ses_0001",
+		"session " + kept + " is kept",
+		`agentbox run --session ` + kept + ` "..."`,
+		"agentbox sessions resume " + kept,
+		"agentbox sessions rm --purge " + kept,
 	})
 
 	r = h.run(t.Context(), nil, "run", "--rm", "--agent", "mock", "hello")
-	r.check(t, 0, []string{"echo: hello"}, nil)
+	r.check(t, 0, []string{"You said: hello"}, nil)
 	if strings.Contains(r.stderr, "is kept") {
 		t.Errorf("run --rm says the session is kept:\n%s", r.stderr)
 	}
-	if _, err := h.client().GetSession(t.Context(), "ses_0002"); !client.IsNotFound(err) {
+	if _, err := h.client().GetSession(t.Context(), sessionOf(t, r)); !client.IsNotFound(err) {
 		t.Fatalf("session after run --rm: %v", err)
 	}
 
 	// --rm on a continued session removes it too.
-	r = h.run(t.Context(), nil, "run", "--rm", "--session", "ses_0001", "again")
-	r.check(t, 0, []string{"echo: again"}, nil)
-	if _, err := h.client().GetSession(t.Context(), "ses_0001"); !client.IsNotFound(err) {
+	r = h.run(t.Context(), nil, "run", "--rm", "--session", kept, "again")
+	r.check(t, 0, []string{"You said: again"}, nil)
+	if _, err := h.client().GetSession(t.Context(), kept); !client.IsNotFound(err) {
 		t.Fatalf("continued session after run --rm: %v", err)
 	}
 }
@@ -641,20 +759,19 @@ func TestRunRm(t *testing.T) {
 // (unknown model, unknown agent).
 func TestAgentShowAndSessionSet(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{Models: []client.Choice{{ID: "m1", Name: "Model one"}, {ID: "m2"}}})
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, stacktest.WithModels(mock.New(), []agent.Choice{{ID: "m1", Name: "Model one"}, {ID: "m2"}}))
+	h := newHarness(t, stacktest.Options{Agents: reg})
+	// The engine learns the agent's models from its first session.
+	s, err := h.client().CreateSession(t.Context(), client.CreateSession{Agent: "mock"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := h.run(t.Context(), nil, "agents", "show", "mock")
 	r.check(t, 0, []string{"available", "model switch", "MODEL", "m1", "Model one", "yes", "m2"}, nil)
 	r = h.run(t.Context(), nil, "agents", "show", "nope")
 	r.check(t, 1, nil, []string{"not found"})
 
-	c, err := client.New(h.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.CreateSession(t.Context(), client.CreateSession{Agent: "mock"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r = h.run(t.Context(), nil, "sessions", "set", s.ID, "--model", "m2")
 	r.check(t, 0, []string{"session " + s.ID + ": model m2"}, nil)
 	r = h.run(t.Context(), nil, "sessions", "set", s.ID, "--model", "m9")

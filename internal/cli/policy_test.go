@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
+	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
 func writePolicy(t *testing.T, name, src string) string {
@@ -23,7 +23,7 @@ func writePolicy(t *testing.T, name, src string) string {
 // policyHarness runs policy commands with no daemon reachable: they must
 // not need one.
 func policyHarness(t *testing.T) *harness {
-	h := newHarness(t, fakeapi.Config{})
+	h := newHarness(t, stacktest.Options{})
 	h.env[EnvURL] = "http://127.0.0.1:1"
 	return h
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/cli/fakeapi"
+	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/inert"
+	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
 // Control sequences a hostile agent or command writes to take over the
@@ -254,14 +255,37 @@ func walkStrings(v reflect.Value, f func(string)) {
 	}
 }
 
-// hostileScript asks a permission and a question whose texts carry
-// control sequences, then writes them in a command's output.
-func hostileScript(tn *fakeapi.Turn) {
-	tn.Permission(event.PermissionRequested{Kind: event.PermCommand, Title: "Run ls" + seqErase + seqCursor + "Run something else" + seqClipboard})
-	tn.Question(event.QuestionRequested{Prompt: "Pick" + seqTitle, Options: []event.QuestionOption{{ID: "a", Label: "one" + seqC1CSI}}})
-	tn.Emit(&event.ItemCompleted{Item: event.Item{ID: "c1", Kind: event.ItemCommand, Status: event.StatusCompleted, Command: "cat" + seqBidi,
-		Output: hostile + "\n", ExitCode: exit(0)}})
-	tn.Message = "done" + seqMisc
+// hostileScript makes the mock agent ask a permission and a question
+// whose texts carry control sequences, run a command (whose text carries
+// some too) that writes them on its output, and say something with more;
+// with fail, the turn then fails with an error message carrying them.
+func hostileScript(t *testing.T, fail bool) string {
+	steps := []mock.Step{
+		{Kind: mock.KindPermission, Text: "Run ls" + seqErase + seqCursor + "Run something else" + seqClipboard},
+		{Kind: mock.KindCommand, Command: printfOf(hostile+"\n") + " # cat" + seqBidi},
+		{Kind: mock.KindQuestion, Text: "Pick" + seqTitle, Options: []event.QuestionOption{{ID: "a", Label: "one" + seqC1CSI}}},
+		{Kind: mock.KindText, Text: "done" + seqMisc},
+	}
+	if fail {
+		steps = append(steps, mock.Step{Kind: mock.KindError, Text: "boom " + hostile})
+	}
+	return mockScript(t, steps...)
+}
+
+// printfOf is a shell command that prints s, with every byte but plain
+// ASCII written as an octal escape (the command's text stays printable).
+func printfOf(s string) string {
+	var b strings.Builder
+	b.WriteString("printf '")
+	for _, c := range []byte(s) {
+		if c >= 0x20 && c < 0x7f && c != '\\' && c != '%' && c != '\'' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "\\%03o", c)
+		}
+	}
+	b.WriteString("'")
+	return b.String()
 }
 
 // TestRunHostile runs a session whose agent writes control sequences: the
@@ -283,15 +307,9 @@ func TestRunHostile(t *testing.T) {
 		for _, terminal := range []bool{false, true} {
 			t.Run(fmt.Sprint(tt.stop, "/terminal=", terminal), func(t *testing.T) {
 				t.Parallel()
-				script := func(tn *fakeapi.Turn) {
-					hostileScript(tn)
-					if tt.stop == event.StopError {
-						tn.Stop, tn.Message = event.StopError, "boom "+hostile
-					}
-				}
-				h := newHarness(t, fakeapi.Config{Script: script})
+				h := newHarness(t, stacktest.Options{})
 				h.terminal = terminal
-				r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", "go")
+				r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", hostileScript(t, tt.stop == event.StopError))
 				stderr := []string{`Allow Run ls\x1b[2K\x0d\x1b[1A\x1b[999DRun something else\x1b]52;c;`, `1) one\u009b2J`}
 				if tt.stderr != "" {
 					stderr = append(stderr, tt.stderr)
@@ -309,14 +327,16 @@ func TestRunHostile(t *testing.T) {
 // to the same events; to a pipe it is left as encoding/json writes it.
 func TestEventsJSONTerminal(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeapi.Config{Script: hostileScript})
-	if r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", "go"); r.code != 0 {
+	h := newHarness(t, stacktest.Options{})
+	r := h.run(t.Context(), strings.NewReader("y\n1\n"), "run", "--agent", "mock", hostileScript(t, false))
+	if r.code != 0 {
 		t.Fatalf("run: %+v", r)
 	}
+	id := sessionOf(t, r)
 	h.terminal = false
-	piped := h.run(t.Context(), nil, "--json", "sessions", "events", "ses_0001")
+	piped := h.run(t.Context(), nil, "--json", "sessions", "events", id)
 	h.terminal = true
-	tty := h.run(t.Context(), nil, "--json", "sessions", "events", "ses_0001")
+	tty := h.run(t.Context(), nil, "--json", "sessions", "events", id)
 	if piped.code != 0 || tty.code != 0 {
 		t.Fatalf("events: %+v %+v", piped, tty)
 	}

@@ -42,7 +42,7 @@ func agentsDoc(r *agent.Registry) []byte {
 	b.WriteString("(`./scripts/update-golden` rewrites it; a test fails when it is stale). A ✓ means the adapter\n")
 	b.WriteString("produces or accepts the thing and its tests check it: golden transcripts of the agent's native\n")
 	b.WriteString("output, e2e tests with the real CLI and the fake LLM, and the shared conformance suite\n")
-	b.WriteString("(`internal/agent/agenttest`); – means it does not. The adapters' package docs say which test\n")
+	b.WriteString("(`internal/agenttest`); – means it does not. The adapters' package docs say which test\n")
 	b.WriteString("backs each flag.\n\n")
 	b.WriteString("`images` and `files` say which content parts of a message reach the agent: a message with a part\n")
 	b.WriteString("the session's agent does not take is refused whole (422 `unsupported-content`, naming the part,\n")

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 

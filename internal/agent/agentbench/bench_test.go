@@ -29,12 +29,12 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/claude"
 	"github.com/agentbox/agentbox/internal/agent/codex"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/opencode"
 	"github.com/agentbox/agentbox/internal/agent/pi"
+	"github.com/agentbox/agentbox/internal/agenttest"
 )
 
 // liveSessions is how many sessions are live at once when RSS is measured.

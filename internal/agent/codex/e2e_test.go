@@ -14,7 +14,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/golden"
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
-	"github.com/agentbox/agentbox/internal/agent/agenttest/mcptest"
+	"github.com/agentbox/agentbox/internal/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest/mcptest"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 

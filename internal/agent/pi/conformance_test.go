@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
 	"github.com/agentbox/agentbox/internal/agent/install"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/fakellm"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/event"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/golden"
 )
 

@@ -1,5 +1,5 @@
 // Package daemontest is the sandboxed Host of the adapter conformance
-// suite (internal/agent/agenttest): a whole daemon (internal/daemon) with
+// suite (internal/agenttest): a whole daemon (internal/daemon) with
 // its built-in global policy, sessions created with the agent-default
 // policy, so that each agent runs in a sandbox and reaches the model only
 // through the egress proxy's route, the real key held by the daemon alone.
@@ -29,7 +29,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/agent/agenttest"
+	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/audit"
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/sandbox"

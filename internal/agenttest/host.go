@@ -3,21 +3,16 @@ package agenttest
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/httpapi"
-	"github.com/agentbox/agentbox/internal/metrics"
-	"github.com/agentbox/agentbox/internal/store/sqlite"
+	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
 // A Host serves the HTTP API a Stack's sessions are created through: the
@@ -52,7 +47,7 @@ type Host interface {
 	Check(t testing.TB, sessionID string, log []event.Event)
 }
 
-// EngineHost is the unsandboxed Host: a SQLite store in a temporary
+// EngineHost is the unsandboxed Host (internal/stacktest): a SQLite store in a temporary
 // directory, the session engine and the HTTP API on a real server; agents
 // run on the host as children of the test process.
 type EngineHost struct{}
@@ -63,30 +58,10 @@ func (EngineHost) Name() string { return "host" }
 // Probe implements Host: the engine runs anywhere.
 func (EngineHost) Probe(context.Context) string { return "" }
 
-// Serve implements Host.
+// Serve implements Host with internal/stacktest's stack.
 func (EngineHost) Serve(t testing.TB, reg *agent.Registry) *client.Client {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "agentbox.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: filepath.Join(dir, "workspaces"), PermissionTimeout: time.Minute})
-	api := httptest.NewServer(httpapi.New(httpapi.Config{}, mgr, metrics.New(), nil))
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := mgr.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		api.Close()
-		_ = st.Close()
-	})
-	c, err := client.New(api.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return stacktest.New(t, stacktest.Options{Agents: reg}).Client
 }
 
 // Workspace implements Host: a t.TempDir, symlinks resolved.

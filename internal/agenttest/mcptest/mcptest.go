@@ -43,7 +43,7 @@ func BuildVisible(t testing.TB) string {
 func BuildIn(t testing.TB, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, "mcpecho")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, "github.com/agentbox/agentbox/internal/agent/agenttest/mcptest/mcpecho")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, "github.com/agentbox/agentbox/internal/agenttest/mcptest/mcpecho")
 	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build mcpecho: %v\n%s", err, b)

@@ -5,36 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentbox/agentbox/event"
-	"github.com/google/go-cmp/cmp"
 )
-
-// Golden compares got with the golden file at path, or, with update,
-// (re)writes the file. update is the calling package's own -update flag:
-// the flag is not defined here, since every package with golden files
-// defines it (and a second definition in one test binary panics).
-func Golden(t testing.TB, path string, got []byte, update bool) {
-	t.Helper()
-	if update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (rerun the test with -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); rerun with -update if intended:\n%s", path, diff)
-	}
-}
 
 // ReadLines returns the non-blank lines of the file at path (a transcript,
 // one JSON object a line), each as it is in the file.
