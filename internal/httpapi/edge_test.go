@@ -81,6 +81,7 @@ func TestBrokenBodies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Config{})
 			resp, b := h.raw(tc.req, tc.closeWrite)
+			defer resp.Body.Close()
 			checkProblem(t, resp, b, http.StatusBadRequest, client.ProblemBadRequest)
 			if logs := h.logs.String(); strings.Contains(logs, "level=ERROR") {
 				t.Fatalf("a client's broken body was logged as an error:\n%s", logs)
@@ -90,6 +91,7 @@ func TestBrokenBodies(t *testing.T) {
 	// A whole body still works over the same raw client.
 	h := newHarness(t, Config{})
 	resp, b := h.raw(head+"Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body, false)
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("whole body: status %d: %s", resp.StatusCode, b)
 	}
@@ -165,6 +167,7 @@ func TestUncleanPathsAreProblems(t *testing.T) {
 					req += "\r\n"
 				}
 				resp, b := h.raw(req, false)
+				defer resp.Body.Close()
 				if resp.Header.Get("Location") != "" {
 					t.Fatalf("redirect to %q", resp.Header.Get("Location"))
 				}
@@ -174,6 +177,7 @@ func TestUncleanPathsAreProblems(t *testing.T) {
 	}
 	// Clean paths still route.
 	resp, b := h.raw("GET /v1/health HTTP/1.1\r\nHost: HOST\r\nConnection: close\r\n\r\n", false)
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("health: %d %s", resp.StatusCode, b)
 	}

@@ -124,15 +124,15 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return humaProblem(ctx, se.GetStatus(), se.Error(), nil)
 	}
 	msg := err.Error()
-	if sentinel, typ := refinement(err); sentinel != nil {
+	if typ, sentinel := refinement(err); sentinel != nil {
 		p := newProblem(kindStatus[errkind.Of(sentinel)], typ, msg)
-		if sentinel == engine.ErrTooManyLive {
+		if errors.Is(sentinel, engine.ErrTooManyLive) {
 			retry := engine.DefaultLiveRetryAfter
 			var ce *engine.LiveCapError
 			if errors.As(err, &ce) && ce.RetryAfter > 0 {
 				retry = ce.RetryAfter
 			}
-			p.withHeader("Retry-After", strconv.Itoa(int((max(time.Second, retry)+time.Second-1)/time.Second)))
+			p = p.withHeader("Retry-After", strconv.Itoa(int((max(time.Second, retry)+time.Second-1)/time.Second)))
 		}
 		return p
 	}
@@ -215,18 +215,18 @@ var refinements = []struct {
 
 // refinement is the refined sentinel err matches and its problem type, or
 // nil.
-func refinement(err error) (error, string) {
+func refinement(err error) (typ string, sentinel error) {
 	for _, r := range refinements {
 		if !errors.Is(err, r.err) {
 			continue
 		}
 		var ce *engine.ChoiceError
-		if r.err == engine.ErrUnknownChoice && errors.As(err, &ce) && ce.Field == "mode" {
-			return r.err, client.ProblemUnknownMode
+		if errors.Is(r.err, engine.ErrUnknownChoice) && errors.As(err, &ce) && ce.Field == "mode" {
+			return client.ProblemUnknownMode, r.err
 		}
-		return r.err, r.typ
+		return r.typ, r.err
 	}
-	return nil, ""
+	return "", nil
 }
 
 func internalProblem(ctx context.Context) *problem {

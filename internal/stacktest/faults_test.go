@@ -124,7 +124,7 @@ func TestFaults(t *testing.T) {
 			if errors.Is(err, context.DeadlineExceeded) || strings.Contains(body, "\ndata: ") && strings.Contains(body, "}\n\n") {
 				t.Fatalf("the stream was not cut inside its first event: %v\n%q", err, body)
 			}
-			if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Logf("abrupt cut: %v", err)
 			}
 		}

@@ -85,7 +85,7 @@ func New(t testing.TB, opts Options) *Stack {
 		opts.Engine(&cfg)
 	}
 	mgr := engine.New(cfg)
-	var h http.Handler = httpapi.New(opts.API, mgr, metrics.New(), nil)
+	h := httpapi.New(opts.API, mgr, metrics.New(), nil)
 	if f := opts.Faults; f != nil {
 		if f.Later == nil {
 			f.Later = func(sid string, seq int64) bool {
