@@ -123,17 +123,7 @@ var importedOnlyBy = map[string][]string{
 // fails the test until it is removed.
 type allowance struct{ file, imp, why string }
 
-var allowances = []allowance{
-	// The engine's own view types replace these (the integrator, after
-	// issue 13's engine split).
-	{"internal/httpapi/convert.go", "internal/store", "httpapi speaks store record types"},
-	{"internal/httpapi/engine.go", "internal/store", "httpapi speaks store record types"},
-	{"internal/httpapi/routes.go", "internal/store", "httpapi speaks store record types"},
-	// The conformance stack moves out of the agent tree (internal/agenttest,
-	// internal/stacktest).
-	// textdiff is a leaf that belongs outside the agent tree.
-	{"internal/sandbox/workspace/review.go", "internal/agent/textdiff", "the review diff uses the agents' text diff"},
-}
+var allowances = []allowance{}
 
 // testSupport reports whether p is a test-support package (a path
 // element ending in "test", or internal/golden): only tests and other

@@ -154,7 +154,7 @@ func answer[Q, A any](ctx context.Context, m *Manager, sid, rid string, kind sto
 
 // request returns pending request rid of session id, of kind.
 func (m *Manager) request(ctx context.Context, id, rid string, kind store.RequestKind) (store.Request, error) {
-	if _, err := m.Get(ctx, id); err != nil {
+	if _, err := m.get(ctx, id); err != nil {
 		return store.Request{}, err
 	}
 	r, err := m.st.GetRequest(ctx, id, rid)

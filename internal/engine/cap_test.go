@@ -8,7 +8,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // floodAsks is how many permissions the "flood" prompt asks for at once.
@@ -29,10 +28,10 @@ func TestPendingPermissionCap(t *testing.T) {
 	}
 	// Every ask either waits for an answer or was denied at once.
 	const limit = engine.DefaultMaxPendingRequests
-	var pending []store.Request
+	var pending []engine.Request
 	var denied int
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		pending, _ = m.Requests(ctx, s.ID, store.StatePending)
+		pending, _ = m.Requests(ctx, s.ID, engine.StatePending)
 		evs, _ := m.Events(ctx, s.ID, 0, 10000)
 		denied = countText(t, evs, "denied by the daemon")
 		if len(pending)+denied >= floodAsks || time.Now().After(deadline) {
@@ -86,9 +85,9 @@ func TestPendingCapQuestions(t *testing.T) {
 	const limit = engine.DefaultMaxPendingRequests
 	// Wait until every ask has been admitted or refused: the refusals are
 	// reported, coalesced, so count the admitted ones and the reports.
-	var pending []store.Request
+	var pending []engine.Request
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		pending, _ = m.Requests(ctx, s.ID, store.StatePending)
+		pending, _ = m.Requests(ctx, s.ID, engine.StatePending)
 		if len(pending) >= limit || time.Now().After(deadline) {
 			break
 		}
@@ -100,7 +99,7 @@ func TestPendingCapQuestions(t *testing.T) {
 	var questions int
 	for _, r := range pending {
 		switch r.Kind {
-		case store.KindQuestion:
+		case engine.KindQuestion:
 			questions++
 			_, err = m.AnswerQuestion(ctx, s.ID, r.ID, agent.Answer{OptionID: "r"})
 		default:

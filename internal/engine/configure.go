@@ -116,11 +116,16 @@ func (m *Manager) checkCreateChoices(name, model, mode string) error {
 // records it and its resume starts with it. Either way the change is a
 // session.configured event and is stored with the session. During a turn,
 // or while the session starts, resumes or stops, it fails with ErrBusy.
-func (m *Manager) Configure(ctx context.Context, id, model, mode string) (store.Session, error) {
+func (m *Manager) Configure(ctx context.Context, id, model, mode string) (Session, error) {
+	s, err := m.configure(ctx, id, model, mode)
+	return viewSession(s), err
+}
+
+func (m *Manager) configure(ctx context.Context, id, model, mode string) (store.Session, error) {
 	if model == "" && mode == "" {
 		return store.Session{}, fmt.Errorf("%w: set model, mode or both", ErrInvalid)
 	}
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return store.Session{}, err
 	}

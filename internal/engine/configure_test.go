@@ -11,7 +11,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // configAgent is testAgent with a model list and a native switch: it
@@ -205,7 +204,7 @@ func TestConfigure(t *testing.T) {
 	if !slices.Equal(starts, []string{"/", "m2/plan", "m1/plan"}) || len(sw) != 1 {
 		t.Fatalf("starts %v switches %v, want the resumes started with the stored choices", starts, sw)
 	}
-	if s, _ := m.Get(ctx, first.ID); s.Status != store.StatusIdle {
+	if s, _ := m.Get(ctx, first.ID); s.Status != engine.StatusIdle {
 		t.Fatalf("resumed session is %s", s.Status)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // lifecycleManager is a manager with a resumable agent "test", one that
@@ -36,7 +35,7 @@ func lifecycleManager(t *testing.T, maxLive int, idle time.Duration) (*engine.Ma
 
 func sessionCount(t *testing.T, m *engine.Manager) int {
 	t.Helper()
-	ss, err := m.List(t.Context(), store.ListOptions{})
+	ss, err := m.List(t.Context(), engine.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +150,7 @@ func TestIdleStopAndTransparentResume(t *testing.T) {
 		t.Fatalf("session.ended %+v", e)
 	}
 	got, err := m.Get(ctx, s.ID)
-	if err != nil || got.Status != store.StatusStopped {
+	if err != nil || got.Status != engine.StatusStopped {
 		t.Fatalf("after the idle stop: %+v, %v", got, err)
 	}
 
@@ -201,7 +200,7 @@ func TestIdleStopAndTransparentResume(t *testing.T) {
 	if err := m.Delete(ctx, s.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := m.Get(ctx, s.ID); got.Status != store.StatusEnded {
+	if got, _ := m.Get(ctx, s.ID); got.Status != engine.StatusEnded {
 		t.Fatalf("deleted stopped session is %s", got.Status)
 	}
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrNotLive) {
@@ -228,7 +227,7 @@ func TestIdleTimeoutSparesTurnsAndNonResumable(t *testing.T) {
 	}
 	pid := pendingID(t, m, s.ID, 0, event.TypePermissionRequested)
 	time.Sleep(200 * time.Millisecond) // several idle timeouts
-	if got, _ := m.Get(ctx, s.ID); got.Status != store.StatusRunning {
+	if got, _ := m.Get(ctx, s.ID); got.Status != engine.StatusRunning {
 		t.Fatalf("session with a running turn is %s", got.Status)
 	}
 	if _, err := m.AnswerPermission(ctx, s.ID, pid, agent.PermissionAnswer{Decision: event.DecisionAllow}); err != nil {
@@ -238,7 +237,7 @@ func TestIdleTimeoutSparesTurnsAndNonResumable(t *testing.T) {
 	if !containsType(evs, event.TypeTurnCompleted) {
 		t.Fatalf("stopped before the turn completed: %v", types(evs))
 	}
-	if got, _ := m.Get(ctx, n.ID); got.Status != store.StatusIdle {
+	if got, _ := m.Get(ctx, n.ID); got.Status != engine.StatusIdle {
 		t.Fatalf("session whose agent cannot resume is %s", got.Status)
 	}
 }

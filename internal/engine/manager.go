@@ -248,8 +248,13 @@ func resolvedEvent(r store.Request, by event.DecidedBy, msg string) event.Event 
 	return event.New(event.SourceDaemon, &event.PermissionResolved{ID: r.ID, Decision: event.DecisionDeny, By: by, Message: msg})
 }
 
-// Create validates p, starts the agent and returns the stored session.
-func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Session, error) {
+// Create validates p, starts the agent and returns the session.
+func (m *Manager) Create(ctx context.Context, p CreateParams) (Session, error) {
+	s, err := m.create(ctx, p)
+	return viewSession(s), err
+}
+
+func (m *Manager) create(ctx context.Context, p CreateParams) (store.Session, error) {
 	a, err := m.cfg.Agents.Get(p.Agent)
 	if err != nil {
 		return store.Session{}, err
@@ -683,20 +688,33 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 }
 
 // Get returns a session.
-func (m *Manager) Get(ctx context.Context, id string) (store.Session, error) {
+func (m *Manager) Get(ctx context.Context, id string) (Session, error) {
+	s, err := m.get(ctx, id)
+	return viewSession(s), err
+}
+
+func (m *Manager) get(ctx context.Context, id string) (store.Session, error) {
 	s, err := m.st.GetSession(ctx, id)
 	return s, notFound(err, "session", id)
 }
 
 // List lists sessions, newest first.
-func (m *Manager) List(ctx context.Context, opts store.ListOptions) ([]store.Session, error) {
-	return m.st.ListSessions(ctx, opts)
+func (m *Manager) List(ctx context.Context, opts ListOptions) ([]Session, error) {
+	ss, err := m.st.ListSessions(ctx, store.ListOptions{Status: store.Status(opts.Status), Limit: opts.Limit, Before: opts.Before})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Session, len(ss))
+	for i, s := range ss {
+		out[i] = viewSession(s)
+	}
+	return out, nil
 }
 
 // Delete terminates a live session (its log is kept); with purge it also
 // deletes the session and its log.
 func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -771,7 +789,7 @@ func (m *Manager) liveSession(ctx context.Context, id string) (*live, error) {
 	if l := m.lookup(id); l != nil && l.sess != nil {
 		return l, nil
 	}
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -802,7 +820,7 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 		if l := m.lookup(id); l != nil {
 			name = l.agent
 		} else {
-			s, err := m.Get(ctx, id)
+			s, err := m.get(ctx, id)
 			if err != nil {
 				return "", err
 			}
@@ -811,7 +829,7 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 		if err := m.checkContent(ctx, name, content); err != nil {
 			return "", err
 		}
-		s, err := m.Get(ctx, id)
+		s, err := m.get(ctx, id)
 		if err != nil {
 			return "", err
 		}
@@ -830,7 +848,7 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 	if err := m.waitStopped(ctx, id); err != nil {
 		return "", err
 	}
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -932,11 +950,19 @@ func (m *Manager) Subscribe(ctx context.Context, id string, after int64) (<-chan
 }
 
 // Requests lists a session's permission and question requests.
-func (m *Manager) Requests(ctx context.Context, id string, state store.RequestState) ([]store.Request, error) {
-	if _, err := m.Get(ctx, id); err != nil {
+func (m *Manager) Requests(ctx context.Context, id string, state RequestState) ([]Request, error) {
+	if _, err := m.get(ctx, id); err != nil {
 		return nil, err
 	}
-	return m.st.ListRequests(ctx, id, state)
+	rs, err := m.st.ListRequests(ctx, id, store.RequestState(state))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Request, len(rs))
+	for i, r := range rs {
+		out[i] = viewRequest(r)
+	}
+	return out, nil
 }
 
 func notFound(err error, what, id string) error {
@@ -996,8 +1022,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // header values; without them the resume takes those kept in memory for a
 // stopped session, or the stored ones when they had no such values (else
 // an *MCPRequiredError names the values to send).
-func (m *Manager) Resume(ctx context.Context, id string, env map[string]string, mcp ...agent.MCPServer) (store.Session, error) {
-	return m.resume(ctx, id, env, mcp, true)
+func (m *Manager) Resume(ctx context.Context, id string, env map[string]string, mcp ...agent.MCPServer) (Session, error) {
+	s, err := m.resume(ctx, id, env, mcp, true)
+	return viewSession(s), err
 }
 
 // liveError is the error of a resume of a session that is live: it says
@@ -1014,7 +1041,7 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 	}
 	parkedMCP := m.parkedMCP[id]
 	m.mu.Unlock()
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return store.Session{}, err
 	}
@@ -1133,7 +1160,7 @@ func (m *Manager) rebind(ctx context.Context, s store.Session) (json.RawMessage,
 
 // Network returns a session's network rules.
 func (m *Manager) Network(ctx context.Context, id string) (Network, error) {
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return Network{}, err
 	}
@@ -1169,7 +1196,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, allow []string) (Ne
 	// audited "previous" never disagree.
 	m.netMu.Lock()
 	defer m.netMu.Unlock()
-	s, err := m.Get(ctx, id)
+	s, err := m.get(ctx, id)
 	if err != nil {
 		return Network{}, err
 	}

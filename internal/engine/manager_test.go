@@ -237,7 +237,7 @@ func TestTurnLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Status != store.StatusIdle {
+	if s.Status != engine.StatusIdle {
 		t.Fatalf("status %s, want idle", s.Status)
 	}
 	turn, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")})
@@ -268,7 +268,7 @@ func TestTurnLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != store.StatusIdle || got.NativeSessionID != "native-1" {
+	if got.Status != engine.StatusIdle || got.NativeSessionID != "native-1" {
 		t.Fatalf("after turn: %+v", got)
 	}
 }
@@ -289,7 +289,7 @@ func TestCreateErrors(t *testing.T) {
 			if _, err := m.Create(t.Context(), tc.p); !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
-			ss, err := m.List(t.Context(), store.ListOptions{})
+			ss, err := m.List(t.Context(), engine.ListOptions{})
 			if err != nil || len(ss) != 0 {
 				t.Fatalf("sessions stored after a rejected create: %v %v", ss, err)
 			}
@@ -407,7 +407,7 @@ func TestPermissions(t *testing.T) {
 			if len(after) != len(before) {
 				t.Fatalf("second answer appended %d events", len(after)-len(before))
 			}
-			reqs, _ := m.Requests(ctx, s.ID, store.StatePending)
+			reqs, _ := m.Requests(ctx, s.ID, engine.StatePending)
 			if len(reqs) != 0 {
 				t.Fatalf("pending requests left: %v", reqs)
 			}
@@ -481,7 +481,7 @@ func TestAgentExitEndsSession(t *testing.T) {
 		t.Fatalf("session.ended %+v", end)
 	}
 	got, _ := m.Get(ctx, s.ID)
-	if got.Status != store.StatusFailed {
+	if got.Status != engine.StatusFailed {
 		t.Fatalf("status %s", got.Status)
 	}
 	// The turn the agent died in failed; it was not "interrupted".
@@ -513,7 +513,7 @@ func TestDeleteAndPurge(t *testing.T) {
 	if last := evs[len(evs)-1]; last.Type != event.TypeSessionEnded {
 		t.Fatalf("last event %s", last.Type)
 	}
-	if reqs, _ := m.Requests(ctx, s.ID, store.StatePending); len(reqs) != 0 {
+	if reqs, _ := m.Requests(ctx, s.ID, engine.StatePending); len(reqs) != 0 {
 		t.Fatalf("pending left: %v", reqs)
 	}
 	if err := m.Delete(ctx, s.ID, true); err != nil {
@@ -550,10 +550,10 @@ func TestRecoverMarksInterrupted(t *testing.T) {
 		t.Fatalf("recover: %d %v", n, err)
 	}
 	got, _ := m.Get(t.Context(), s.ID)
-	if got.Status != store.StatusInterrupted {
+	if got.Status != engine.StatusInterrupted {
 		t.Fatalf("status %s", got.Status)
 	}
-	if reqs, _ := m.Requests(t.Context(), s.ID, store.StatePending); len(reqs) != 0 {
+	if reqs, _ := m.Requests(t.Context(), s.ID, engine.StatePending); len(reqs) != 0 {
 		t.Fatalf("pending left: %v", reqs)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -602,7 +602,7 @@ func TestShutdownInterruptsLiveSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := m.Get(t.Context(), s.ID)
-	if got.Status != store.StatusInterrupted {
+	if got.Status != engine.StatusInterrupted {
 		t.Fatalf("status %s", got.Status)
 	}
 	evs, _ := m.Events(t.Context(), s.ID, 0, 100)
@@ -649,7 +649,7 @@ func TestResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != store.StatusIdle || got.EndedAt != nil {
+	if got.Status != engine.StatusIdle || got.EndedAt != nil {
 		t.Fatalf("resumed session %+v", got)
 	}
 	ta.mu.Lock()

@@ -11,7 +11,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // TestCreateRefusesMCPForAgentWithout: MCP servers for an agent without
@@ -22,7 +21,7 @@ func TestCreateRefusesMCPForAgentWithout(t *testing.T) {
 	if !errors.Is(err, engine.ErrMCPUnsupported) {
 		t.Fatalf("err %v, want ErrMCPUnsupported", err)
 	}
-	if list, _ := m.List(t.Context(), store.ListOptions{}); len(list) != 0 {
+	if list, _ := m.List(t.Context(), engine.ListOptions{}); len(list) != 0 {
 		t.Errorf("%d sessions made", len(list))
 	}
 }
@@ -81,7 +80,7 @@ func TestResumeMCPServers(t *testing.T) {
 	if _, err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Get(ctx, withSecrets.ID)
+	got, err := st.GetSession(ctx, withSecrets.ID)
 	if err != nil || len(got.MCPServers) == 0 || strings.Contains(string(got.MCPServers), secret) {
 		t.Fatalf("stored MCP servers %s, %v", got.MCPServers, err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // providerAgent is testAgent calling the OpenAI API with key as the
@@ -83,7 +82,7 @@ func TestResumeAfterRestartNeedsClientEnv(t *testing.T) {
 	if _, err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := m.Get(ctx, plain.ID); err != nil || got.Status != store.StatusStopped || !slices.Equal(got.EnvNames, []string{"API_KEY", "OTHER"}) {
+	if got, err := m.Get(ctx, plain.ID); err != nil || got.Status != engine.StatusStopped || !slices.Equal(got.EnvNames, []string{"API_KEY", "OTHER"}) {
 		t.Fatalf("stored session %+v, %v", got, err)
 	}
 	for _, tc := range []struct {
@@ -112,7 +111,7 @@ func TestResumeAfterRestartNeedsClientEnv(t *testing.T) {
 	if _, err := m.Send(ctx, plain.ID, []event.ContentPart{event.TextPart("hi")}); !errors.Is(err, engine.ErrEnvRequired) || !strings.Contains(err.Error(), "API_KEY, OTHER") {
 		t.Fatalf("message to a stopped session without its env: %v", err)
 	}
-	if got, _ := m.Get(ctx, plain.ID); got.Status != store.StatusStopped {
+	if got, _ := m.Get(ctx, plain.ID); got.Status != engine.StatusStopped {
 		t.Fatalf("after the refused resumes the session is %s", got.Status)
 	}
 

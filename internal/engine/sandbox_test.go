@@ -15,7 +15,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // fakeSandboxes builds fakeBoxes: sandboxes that run nothing and whose
@@ -149,7 +148,7 @@ var (
 func pendingReviews(t *testing.T, m *engine.Manager, sid string, n int) map[string]event.PermissionRequested {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		reqs, err := m.Requests(t.Context(), sid, store.StatePending)
+		reqs, err := m.Requests(t.Context(), sid, engine.StatePending)
 		if err != nil {
 			t.Fatal(err)
 		}

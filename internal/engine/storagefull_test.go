@@ -225,7 +225,7 @@ func TestStorageFullTurnRecovers(t *testing.T) {
 		t.Fatalf("stop reason %s", tc.StopReason)
 	}
 	sess, err := m.Get(ctx, s.ID)
-	if err != nil || sess.Status != store.StatusIdle {
+	if err != nil || sess.Status != engine.StatusIdle {
 		t.Fatalf("session after the turn: %s %v, want idle", sess.Status, err)
 	}
 	if _, err := m.Send(ctx, s.ID, []event.ContentPart{event.TextPart("hi")}); err != nil {

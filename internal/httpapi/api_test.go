@@ -347,8 +347,8 @@ func TestPermissionsAndQuestions(t *testing.T) {
 	h := newHarness(t, Config{})
 	s := h.createSession()
 	base := "/v1/sessions/" + s.ID
-	h.eng.ask(s.ID, store.KindPermission, "perm_1")
-	h.eng.ask(s.ID, store.KindQuestion, "q_1")
+	h.eng.ask(s.ID, "permission", "perm_1")
+	h.eng.ask(s.ID, "question", "q_1")
 
 	var reqs client.RequestList
 	h.do("GET", base+"/requests?state=pending", "").ok(t, 200, &reqs)

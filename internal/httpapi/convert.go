@@ -8,7 +8,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
-	"github.com/agentbox/agentbox/internal/store"
 )
 
 // This file is the only place where engine, store and agent types meet the
@@ -54,7 +53,7 @@ func toAgentDetail(in agent.Info, c *engine.Catalog) client.AgentDetail {
 	return out
 }
 
-func toSession(s store.Session) client.Session {
+func toSession(s engine.Session) client.Session {
 	return client.Session{
 		ID:              s.ID,
 		Agent:           s.Agent,
@@ -83,7 +82,7 @@ func sandboxOf(raw json.RawMessage) *client.SessionSandbox {
 
 // toSession is toSession with what the sandbox of a live session has in
 // force, when the engine can tell.
-func (s *server) toSession(ss store.Session) client.Session {
+func (s *server) toSession(ss engine.Session) client.Session {
 	out := toSession(ss)
 	if out.Sandbox == nil {
 		return out
@@ -111,7 +110,7 @@ func toSandbox(raw json.RawMessage) *client.SessionSandbox {
 	return &client.SessionSandbox{Runtime: p.Isolation(), PolicyHash: p.Hash()}
 }
 
-func toRequest(r store.Request) client.Request {
+func toRequest(r engine.Request) client.Request {
 	return client.Request{
 		ID:         r.ID,
 		Kind:       string(r.Kind),

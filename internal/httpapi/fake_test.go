@@ -33,9 +33,9 @@ type fakeEngine struct {
 }
 
 type fakeSession struct {
-	s      store.Session
+	s      engine.Session
 	events []event.Event // events[i].Seq == i+1
-	reqs   []store.Request
+	reqs   []engine.Request
 	// network is the sandbox's; nil runs "on the host".
 	network *engine.Network
 }
@@ -88,18 +88,18 @@ func (f *fakeEngine) emitN(id string, n int) {
 }
 
 // ask adds a pending permission (kind "permission") or question request.
-func (f *fakeEngine) ask(id string, kind store.RequestKind, rid string) {
+func (f *fakeEngine) ask(id string, kind engine.RequestKind, rid string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs := f.sessions[id]
 	var ev event.Event
-	if kind == store.KindPermission {
+	if kind == engine.KindPermission {
 		ev = event.New(event.SourceDaemon, &event.PermissionRequested{ID: rid, Title: "run ls"})
 	} else {
 		ev = event.New(event.SourceDaemon, &event.QuestionRequested{ID: rid, Prompt: "which?"})
 	}
 	stored := f.appendLocked(fs, ev)[0]
-	fs.reqs = append(fs.reqs, store.Request{SessionID: id, ID: rid, Kind: kind, State: store.StatePending,
+	fs.reqs = append(fs.reqs, engine.Request{ID: rid, Kind: kind, State: engine.StatePending,
 		Payload: stored.Data, CreatedAt: stored.Time})
 }
 
@@ -120,24 +120,24 @@ func (f *fakeEngine) Agents(context.Context) []agent.Info {
 	return slices.Clone(f.agents)
 }
 
-func (f *fakeEngine) Create(_ context.Context, p engine.CreateParams) (store.Session, error) {
+func (f *fakeEngine) Create(_ context.Context, p engine.CreateParams) (engine.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failWith != nil {
-		return store.Session{}, f.failWith
+		return engine.Session{}, f.failWith
 	}
 	i := slices.IndexFunc(f.agents, func(a agent.Info) bool { return a.Name == p.Agent })
 	if i < 0 {
-		return store.Session{}, fmt.Errorf("create: %w %q", agent.ErrUnknown, p.Agent)
+		return engine.Session{}, fmt.Errorf("create: %w %q", agent.ErrUnknown, p.Agent)
 	}
 	if !f.agents[i].Available {
-		return store.Session{}, fmt.Errorf("create: %s: %w", p.Agent, engine.ErrUnavailable)
+		return engine.Session{}, fmt.Errorf("create: %s: %w", p.Agent, engine.ErrUnavailable)
 	}
 	f.n++
 	id := fmt.Sprintf("ses_%04d", f.n)
 	t := f.now.Add(time.Duration(f.n) * time.Second)
-	fs := &fakeSession{s: store.Session{ID: id, Agent: p.Agent, Model: p.Model, Mode: p.Mode,
-		PermissionMode: p.PermissionMode, Cwd: p.Cwd, Metadata: p.Metadata, Status: store.StatusIdle,
+	fs := &fakeSession{s: engine.Session{ID: id, Agent: p.Agent, Model: p.Model, Mode: p.Mode,
+		PermissionMode: p.PermissionMode, Cwd: p.Cwd, Metadata: p.Metadata, Status: engine.StatusIdle,
 		CreatedAt: t, UpdatedAt: t}}
 	f.sessions[id] = fs
 	f.order = append(f.order, id)
@@ -145,17 +145,17 @@ func (f *fakeEngine) Create(_ context.Context, p engine.CreateParams) (store.Ses
 	return fs.s, nil
 }
 
-func (f *fakeEngine) Get(_ context.Context, id string) (store.Session, error) {
+func (f *fakeEngine) Get(_ context.Context, id string) (engine.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, err := f.get(id)
 	if err != nil {
-		return store.Session{}, err
+		return engine.Session{}, err
 	}
 	return fs.s, nil
 }
 
-func (f *fakeEngine) List(_ context.Context, o store.ListOptions) ([]store.Session, error) {
+func (f *fakeEngine) List(_ context.Context, o engine.ListOptions) ([]engine.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failWith != nil {
@@ -164,7 +164,7 @@ func (f *fakeEngine) List(_ context.Context, o store.ListOptions) ([]store.Sessi
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
-	var out []store.Session
+	var out []engine.Session
 	skipping := o.Before != ""
 	for i := len(f.order) - 1; i >= 0; i-- {
 		s := f.sessions[f.order[i]]
@@ -194,7 +194,7 @@ func (f *fakeEngine) Delete(_ context.Context, id string, purge bool) error {
 		return err
 	}
 	if fs.s.Status.Live() {
-		fs.s.Status = store.StatusEnded
+		fs.s.Status = engine.StatusEnded
 		f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionEnded{Reason: event.EndTerminated}))
 	}
 	if purge {
@@ -218,7 +218,7 @@ func (f *fakeEngine) Send(_ context.Context, id string, content []event.ContentP
 	}
 	f.n++
 	turn := fmt.Sprintf("turn_%04d", f.n)
-	fs.s.CurrentTurnID, fs.s.Status = turn, store.StatusRunning
+	fs.s.CurrentTurnID, fs.s.Status = turn, engine.StatusRunning
 	start := event.New(event.SourceDaemon, &event.TurnStarted{TurnID: turn})
 	start.TurnID = turn
 	msg := event.New(event.SourceDaemon, &event.Native{NativeType: "user", Payload: mustJSON(content)})
@@ -227,17 +227,17 @@ func (f *fakeEngine) Send(_ context.Context, id string, content []event.ContentP
 	return turn, nil
 }
 
-func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string, _ ...agent.MCPServer) (store.Session, error) {
+func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string, _ ...agent.MCPServer) (engine.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, err := f.get(id)
 	if err != nil {
-		return store.Session{}, err
+		return engine.Session{}, err
 	}
 	if fs.s.Status.Live() {
-		return store.Session{}, fmt.Errorf("resume: %w", engine.ErrLive)
+		return engine.Session{}, fmt.Errorf("resume: %w", engine.ErrLive)
 	}
-	fs.s.Status, fs.s.EndedAt = store.StatusIdle, nil
+	fs.s.Status, fs.s.EndedAt = engine.StatusIdle, nil
 	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionStarted{Agent: fs.s.Agent, Resumed: true}))
 	f.lastEnv = env
 	return fs.s, nil
@@ -254,51 +254,51 @@ func (f *fakeEngine) Interrupt(_ context.Context, id string) (string, error) {
 	if turn == "" {
 		return "", fmt.Errorf("interrupt: %w", engine.ErrNoTurn)
 	}
-	fs.s.CurrentTurnID, fs.s.Status = "", store.StatusIdle
+	fs.s.CurrentTurnID, fs.s.Status = "", engine.StatusIdle
 	f.appendLocked(fs, event.New(event.SourceDaemon, &event.TurnCompleted{TurnID: turn, StopReason: event.StopInterrupted}))
 	return turn, nil
 }
 
-func (f *fakeEngine) resolve(id, rid string, kind store.RequestKind, payload event.Payload) (event.Event, error) {
+func (f *fakeEngine) resolve(id, rid string, kind engine.RequestKind, payload event.Payload) (event.Event, error) {
 	fs, err := f.get(id)
 	if err != nil {
 		return event.Event{}, err
 	}
-	i := slices.IndexFunc(fs.reqs, func(r store.Request) bool { return r.ID == rid && r.Kind == kind })
+	i := slices.IndexFunc(fs.reqs, func(r engine.Request) bool { return r.ID == rid && r.Kind == kind })
 	if i < 0 {
 		return event.Event{}, fmt.Errorf("%s %q: %w", kind, rid, store.ErrNotFound)
 	}
-	if fs.reqs[i].State == store.StateResolved {
+	if fs.reqs[i].State == engine.StateResolved {
 		return event.Event{}, fmt.Errorf("%s %q: %w", kind, rid, store.ErrAlreadyResolved)
 	}
 	ev := f.appendLocked(fs, event.New(event.SourceDaemon, payload))[0]
 	t := ev.Time
-	fs.reqs[i].State, fs.reqs[i].Resolution, fs.reqs[i].ResolvedAt = store.StateResolved, ev.Data, &t
+	fs.reqs[i].State, fs.reqs[i].Resolution, fs.reqs[i].ResolvedAt = engine.StateResolved, ev.Data, &t
 	return ev, nil
 }
 
 func (f *fakeEngine) AnswerPermission(_ context.Context, id, pid string, a agent.PermissionAnswer) (event.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.resolve(id, pid, store.KindPermission,
+	return f.resolve(id, pid, engine.KindPermission,
 		&event.PermissionResolved{ID: pid, Decision: a.Decision, By: a.By, OptionID: a.OptionID, Message: a.Message})
 }
 
 func (f *fakeEngine) AnswerQuestion(_ context.Context, id, qid string, a agent.Answer) (event.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.resolve(id, qid, store.KindQuestion,
+	return f.resolve(id, qid, engine.KindQuestion,
 		&event.QuestionResolved{ID: qid, Answer: a.Text, OptionID: a.OptionID, Cancelled: a.Cancelled, By: event.ByUser})
 }
 
-func (f *fakeEngine) Requests(_ context.Context, id string, state store.RequestState) ([]store.Request, error) {
+func (f *fakeEngine) Requests(_ context.Context, id string, state engine.RequestState) ([]engine.Request, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, err := f.get(id)
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Request
+	var out []engine.Request
 	for _, r := range fs.reqs {
 		if state == "" || r.State == state {
 			out = append(out, r)
@@ -423,21 +423,21 @@ func (f *fakeEngine) AgentCatalog(_ context.Context, name string) (agent.Info, *
 
 // Configure follows the engine's rules: between turns only, and a model on
 // the fake catalog.
-func (f *fakeEngine) Configure(_ context.Context, id, model, mode string) (store.Session, error) {
+func (f *fakeEngine) Configure(_ context.Context, id, model, mode string) (engine.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, err := f.get(id)
 	if err != nil {
-		return store.Session{}, err
+		return engine.Session{}, err
 	}
 	if fs.s.CurrentTurnID != "" {
-		return store.Session{}, fmt.Errorf("configure: %w", engine.ErrBusy)
+		return engine.Session{}, fmt.Errorf("configure: %w", engine.ErrBusy)
 	}
 	if model != "" && model != "m1" && model != "m2" {
-		return store.Session{}, &engine.ChoiceError{Field: "model", Value: model, Agent: fs.s.Agent, Offered: []string{"m1", "m2"}, From: "session ses_cat"}
+		return engine.Session{}, &engine.ChoiceError{Field: "model", Value: model, Agent: fs.s.Agent, Offered: []string{"m1", "m2"}, From: "session ses_cat"}
 	}
 	if mode != "" {
-		return store.Session{}, &engine.ChoiceError{Field: "mode", Value: mode, Agent: fs.s.Agent, From: "session ses_cat"}
+		return engine.Session{}, &engine.ChoiceError{Field: "mode", Value: mode, Agent: fs.s.Agent, From: "session ses_cat"}
 	}
 	fs.s.Model = model
 	f.appendLocked(fs, event.New(event.SourceDaemon, &event.SessionConfigured{Model: model}))

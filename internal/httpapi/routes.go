@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/engine"
 )
 
 // Inputs and outputs of the operations. Bodies are the wire types of package
@@ -334,7 +334,7 @@ func (s *server) createSession(ctx context.Context, in *createSessionInput) (*cr
 }
 
 func (s *server) listSessions(ctx context.Context, in *listSessionsInput) (*sessionsOutput, error) {
-	list, err := s.eng.List(ctx, store.ListOptions{Status: store.Status(in.Status), Limit: in.Limit + 1, Before: in.Before})
+	list, err := s.eng.List(ctx, engine.ListOptions{Status: engine.Status(in.Status), Limit: in.Limit + 1, Before: in.Before})
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -411,7 +411,7 @@ func (s *server) answerQuestion(ctx context.Context, in *questionInput) (*resolv
 }
 
 func (s *server) listRequests(ctx context.Context, in *requestsInput) (*requestsOutput, error) {
-	reqs, err := s.eng.Requests(ctx, in.ID, store.RequestState(in.State))
+	reqs, err := s.eng.Requests(ctx, in.ID, engine.RequestState(in.State))
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}

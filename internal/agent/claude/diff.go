@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/agent/textdiff"
+	"github.com/agentbox/agentbox/internal/textdiff"
 )
 
 // Unified diffs for file_change items, built from what the CLI reports:

@@ -537,7 +537,13 @@ func TestInitializeModels(t *testing.T) {
 		{"no answer", "mute-init", answer, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := helperAdapter(t, Options{InitTimeout: 300 * time.Millisecond})
+			// Only the CLI that never answers waits out the timeout; the
+			// others have all the time a loaded machine needs.
+			timeout := 30 * time.Second
+			if c.mode == "mute-init" {
+				timeout = 300 * time.Millisecond
+			}
+			a := helperAdapter(t, Options{InitTimeout: timeout})
 			s := startHelper(t, a, newFakeHost(), c.mode, map[string]string{"AGENTBOX_CLAUDE_MODELS": c.models}, "")
 			cat := s.Catalog()
 			if !slices.Equal(cat.Models, c.want) || cat.Model != c.current {

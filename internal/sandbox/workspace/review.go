@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentbox/agentbox/internal/agent/textdiff"
+	"github.com/agentbox/agentbox/internal/textdiff"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
