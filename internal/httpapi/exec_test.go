@@ -346,7 +346,7 @@ func TestProcessSignalAndWaitTimeout(t *testing.T) {
 }
 
 func TestExecOpenAPI(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(Spec())
+	doc, err := openapi3.NewLoader().LoadFromData(specDocument())
 	if err != nil {
 		t.Fatal(err)
 	}

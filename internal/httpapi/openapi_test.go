@@ -19,7 +19,7 @@ var specFile = filepath.Join("..", "..", "api", "openapi.json")
 // serves. Run `go test ./internal/httpapi -run TestOpenAPIUpToDate -update`
 // after changing the API, and review the diff.
 func TestOpenAPIUpToDate(t *testing.T) {
-	got := Spec()
+	got := specDocument()
 	if golden.Update() {
 		if err := os.WriteFile(specFile, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -37,14 +37,14 @@ func TestOpenAPIUpToDate(t *testing.T) {
 }
 
 func TestOpenAPIStable(t *testing.T) {
-	if a, b := Spec(), Spec(); !bytes.Equal(a, b) {
+	if a, b := specDocument(), specDocument(); !bytes.Equal(a, b) {
 		t.Fatal("two builds of the spec differ")
 	}
 }
 
 func TestOpenAPIValid(t *testing.T) {
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(Spec())
+	doc, err := loader.LoadFromData(specDocument())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ func TestOpenAPIServed(t *testing.T) {
 	h := newHarness(t, Config{})
 	r := h.do("GET", "/openapi.json", "")
 	r.ok(t, 200, nil)
-	if !bytes.Equal(r.body, Spec()) {
-		t.Fatal("GET /openapi.json differs from Spec()")
+	if !bytes.Equal(r.body, specDocument()) {
+		t.Fatal("GET /openapi.json differs from specDocument()")
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/openapi+json" {
 		t.Fatalf("Content-Type = %q", ct)

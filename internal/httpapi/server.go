@@ -40,7 +40,7 @@ type server struct {
 }
 
 // New returns the API handler. eng may be nil only to build the OpenAPI
-// document (see [Spec]); m and log may be nil.
+// document (GET /openapi.json); m and log may be nil.
 //
 // The first call replaces huma's package-level error constructors
 // (huma.NewError, huma.NewErrorWithContext), once for the whole process, so

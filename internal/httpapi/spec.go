@@ -169,9 +169,9 @@ func marshalSpec(o *huma.OpenAPI) []byte {
 	return out.Bytes()
 }
 
-// Spec returns the OpenAPI 3.1 document of the API, byte for byte what
+// specDocument returns the OpenAPI 3.1 document of the API, byte for byte what
 // GET /openapi.json serves and api/openapi.json holds.
-func Spec() []byte {
+func specDocument() []byte {
 	s, _ := newServer(Config{}, nil, nil, nil)
 	return s.spec()
 }
