@@ -78,8 +78,10 @@ R("allocated", "1GiB")
 			name: "17_timeout_ignores_sigterm",
 			want: map[string]string{"ready": "yes"},
 			run: func(h *harness) {
-				// The wall-clock limit from the spec, not the command.
-				h.create(func(s *sandbox.Spec) { s.Limits.Timeout = 2 * time.Second })
+				// The wall-clock limit from the spec, not the command;
+				// long enough for python to start and say so under
+				// gVisor's ptrace platform on a loaded machine.
+				h.create(func(s *sandbox.Spec) { s.Limits.Timeout = 5 * time.Second })
 				r := h.python(`
 import signal
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
