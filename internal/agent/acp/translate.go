@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/textdiff"
 	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/textdiff"
 )
 
 // Translator turns what an ACP agent says (session/update notifications,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/textdiff"
 	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/textdiff"
 )
 
 // errInterrupted is how steps report that the turn's context ended.

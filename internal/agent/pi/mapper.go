@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/textdiff"
 	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/textdiff"
 )
 
 // Mapper translates pi's RPC lines into universal events. It keeps the

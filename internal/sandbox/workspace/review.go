@@ -8,8 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentbox/agentbox/internal/textdiff"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/textdiff"
 )
 
 // Hidden paths. No list of dangerous names is ever complete: editors,
