@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -610,16 +611,23 @@ func TestAgentsAndVersion(t *testing.T) {
 	}
 
 	r = h.run(t.Context(), nil, "version")
-	r.check(t, 0, []string{"agentbox 1.2.3-test\n", "daemon   9.8.7-daemon (event schema v1) at " + h.stk.URL}, nil)
+	r.check(t, 0, []string{"agentbox 1.2.3-test\n", "build    " + runtime.Version(), "daemon   9.8.7-daemon (event schema v1) at " + h.stk.URL}, nil)
+	r = h.run(t.Context(), nil, "--version")
+	if r.code != 0 || r.stdout != "agentbox 1.2.3-test\n" {
+		t.Fatalf("--version: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	r = h.run(t.Context(), nil, "version", "--url", "http://127.0.0.1:1")
 	r.check(t, 0, []string{"agentbox 1.2.3-test\n"}, []string{"daemon not reachable at http://127.0.0.1:1"})
 	r = h.run(t.Context(), nil, "--json", "version", "--url", "unix:///nonexistent/agentbox.sock")
 	var v struct {
-		Version     string
+		Version string
+		Build   struct {
+			GoVersion string `json:"go_version"`
+		}
 		Daemon      *client.Health
 		DaemonError string `json:"daemon_error"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Version != "1.2.3-test" || v.Daemon != nil || v.DaemonError == "" || r.code != 0 {
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Version != "1.2.3-test" || v.Build.GoVersion != runtime.Version() || v.Daemon != nil || v.DaemonError == "" || r.code != 0 {
 		t.Fatalf("json version %q: %v", r.stdout, err)
 	}
 }

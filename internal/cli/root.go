@@ -138,7 +138,11 @@ every session as a replayable event log.
 These commands talk to a running daemon; see --url.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version: the version alone; the version command adds the
+		// build and the daemon's.
+		Version: version,
 	}
+	root.SetVersionTemplate("agentbox {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})

@@ -1,8 +1,13 @@
-// Package version holds the daemon's version, set at link time by
-// scripts/build, and the API protocol version clients can gate features on.
+// Package version holds the binary's version, set at link time by
+// scripts/build, and what it knows of its own build (commit, Go version,
+// build tags).
 package version
 
-import "runtime/debug"
+import (
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
 
 // Version is the release version; scripts/build sets it with -X.
 var Version = ""
@@ -17,4 +22,52 @@ func String() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// Info is what the binary knows of its own build.
+type Info struct {
+	Version   string   `json:"version"`
+	Commit    string   `json:"commit,omitempty"`   // the VCS revision it was built from
+	Modified  bool     `json:"modified,omitempty"` // built from a tree with uncommitted changes
+	GoVersion string   `json:"go_version"`
+	Tags      []string `json:"tags,omitempty"` // build tags (-tags)
+}
+
+// Build returns the version and what the build info says of the build.
+func Build() Info {
+	in := Info{Version: String(), GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return in
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			in.Commit = s.Value
+		case "vcs.modified":
+			in.Modified = s.Value == "true"
+		case "-tags":
+			if s.Value != "" {
+				in.Tags = strings.Split(s.Value, ",")
+			}
+		}
+	}
+	return in
+}
+
+// Details is the build in one line, without the version: "go1.26.8,
+// commit 0123456789ab (modified), tags grpcnotrace".
+func (in Info) Details() string {
+	parts := []string{in.GoVersion}
+	if in.Commit != "" {
+		c := in.Commit[:min(12, len(in.Commit))]
+		if in.Modified {
+			c += " (modified)"
+		}
+		parts = append(parts, "commit "+c)
+	}
+	if len(in.Tags) > 0 {
+		parts = append(parts, "tags "+strings.Join(in.Tags, ","))
+	}
+	return strings.Join(parts, ", ")
 }
