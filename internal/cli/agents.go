@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/agent/amp"
 	"github.com/agentbox/agentbox/internal/agent/install"
 )
 
@@ -150,7 +151,12 @@ Agents: ` + strings.Join(install.Names(), ", "),
 			}
 			known := install.Names()
 			for _, n := range names {
-				if !slices.Contains(known, n) {
+				switch {
+				case n == amp.Name:
+					// Listed by the daemon, with its reason, but there
+					// is nothing to install that could run offline.
+					return &ExitError{Code: 1, Err: fmt.Errorf("%s cannot be installed: %s", n, amp.Reason)}
+				case !slices.Contains(known, n):
 					return usage(fmt.Errorf("unknown agent %q (known: %s)", n, strings.Join(known, ", ")))
 				}
 			}

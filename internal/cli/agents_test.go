@@ -100,6 +100,13 @@ func TestAgentsInstallUsage(t *testing.T) {
 	}
 	r := h.run(t.Context(), nil, "agents", "install", "--help")
 	r.check(t, 0, []string{"--all", "--force", "Agents: claude, codex,"}, nil)
+	// Amp is listed (unavailable, with its reason), so install says why
+	// it cannot be installed rather than calling it unknown.
+	r = h.run(t.Context(), nil, "agents", "install", "claude", "amp")
+	r.check(t, 1, nil, []string{"amp cannot be installed: not supported: Amp's agent loop runs on Amp's servers"})
+	if strings.Contains(r.stderr, "unknown agent") {
+		t.Errorf("amp called unknown: %q", r.stderr)
+	}
 }
 
 func TestAgentsInstallCtrlC(t *testing.T) {

@@ -660,7 +660,14 @@ func TestURLFromFlagEnvAndDefault(t *testing.T) {
 	r := h.run(t.Context(), nil, "agents", "--url", h.stk.URL)
 	r.check(t, 0, []string{"mock"}, nil)
 	r = h.run(t.Context(), nil, "agents")
-	r.check(t, 1, nil, []string{"127.0.0.1:1"})
+	r.check(t, 1, nil, []string{"127.0.0.1:1", "no agentbox daemon answers there: start one with `agentbox serve`"})
+	r = h.run(t.Context(), nil, "sessions", "list", "--url", "unix:///nonexistent/agentbox.sock")
+	r.check(t, 1, nil, []string{"/nonexistent/agentbox.sock", "start one with `agentbox serve`"})
+	// A daemon that answers, even with an error, gets no such hint.
+	r = h.run(t.Context(), nil, "sessions", "show", "ses_nope", "--url", h.stk.URL)
+	if r.code == 0 || strings.Contains(r.stderr, "agentbox serve") {
+		t.Errorf("an answer was taken for no daemon: %d %q", r.code, r.stderr)
+	}
 	delete(h.env, EnvURL)
 	r = h.run(t.Context(), nil, "version")
 	r.check(t, 0, nil, []string{"daemon not reachable at " + DefaultURL})

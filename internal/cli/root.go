@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -75,8 +76,11 @@ func ExitCode(err error) int {
 // second. It copes with such a context, but cannot tell SIGTERM apart then.
 func Execute(ctx context.Context, root *cobra.Command) int {
 	err := root.ExecuteContext(ctx)
-	if client.IsUnauthorized(err) {
+	switch {
+	case client.IsUnauthorized(err):
 		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine when it may: set AGENTBOX_DATA_DIR to that data directory, run as the daemon's user (root, for sandboxes), or pass --token)", err)
+	case noDaemon(err):
+		err = fmt.Errorf("%w (no agentbox daemon answers there: start one with `agentbox serve`, or point --url or %s at one that runs)", err, EnvURL)
 	}
 	// An ExitError without a cause passes a code through (agentbox exec
 	// exits with its command's status) and has nothing to say. An error may
@@ -87,6 +91,14 @@ func Execute(ctx context.Context, root *cobra.Command) int {
 		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", root.Name(), errText(err))
 	}
 	return ExitCode(err)
+}
+
+// noDaemon reports whether err is a failure to reach the daemon at all
+// (nothing listens at the address, no such socket, no route), as opposed to
+// an answer.
+func noDaemon(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // env is what the commands take from the process, replaceable in tests.
