@@ -248,7 +248,9 @@ func TestFailed(t *testing.T) {
 	}{
 		{"stdin closed, exits later", `exec 0<&-; echo closed; echo gone >&2; sleep 0.5; exit 4`, t.Context(), nil, "fake: the agent exited with code 4: gone"},
 		{"connection ended", `echo closed; sleep 0.5; exit 5`, past, closed, "fake: the agent exited with code 5"},
-		{"alive, the write timed out", `echo closed; exec cat >/dev/null`, past, nil, ""},
+		// cat keeps the stdout pipe open on fd 3: an agent that lives on
+		// has not closed its output either.
+		{"alive, the write timed out", `echo closed; exec cat 3>&1 >/dev/null`, past, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, _, lines := start(t, c.script, Config{}, 100)
