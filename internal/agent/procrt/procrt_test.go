@@ -167,7 +167,8 @@ func TestClose(t *testing.T) {
 
 func TestCloseContext(t *testing.T) {
 	// A Close whose context ends kills the process at once.
-	r, _, _ := start(t, `trap '' TERM; while :; do sleep 1; done`, Config{CloseGrace: time.Hour}, 100)
+	r, _, lines := start(t, `trap '' TERM; echo ready; while :; do sleep 1; done`, Config{CloseGrace: time.Hour}, 100)
+	<-lines // TERM is ignored from here on
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := r.Close(ctx); !errors.Is(err, context.Canceled) {
