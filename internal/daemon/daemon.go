@@ -62,6 +62,8 @@ const (
 	// DefaultIdleTimeout is how long an agent process may sit idle
 	// before it is stopped (its session resumes on its next message).
 	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultStartTimeout bounds starting a session's agent.
+	DefaultStartTimeout = engine.DefaultStartTimeout
 )
 
 // Config is the daemon's configuration; the zero value of each field means
@@ -101,6 +103,10 @@ type Config struct {
 	// session resumable: the next message resumes it (default
 	// DefaultIdleTimeout; negative: never).
 	IdleTimeout time.Duration
+	// StartTimeout bounds starting a session's agent, its sandbox
+	// included (default engine.DefaultStartTimeout). Agents under gVisor
+	// on its ptrace platform start several times slower than on the host.
+	StartTimeout time.Duration
 	// ShutdownTimeout bounds graceful shutdown; agents still running then
 	// are killed.
 	ShutdownTimeout time.Duration
@@ -454,6 +460,7 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		MaxPendingRequests: cfg.MaxPendingRequests,
 		MaxLive:            orDefault(cfg.MaxLiveSessions, DefaultMaxLiveSessions),
 		IdleTimeout:        orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		StartTimeout:       cfg.StartTimeout,
 		Sandboxes: &sessionSandboxes{global: sb.global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
 			egress: d.egress, askTimeout: cfg.NetworkAskTimeout, workspaces: sb.workspaces,
 			secrets: d.secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: sb.caDir},

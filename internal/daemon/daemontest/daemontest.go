@@ -97,6 +97,11 @@ func Start(t testing.TB, dataDir string, reg *agent.Registry) *client.Client {
 	d, err := daemon.New(t.Context(), daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: dataDir, InsecureNoAuth: true, Agents: reg,
 		Log: slog.New(slog.DiscardHandler),
+		// Agents under gVisor (ptrace) start in 20-30 s on an idle test
+		// machine and past the default minute on a loaded one: the
+		// harness's own per-create bound (agenttest.DefaultTimeout)
+		// decides.
+		StartTimeout: agenttest.DefaultTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
