@@ -129,6 +129,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&cfg.EgressCAFile, "egress-ca-file", env("AGENTBOX_EGRESS_CA_FILE", ""), "PEM roots the egress proxy also trusts for model-API upstreams over TLS [AGENTBOX_EGRESS_CA_FILE]")
 	f.BoolVar(&cfg.KeepAgentHomes, "keep-agent-homes", os.Getenv("AGENTBOX_KEEP_AGENT_HOMES") == "1", "keep a sandboxed session's agent home (DATA_DIR/agents/...) when the session is purged [AGENTBOX_KEEP_AGENT_HOMES=1]")
 	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")
+	f.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", env("AGENTBOX_OTLP_ENDPOINT", ""), "export traces over OTLP/HTTP (protobuf) to this base URL, e.g. http://127.0.0.1:4318; wins over OTEL_EXPORTER_OTLP_ENDPOINT; the other OTEL_* variables apply; unset: no traces [AGENTBOX_OTLP_ENDPOINT]")
 	return cmd
 }
 

@@ -46,6 +46,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
+	"github.com/agentbox/agentbox/internal/tracing"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
@@ -158,6 +159,12 @@ type Config struct {
 	// KeepAgentHomes keeps a sandboxed session's agent home when the
 	// session is purged (by default it goes with the session).
 	KeepAgentHomes bool
+	// OTLPEndpoint, when set, exports traces to this OTLP/HTTP base
+	// endpoint (spans go to its /v1/traces), winning over
+	// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT; the other OTEL_* variables
+	// apply (tracing.FromEnv, read through Getenv). Without either, no
+	// traces are made.
+	OTLPEndpoint string
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -224,6 +231,8 @@ type Daemon struct {
 	// stopRecover stops the start's recovery when a full disk deferred it
 	// (see buildServices); nil otherwise.
 	stopRecover func()
+	// tracer exports trace spans; nil when tracing is not configured.
+	tracer *tracing.Tracer
 }
 
 // Agents returns the registry of the agents this daemon runs. dataDir holds
@@ -289,6 +298,9 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{})}
 	var cu cleanup
 	defer cu.run() // a no-op once released
+	if err := d.buildTracing(&cu); err != nil {
+		return nil, err
+	}
 	if err := d.openStore(ctx, &cu); err != nil {
 		return nil, err
 	}
@@ -467,6 +479,7 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
 		KeepAgentState:  cfg.KeepAgentHomes,
+		Tracer:          d.tracer,
 	})
 	cu.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -591,6 +604,7 @@ func (d *Daemon) buildHTTP(ctx context.Context, cu *cleanup) error {
 		Version: version.String(),
 		Exec:    d.ex,
 		Secrets: d.secrets,
+		Tracer:  d.tracer,
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals
@@ -778,6 +792,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		}
 		// Every sandbox is closed: the deathwatch has nothing to do.
 		errs = append(errs, d.st.Close(), d.audit.Close(), stopDeathwatch(d.deathwatch))
+		// The last spans (the shutdown's own requests and turns) are
+		// sent within what is left of the deadline; a collector that
+		// does not answer in time loses them, counted in the log.
+		if err := d.tracer.Shutdown(ctx); err != nil {
+			d.log.Warn("trace spans not all sent before the shutdown deadline", "err", err)
+		}
 		d.shutdownErr = errors.Join(errs...)
 		if d.shutdownErr != nil {
 			d.log.Warn("shutdown finished with errors", "err", d.shutdownErr)

@@ -188,7 +188,8 @@ func (l *live) requestPermission(ctx context.Context, req agent.PermissionReques
 	}
 	exp := time.Now().Add(timeout).UTC()
 	req.ExpiresAt = &exp
-	return request(ctx, l, ask[agent.PermissionAnswer]{
+	span := l.startPermissionSpan(ctx, &req, source)
+	a, err := request(ctx, l, ask[agent.PermissionAnswer]{
 		kind: store.KindPermission, id: req.ID, requested: &req, source: source,
 		capKind: string(req.Kind), title: req.Title, timeout: timeout,
 		overCap: func(denied agent.PermissionAnswer) agent.PermissionAnswer { return denied },
@@ -201,6 +202,8 @@ func (l *live) requestPermission(ctx context.Context, req agent.PermissionReques
 			l.m.cfg.Metrics.PermissionRequests.WithLabelValues(string(req.Kind), string(a.Decision), string(a.By)).Inc()
 		},
 	})
+	endPermissionSpan(span, a, err)
+	return a, err
 }
 
 // AskQuestion implements agent.Host.

@@ -59,6 +59,8 @@ type live struct {
 	pending map[string]pending
 	// open holds the items the agent started and did not complete yet.
 	open openItems
+	// trace holds the spans of the running turn (tracing.go).
+	trace turnTrace
 	// idleAt is when the session last became idle, zero while a turn
 	// runs; idleTimer fires Config.IdleTimeout later. stopping is set
 	// once the idle stop has begun: no turn starts after it.
@@ -191,6 +193,7 @@ func (l *live) Emit(_ context.Context, evs ...event.Event) error {
 		if kind, took, ok := l.open.observe(e); ok {
 			l.m.cfg.Metrics.ToolCallDuration.WithLabelValues(string(kind)).Observe(took.Seconds())
 		}
+		l.traceItem(e)
 	}
 	b, backlog, err := l.q.push(evs, noWait)
 	if errors.Is(err, errEventsDropped) {

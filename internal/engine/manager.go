@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/tracing"
 )
 
 // Timeouts and their ordering: an agent start must finish well within the
@@ -87,6 +88,9 @@ type Config struct {
 	// session becomes stopped (session.ended, reason idle) and its next
 	// message resumes it. Zero never stops an idle agent.
 	IdleTimeout time.Duration
+	// Tracer, when set, records the spans of turns, tool calls and
+	// permission waits (tracing.go); nil records nothing.
+	Tracer *tracing.Tracer
 }
 
 // AgentExitGrace is how long a turn in flight when its agent process died
@@ -430,7 +434,8 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	l.reports = sandbox.NewViolationCoalescer(l.report)
 	l.q = newEventQueue(l.write, m.log.With("session", s.ID))
 
-	startCtx, cancelStart := context.WithTimeout(sctx, m.cfg.StartTimeout)
+	// The start keeps the request's trace (the sandbox's span, below).
+	startCtx, cancelStart := context.WithTimeout(tracing.Carry(sctx, ctx), m.cfg.StartTimeout)
 	cfg := agent.Config{
 		SessionID: s.ID, Model: s.Model, Mode: s.Mode, PermissionMode: s.PermissionMode,
 		Cwd: s.Cwd, Metadata: s.Metadata, Env: env, MCPServers: o.mcp,

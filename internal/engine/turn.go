@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/ids"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/tracing"
 )
 
 // startTurn records the turn's start and the user's message, then runs the
@@ -35,17 +36,21 @@ func (l *live) startTurn(ctx context.Context, content []event.ContentPart) (stri
 	l.busyLocked()
 	turnID := ids.New(ids.Turn)
 	// The turn's context descends from the session, not from the request:
-	// the request returns as soon as the turn is recorded.
-	tctx, cancel := context.WithCancelCause(l.ctx)
-	l.turnID, l.turnCancel, l.turnDone = turnID, cancel, make(chan struct{})
+	// the request returns as soon as the turn is recorded. Its span is
+	// still the request's child (tracing.go).
+	span := l.startTurnSpan(ctx, turnID)
+	tctx, cancel := context.WithCancelCause(tracing.WithSpan(l.ctx, span))
+	l.turnID, l.turnCancel, l.turnDone, l.trace.span = turnID, cancel, make(chan struct{}), span
 	done := l.turnDone
 	l.mu.Unlock()
 
 	fail := func(err error) (string, error) {
 		l.mu.Lock()
-		l.turnID, l.turnCancel, l.turnDone = "", nil, nil
+		l.turnID, l.turnCancel, l.turnDone, l.trace.span = "", nil, nil, nil
 		l.idleLocked()
 		l.mu.Unlock()
+		span.SetError(err)
+		span.End()
 		cancel(err)
 		close(done)
 		return "", err
@@ -167,4 +172,5 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	if err != nil {
 		l.m.log.Error("recording turn end", "session", l.id, "turn", turnID, "err", err)
 	}
+	l.endTurnSpan(ctx, res)
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/tracing"
 )
 
 // Defaults for the zero values of [Config].
@@ -60,6 +62,9 @@ type Config struct {
 	// ACP, when set, serves GET /v1/acp (ACP over an upgraded connection;
 	// see package acpserver), behind the same authentication as the API.
 	ACP http.Handler
+	// Tracer, when set, makes a server span per request (tracing.go);
+	// nil costs nothing.
+	Tracer *tracing.Tracer
 }
 
 func (c Config) withDefaults() Config {

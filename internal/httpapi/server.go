@@ -48,7 +48,7 @@ type server struct {
 // affects any other huma API in the same program.
 func New(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) http.Handler {
 	s, _ := newServer(cfg, eng, m, log)
-	return s
+	return traced(s, cfg.Tracer, s.route)
 }
 
 func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*server, huma.API) {
