@@ -125,6 +125,12 @@ func TestTraces(t *testing.T) {
 	if _, err := c.GetSession(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
+	if sandboxed {
+		// An execution's sandbox: created in the request (no pool).
+		if _, err := c.Exec(ctx, client.ExecRequest{Argv: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Nothing is sent before the shutdown (an hour's interval, a batch
 	// far from full); the shutdown sends it all.
@@ -176,9 +182,16 @@ func TestTraces(t *testing.T) {
 	}
 	one("POST /v1/sessions/{id}/permissions/{pid}")
 	if sandboxed {
-		sb := one("agentbox.sandbox.create")
-		if parentName(sb) != "POST /v1/sessions" || sb.Attr("agentbox.sandbox.runtime") != "process" || sb.Status != nil {
-			t.Errorf("sandbox span: parent %q runtime %q status %v", parentName(sb), sb.Attr("agentbox.sandbox.runtime"), sb.Status)
+		sbs := tracingtest.Named(spans, "agentbox.sandbox.create")
+		var parents []string
+		for _, sb := range sbs {
+			parents = append(parents, parentName(sb))
+			if sb.Attr("agentbox.sandbox.runtime") != "process" || sb.Attr("agentbox.sandbox.id") == "" || sb.Status != nil {
+				t.Errorf("sandbox span: runtime %q id %q status %v", sb.Attr("agentbox.sandbox.runtime"), sb.Attr("agentbox.sandbox.id"), sb.Status)
+			}
+		}
+		if strings.Join(parents, ",") != "POST /v1/sessions,POST /v1/exec" {
+			t.Errorf("sandbox spans' parents %q, want the session's create and the exec", parents)
 		}
 	} else {
 		t.Log("this host cannot build sandboxes: no sandbox span checked")
