@@ -36,7 +36,8 @@ func (l *live) startTurnSpan(ctx context.Context, turnID string) *tracing.Span {
 }
 
 // endTurnSpan ends the turn's span (the one in ctx, from startTurn) with
-// how the turn ended, and the spans of tool calls it left open.
+// how the turn ended, and the spans of tool calls it left open. It is
+// called before the turn frees its slot: no next turn's spans exist yet.
 func (l *live) endTurnSpan(ctx context.Context, res agent.Result) {
 	if l.m.cfg.Tracer == nil {
 		return

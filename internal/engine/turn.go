@@ -134,6 +134,7 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	l.reports.Flush()
 	d := time.Since(start)
 	l.m.cfg.Metrics.TurnDuration.WithLabelValues(l.agent, string(res.StopReason)).Observe(d.Seconds())
+	l.endTurnSpan(ctx, res) // while the turn still holds its slot
 
 	// The session is idle before anyone can see turn.completed, so a client
 	// that sends the next message on seeing it is never told "busy".
@@ -172,5 +173,4 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	if err != nil {
 		l.m.log.Error("recording turn end", "session", l.id, "turn", turnID, "err", err)
 	}
-	l.endTurnSpan(ctx, res)
 }
