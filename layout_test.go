@@ -88,6 +88,7 @@ var layers = []layer{
 	{from: "internal/errkind", only: []string{}, why: "the error kinds are a leaf"},
 	{from: "internal/reexec", only: []string{}, why: "the re-exec registry is a leaf"},
 	{from: "internal/golden", only: []string{}, why: "the golden-file support is a leaf"},
+	{from: "internal/tracing", only: []string{"internal/version"}, why: "spans and their export know nothing of what they trace"},
 	{from: "internal/sandbox", only: []string{"internal/inert"},
 		why: "the runtime contract knows nothing of agentbox"},
 	{from: "internal/sandbox/egress", only: []string{"internal/sandbox"}, why: "the egress proxy imports only the runtime contract"},
