@@ -61,7 +61,12 @@ func newExporter(cfg Config, log *slog.Logger) (*exporter, error) {
 	e := &exporter{
 		endpoint: cfg.Endpoint, host: u.Scheme + "://" + u.Host,
 		headers: cfg.Headers, gzip: cfg.Gzip,
-		client:   &http.Client{Timeout: orDefault(cfg.Timeout, DefaultTimeout)},
+		client: &http.Client{
+			Timeout: orDefault(cfg.Timeout, DefaultTimeout),
+			// No redirects: the headers (credentials) go to the
+			// configured endpoint only; a redirect is a failed export.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 		batch:    orDefault(cfg.BatchSize, DefaultBatchSize),
 		interval: orDefault(cfg.Interval, DefaultInterval),
 		log:      log,

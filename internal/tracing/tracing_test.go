@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,28 @@ func TestSampling(t *testing.T) {
 	}
 	if got := tracingtest.Names(rcv.Spans()); len(got) != 1 || got[0] != "follows" {
 		t.Errorf("exported %v, want [follows]", got)
+	}
+}
+
+// TestNoRedirects: a collector that redirects does not get the headers
+// sent on to another server; the export counts as failed.
+func TestNoRedirects(t *testing.T) {
+	other := tracingtest.NewReceiver(t)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/v1/traces", http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	var logs bytes.Buffer
+	tr := newTracer(t, tracing.Config{Endpoint: redirect.URL + "/v1/traces", Headers: tracing.Headers{"X-Api-Key": "k"}},
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	tr.StartChild(tracing.SpanContext{}, "x", tracing.KindInternal).End()
+	if err := tr.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Errorf("the redirect was followed: %d requests elsewhere", n)
+	}
+	if !strings.Contains(logs.String(), "307") {
+		t.Errorf("the redirect was not reported as a failure: %s", logs.String())
 	}
 }
