@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent/claude"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/agenttest"
+	"github.com/agentbox/agentbox/internal/fakellm"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 	"github.com/agentbox/agentbox/internal/tracing/tracingtest"
 )
@@ -251,5 +255,83 @@ func TestTracingConfigRefused(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), `OTEL_EXPORTER_OTLP_PROTOCOL="grpc"`) {
 		t.Fatalf("New = %v, want the grpc protocol refused", err)
+	}
+}
+
+// TestTracesRealAgent: the Claude Code CLI, against the fake LLM's
+// permission scenario (one shell call, which the CLI asks permission
+// for), gives the turn, tool-call and permission-wait spans of a real
+// agent, linked to the request that sent the message.
+func TestTracesRealAgent(t *testing.T) {
+	agenttest.RequireInstalled(t, claude.Name)
+	llm, err := fakellm.Start(t.Context(), fakellm.Options{Default: fakellm.ScenarioPermission})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer llm.Close()
+	rcv := tracingtest.NewReceiver(t)
+	dataDir := t.TempDir()
+	agentEnv := map[string]string{"ANTHROPIC_BASE_URL": llm.URL(), "ANTHROPIC_API_KEY": "sk-fake-traces"}
+	d, err := New(t.Context(), Config{
+		Listen: "127.0.0.1:0", DataDir: dataDir, OTLPEndpoint: rcv.URL,
+		Agents: Agents(dataDir, func(k string) string { return agentEnv[k] }, nil),
+		Getenv: func(string) (string, bool) { return "", false },
+		Log:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(context.Background()) }()
+	shutdown := sync.OnceFunc(func() {
+		if err := d.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	t.Cleanup(shutdown)
+	c, err := client.New(d.URL(), client.WithToken(d.Token()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := c.CreateSession(ctx, client.CreateSession{Agent: claude.Name, PermissionMode: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendMessage(ctx, s.ID, client.SendMessage{Content: []event.ContentPart{event.TextPart("approve this")}}); err != nil {
+		t.Fatal(err)
+	}
+	evs := waitEvent(t, c, s.ID, 0, event.TypePermissionRequested)
+	p, _ := evs[len(evs)-1].Decode()
+	if _, err := c.AnswerPermission(ctx, s.ID, p.(*event.PermissionRequested).ID, client.PermissionAnswer{Decision: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	evs = waitEvent(t, c, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
+	shutdown()
+
+	spans := rcv.Spans()
+	parentName := func(s tracingtest.Span) string {
+		p, _ := tracingtest.ParentOf(spans, s)
+		return p.Name
+	}
+	turns := tracingtest.Named(spans, "agentbox.turn")
+	if len(turns) != 1 || parentName(turns[0]) != "POST /v1/sessions/{id}/messages" || turns[0].Attr("agentbox.agent") != claude.Name {
+		t.Fatalf("turn spans %d in %q", len(turns), tracingtest.Names(spans))
+	}
+	perms := tracingtest.Named(spans, "agentbox.permission.wait")
+	if len(perms) != 1 || parentName(perms[0]) != "agentbox.turn" || perms[0].Attr("agentbox.permission.decision") != "allow" {
+		t.Errorf("permission spans %+v", perms)
+	}
+	var kinds []string
+	for _, tool := range tracingtest.Named(spans, "agentbox.tool_call") {
+		if parentName(tool) != "agentbox.turn" {
+			t.Errorf("tool span %s parent %q", tool.Attr("agentbox.item.kind"), parentName(tool))
+		}
+		kinds = append(kinds, tool.Attr("agentbox.item.kind")+"/"+tool.Attr("agentbox.item.status"))
+	}
+	if !slices.Contains(kinds, "command/completed") {
+		t.Errorf("tool spans %q, want the completed shell command", kinds)
 	}
 }
