@@ -1,9 +1,12 @@
 package tracing
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +23,11 @@ type Config struct {
 	Headers Headers
 	// Gzip compresses the requests' bodies.
 	Gzip bool
+	// TLS, when set, is the TLS configuration of an https endpoint: the
+	// roots it is verified with (OTEL_EXPORTER_OTLP_CERTIFICATE) and the
+	// client certificate (_CLIENT_CERTIFICATE, _CLIENT_KEY). Nil: the
+	// system's roots, no client certificate.
+	TLS *tls.Config
 	// Timeout bounds one export request (default 10s).
 	Timeout time.Duration
 	// ServiceName is the resource's service.name (default "agentbox");
@@ -81,7 +89,8 @@ const (
 // FromEnv reads the standard OpenTelemetry variables through getenv:
 // OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER (otlp or none),
 // OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _PROTOCOL (http/protobuf only),
-// _HEADERS, _TIMEOUT, _COMPRESSION, OTEL_SERVICE_NAME,
+// _HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, _CLIENT_CERTIFICATE,
+// _CLIENT_KEY, OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER[_ARG] and OTEL_BSP_*.
 // endpoint, when set (serve --otlp-endpoint), is a base endpoint like
 // OTEL_EXPORTER_OTLP_ENDPOINT and wins over both endpoint variables.
@@ -146,6 +155,9 @@ func FromEnv(getenv func(string) (string, bool), endpoint string) (Config, error
 		cfg.Gzip = true
 	default:
 		return Config{}, fmt.Errorf("%s=%q: want gzip or none", name, c)
+	}
+	if cfg.TLS, err = tlsFromEnv(pick); err != nil {
+		return Config{}, err
 	}
 	cfg.Resource = map[string]string{}
 	if err := parseList("OTEL_RESOURCE_ATTRIBUTES", get("OTEL_RESOURCE_ATTRIBUTES"), cfg.Resource, false); err != nil {
@@ -259,4 +271,39 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// tlsFromEnv reads the CA file and the client certificate and key files
+// the _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY variables name.
+// Errors name the variable and the file, never what the file holds.
+func tlsFromEnv(pick func(string) (string, string)) (*tls.Config, error) {
+	caVar, ca := pick("CERTIFICATE")
+	certVar, cert := pick("CLIENT_CERTIFICATE")
+	keyVar, key := pick("CLIENT_KEY")
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", caVar, err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s=%q: no PEM certificate in the file", caVar, ca)
+		}
+	}
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("%s and %s go together: a client certificate needs its key", certVar, keyVar)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			// Not err itself: it may quote the files' content.
+			return nil, fmt.Errorf("%s=%q, %s=%q: not a PEM certificate and its matching private key", certVar, cert, keyVar, key)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
 }

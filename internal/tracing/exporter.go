@@ -75,6 +75,11 @@ func newExporter(cfg Config, log *slog.Logger) (*exporter, error) {
 		stop:     make(chan context.Context, 1),
 		done:     make(chan struct{}),
 	}
+	if cfg.TLS != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = cfg.TLS.Clone()
+		e.client.Transport = tr
+	}
 	e.res = resource{scopeName: "github.com/agentbox/agentbox", scopeVersion: version.String()}
 	name := cfg.ServiceName
 	if name == "" {

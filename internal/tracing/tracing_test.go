@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +288,47 @@ func TestNoRedirects(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "307") {
 		t.Errorf("the redirect was not reported as a failure: %s", logs.String())
+	}
+}
+
+// TestTLSEndpoint: an https collector with a private CA is reached with
+// OTEL_EXPORTER_OTLP_CERTIFICATE, and not without it.
+func TestTLSEndpoint(t *testing.T) {
+	rcv := tracingtest.NewTLSReceiver(t)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, rcv.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, trusted := range []bool{true, false} {
+		env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}
+		if trusted {
+			env["OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"] = ca
+		}
+		cfg, err := tracing.FromEnv(envOf(env), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTracer(t, cfg, nil)
+		tr.StartChild(tracing.SpanContext{}, fmt.Sprint("trusted ", trusted), tracing.KindInternal).End()
+		if err := tr.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tracingtest.Names(rcv.Spans()); len(got) != 1 || got[0] != "trusted true" {
+		t.Errorf("received %q, want only the span sent with the CA", got)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": filepath.Join(t.TempDir(), "missing.pem")}, "OTEL_EXPORTER_OTLP_CERTIFICATE"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/dev/null"}, "no PEM certificate"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": ca}, "go together"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": ca, "OTEL_EXPORTER_OTLP_CLIENT_KEY": ca}, "private key"},
+	} {
+		tc.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rcv.URL
+		if _, err := tracing.FromEnv(envOf(tc.env), ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("FromEnv(%v) = %v, want an error saying %q", tc.env, err, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package tracingtest
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -73,6 +74,9 @@ type Receiver struct {
 	// URL is its base endpoint (for OTEL_EXPORTER_OTLP_ENDPOINT);
 	// spans are POSTed to URL/v1/traces.
 	URL string
+	// CertPEM is the certificate of a TLS receiver (NewTLSReceiver), to
+	// trust it with.
+	CertPEM []byte
 
 	t  testing.TB
 	mu sync.Mutex
@@ -87,9 +91,21 @@ type Receiver struct {
 }
 
 // NewReceiver starts a receiver, closed when the test ends.
-func NewReceiver(t testing.TB) *Receiver {
+func NewReceiver(t testing.TB) *Receiver { return newReceiver(t, false) }
+
+// NewTLSReceiver starts a receiver that speaks HTTPS, with a certificate
+// of its own (CertPEM).
+func NewTLSReceiver(t testing.TB) *Receiver { return newReceiver(t, true) }
+
+func newReceiver(t testing.TB, useTLS bool) *Receiver {
 	r := &Receiver{t: t, changed: make(chan struct{})}
-	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	if useTLS {
+		srv.StartTLS()
+		r.CertPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(func() {
 		r.mu.Lock()
 		if r.block != nil {
