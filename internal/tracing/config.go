@@ -3,6 +3,7 @@ package tracing
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -23,11 +24,12 @@ type Config struct {
 	Headers Headers
 	// Gzip compresses the requests' bodies.
 	Gzip bool
-	// TLS, when set, is the TLS configuration of an https endpoint: the
+	// tls, when set, is the TLS configuration of an https endpoint: the
 	// roots it is verified with (OTEL_EXPORTER_OTLP_CERTIFICATE) and the
-	// client certificate (_CLIENT_CERTIFICATE, _CLIENT_KEY). Nil: the
-	// system's roots, no client certificate.
-	TLS *tls.Config
+	// client certificate (_CLIENT_CERTIFICATE, _CLIENT_KEY), set by
+	// FromEnv. Nil: the system's roots, no client certificate. Unexported,
+	// so that no encoding of a Config shows the client's private key.
+	tls *tls.Config
 	// Timeout bounds one export request (default 10s).
 	Timeout time.Duration
 	// ServiceName is the resource's service.name (default "agentbox");
@@ -77,6 +79,10 @@ func (h Headers) LogValue() slog.Value { return slog.StringValue(h.String()) }
 
 // Format makes every verb print String.
 func (h Headers) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(h.String())) }
+
+// MarshalJSON is String, as a JSON string (slog's JSON handler, a Config
+// encoded whole).
+func (h Headers) MarshalJSON() ([]byte, error) { return json.Marshal(h.String()) }
 
 // Defaults of the batching exporter (the OTel SDK's, OTEL_BSP_*).
 const (
@@ -156,7 +162,7 @@ func FromEnv(getenv func(string) (string, bool), endpoint string) (Config, error
 	default:
 		return Config{}, fmt.Errorf("%s=%q: want gzip or none", name, c)
 	}
-	if cfg.TLS, err = tlsFromEnv(pick); err != nil {
+	if cfg.tls, err = tlsFromEnv(pick); err != nil {
 		return Config{}, err
 	}
 	cfg.Resource = map[string]string{}

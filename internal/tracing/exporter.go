@@ -75,9 +75,9 @@ func newExporter(cfg Config, log *slog.Logger) (*exporter, error) {
 		stop:     make(chan context.Context, 1),
 		done:     make(chan struct{}),
 	}
-	if cfg.TLS != nil {
+	if cfg.tls != nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = cfg.TLS.Clone()
+		tr.TLSClientConfig = cfg.tls.Clone()
 		e.client.Transport = tr
 	}
 	e.res = resource{scopeName: "github.com/agentbox/agentbox", scopeVersion: version.String()}

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -235,7 +236,10 @@ func TestHeadersNeverLogged(t *testing.T) {
 		t.Fatal("the collector did not get the header")
 	}
 	log.Info("config", "cfg", cfg, "headers", cfg.Headers)
-	printed := logs.String() + fmt.Sprintf("%v %+v %#v %s %q", cfg, cfg, cfg, cfg.Headers, cfg.Headers)
+	var js bytes.Buffer
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("config", "cfg", cfg, "headers", cfg.Headers)
+	enc, _ := json.Marshal(cfg)
+	printed := logs.String() + js.String() + string(enc) + fmt.Sprintf("%v %+v %#v %s %q", cfg, cfg, cfg, cfg.Headers, cfg.Headers)
 	if !strings.Contains(logs.String(), "exporting trace spans failed") {
 		t.Errorf("the failure was not logged: %s", logs.String())
 	}
