@@ -660,9 +660,9 @@ func TestURLFromFlagEnvAndDefault(t *testing.T) {
 	r := h.run(t.Context(), nil, "agents", "--url", h.stk.URL)
 	r.check(t, 0, []string{"mock"}, nil)
 	r = h.run(t.Context(), nil, "agents")
-	r.check(t, 1, nil, []string{"127.0.0.1:1", "no agentbox daemon answers there: start one with `agentbox serve`"})
+	r.check(t, 1, nil, []string{"no agentbox daemon answers at tcp 127.0.0.1:1: start one with `agentbox serve`"})
 	r = h.run(t.Context(), nil, "sessions", "list", "--url", "unix:///nonexistent/agentbox.sock")
-	r.check(t, 1, nil, []string{"/nonexistent/agentbox.sock", "start one with `agentbox serve`"})
+	r.check(t, 1, nil, []string{"no agentbox daemon answers at unix /nonexistent/agentbox.sock: start one with `agentbox serve`"})
 	// A daemon that answers, even with an error, gets no such hint.
 	r = h.run(t.Context(), nil, "sessions", "show", "ses_nope", "--url", h.stk.URL)
 	if r.code == 0 || strings.Contains(r.stderr, "agentbox serve") {
@@ -703,7 +703,7 @@ func TestTokenFile(t *testing.T) {
 	const token = "file-t0ken"
 	h := newHarness(t, withToken(token))
 	r := h.run(t.Context(), nil, "agents")
-	r.check(t, 1, nil, []string{"401", "DATA_DIR/token", "AGENTBOX_DATA_DIR"})
+	r.check(t, 1, nil, []string{"401", "--token or AGENTBOX_TOKEN", "DATA_DIR/token", "AGENTBOX_DATA_DIR"})
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, client.TokenFileName)
