@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/agentbox/agentbox/event"
@@ -85,7 +86,13 @@ func (info Info) Located(path, version string, err error, missing string) Info {
 	if err != nil || path == "" {
 		info.Reason = missing
 		if err != nil {
-			info.Reason += ": " + err.Error()
+			// One install hint is enough: drop missing's when err gives
+			// the same one.
+			e := err.Error()
+			if i := strings.Index(missing, " (run `"); i >= 0 && strings.Contains(e, missing[i+1:]) {
+				info.Reason = missing[:i]
+			}
+			info.Reason += ": " + e
 		}
 		return info
 	}

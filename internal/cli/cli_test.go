@@ -603,7 +603,7 @@ func TestAgentsAndVersion(t *testing.T) {
 	reg.Register(amp.Name, amp.New()) // listed, unavailable, with the reason
 	h := newHarness(t, stacktest.Options{Agents: reg, API: httpapi.Config{Version: "9.8.7-daemon"}})
 	r := h.run(t.Context(), nil, "agents")
-	r.check(t, 0, []string{"NAME", "mock", "yes", "builtin", "amp", "no: not supported: Amp's agent loop", "Amp"}, nil)
+	r.check(t, 0, []string{"NAME", "mock", "yes", "builtin", "amp", "no", "    not supported: Amp's agent loop", "Amp"}, nil)
 	r = h.run(t.Context(), nil, "--json", "agents")
 	var list client.AgentList
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Agents) != 2 {
