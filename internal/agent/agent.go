@@ -173,6 +173,10 @@ type Answer struct {
 	Text      string
 	OptionID  string
 	Cancelled bool
+	// By is who answered: event.ByUser, or event.ByPolicy for a client's
+	// automatic answer; the engine records nothing else for an answer
+	// given through the API.
+	By event.DecidedBy
 }
 
 // Host is the engine side of a running session, handed to the adapter. All
