@@ -216,10 +216,13 @@ func readFileLimited(path string) ([]byte, error) {
 	return readLimited(f, path)
 }
 
-// reportExec tells on stderr what the output does not: a limit hit,
-// truncation, violations.
+// reportExec tells on stderr what the output does not: a limit lowered
+// from what was asked, a limit hit, truncation, violations.
 // Messages and details may quote the sandbox: they are made inert.
 func reportExec(w io.Writer, res client.ExecResult) {
+	for _, a := range res.Adjusted {
+		fmt.Fprintf(w, "agentbox: %s: asked %s, applied %s (lowered by the %s)\n", termSafe(a.Field), termSafe(a.Requested), termSafe(a.Applied), termSafe(a.By))
+	}
 	if res.Error != nil {
 		fmt.Fprintf(w, "agentbox: %s: %s\n", termSafe(res.Error.Code), termSafe(res.Error.Message))
 	} else if res.Truncated {
