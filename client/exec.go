@@ -171,6 +171,8 @@ type Process struct {
 	Violations []Violation `json:"violations,omitempty"`
 	LastSeq    int64       `json:"last_seq" doc:"Seq of the last event so far."`
 	Sandbox    SandboxInfo `json:"sandbox"`
+	// Adjusted: as in ExecResult.
+	Adjusted []LimitAdjustment `json:"adjusted,omitempty" doc:"Limits the request asked for (in its policy, or timeout_ms) that were lowered: what was asked, what applied and what lowered it. Absent when everything applied as asked."`
 }
 
 // ProcessList is the answer of GET /v1/processes.

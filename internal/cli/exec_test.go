@@ -50,6 +50,24 @@ func TestExecReportsLoweredLimits(t *testing.T) {
 	if want := []client.LimitAdjustment{{Field: "resources.memory", Requested: "64Gi", Applied: "1Gi", By: "global policy"}}; !slices.Equal(res.Adjusted, want) {
 		t.Errorf("adjusted %+v, want %+v", res.Adjusted, want)
 	}
+	// A process says the same at its start, and after.
+	c, err := client.New(h.env[EnvURL])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(big)
+	p, err := c.StartProcess(t.Context(), client.StartProcess{Argv: []string{"true"}, PolicySource: &client.PolicySource{Name: "big.yaml", Text: string(text)}, TimeoutMS: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantP := []client.LimitAdjustment{{Field: "resources.memory", Requested: "64Gi", Applied: "1Gi", By: "global policy"},
+		{Field: "timeout_ms", Requested: "60000", Applied: "10000", By: "policy (resources.timeout)"}}
+	if !slices.Equal(p.Adjusted, wantP) {
+		t.Errorf("process adjusted %+v, want %+v", p.Adjusted, wantP)
+	}
+	if p, err = c.Wait(t.Context(), p.ID); err != nil || !slices.Equal(p.Adjusted, wantP) {
+		t.Errorf("ended process: %v, adjusted %+v", err, p.Adjusted)
+	}
 	// A preset's limits are asked for too: exec-default's 30s timeout
 	// comes out at the global 10s.
 	r = h.run(t.Context(), nil, "exec", "--", "echo", "ok")

@@ -236,10 +236,7 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 		Stderr:  out.writer(Stderr),
 		Timeout: effectiveTimeout(req.Timeout, b.spec.Limits.Timeout),
 	}
-	if req.Timeout > cmd.Timeout && cmd.Timeout > 0 {
-		adjusted = append(adjusted, policy.Adjustment{Field: "timeout_ms", Requested: strconv.FormatInt(req.Timeout.Milliseconds(), 10),
-			Applied: strconv.FormatInt(cmd.Timeout.Milliseconds(), 10), By: "policy (resources.timeout)"})
-	}
+	adjusted = append(adjusted, timeoutAdjusted(req.Timeout, cmd.Timeout)...)
 	if len(req.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
@@ -289,6 +286,16 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	res.Violations = withLimitViolation(viol, reason, msg)
 	s.report(task, res.Violations)
 	return res, nil
+}
+
+// timeoutAdjusted says, when a request's timeout (asked) is longer than
+// the one that applies (the policy's), that it was lowered.
+func timeoutAdjusted(asked, applied time.Duration) []policy.Adjustment {
+	if asked <= applied || applied <= 0 {
+		return nil
+	}
+	return []policy.Adjustment{{Field: "timeout_ms", Requested: strconv.FormatInt(asked.Milliseconds(), 10),
+		Applied: strconv.FormatInt(applied.Milliseconds(), 10), By: "policy (resources.timeout)"}}
 }
 
 // effectiveTimeout is the request's timeout when it is shorter than the

@@ -221,6 +221,7 @@ func toProcess(in execution.ProcessInfo) client.Process {
 	p := client.Process{
 		ID: in.ID, Tag: in.Tag, Argv: nonNil(in.Argv), Pid: in.Pid, Status: client.ProcessRunning,
 		StdinOpen: in.StdinOpen, StartedAt: in.StartedAt.UTC(), LastSeq: in.LastSeq, Sandbox: toSandboxInfo(in.Sandbox),
+		Adjusted: toAdjustments(in.Adjusted),
 	}
 	if !in.Running {
 		ended, code := in.EndedAt.UTC(), in.ExitCode
