@@ -123,6 +123,8 @@ type SessionSandbox struct {
 	// session.started event); absent when the session is not live.
 	Mechanisms []string `json:"mechanisms,omitempty" doc:"Mechanisms in force while the agent runs (as in session.started); absent when the session is not live."`
 	Degraded   []string `json:"degraded,omitempty" doc:"What the policy asked for but this host could not enforce."`
+	// Adjusted is in the create answer only.
+	Adjusted []LimitAdjustment `json:"adjusted,omitempty" doc:"In the answer of the create only: the limits the request's policy asked for that the operator's global policy lowered, with what applied. Absent when everything applied as asked."`
 }
 
 // Permission modes a session can be created with.

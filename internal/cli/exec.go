@@ -220,9 +220,7 @@ func readFileLimited(path string) ([]byte, error) {
 // from what was asked, a limit hit, truncation, violations.
 // Messages and details may quote the sandbox: they are made inert.
 func reportExec(w io.Writer, res client.ExecResult) {
-	for _, a := range res.Adjusted {
-		fmt.Fprintf(w, "agentbox: %s: asked %s, applied %s (lowered by the %s)\n", termSafe(a.Field), termSafe(a.Requested), termSafe(a.Applied), termSafe(a.By))
-	}
+	reportAdjusted(w, res.Adjusted)
 	if res.Error != nil {
 		fmt.Fprintf(w, "agentbox: %s: %s\n", termSafe(res.Error.Code), termSafe(res.Error.Message))
 	} else if res.Truncated {
@@ -233,6 +231,13 @@ func reportExec(w io.Writer, res client.ExecResult) {
 			continue // told above
 		}
 		fmt.Fprintf(w, "agentbox: %s violation (%s): %s\n", termSafe(v.Kind), termSafe(v.Action), termSafe(v.Detail))
+	}
+}
+
+// reportAdjusted says, a line each, which limits asked for were lowered.
+func reportAdjusted(w io.Writer, adjusted []client.LimitAdjustment) {
+	for _, a := range adjusted {
+		fmt.Fprintf(w, "agentbox: %s: asked %s, applied %s (lowered by the %s)\n", termSafe(a.Field), termSafe(a.Requested), termSafe(a.Applied), termSafe(a.By))
 	}
 }
 

@@ -87,6 +87,9 @@ func (s *server) toSession(ss engine.Session) client.Session {
 	if out.Sandbox == nil {
 		return out
 	}
+	for _, a := range ss.Adjusted {
+		out.Sandbox.Adjusted = append(out.Sandbox.Adjusted, client.LimitAdjustment{Field: a.Field, Requested: a.Requested, Applied: a.Applied, By: a.By})
+	}
 	if ls, ok := s.eng.(LiveSandboxes); ok {
 		if info, live := ls.LiveSandbox(ss.ID); live {
 			if info.Runtime != "" {
