@@ -114,6 +114,17 @@ type ExecResult struct {
 	Violations []Violation `json:"violations"`
 	Error      *ExecError  `json:"error,omitempty" doc:"Set when the process hit a limit; absent when it ended on its own, whatever its exit status."`
 	Sandbox    SandboxInfo `json:"sandbox"`
+	// Adjusted lists every limit asked for that was lowered, so none is
+	// lowered silently.
+	Adjusted []LimitAdjustment `json:"adjusted,omitempty" doc:"Limits the request asked for (in its policy, or timeout_ms) that were lowered: what was asked, what applied and what lowered it. Absent when everything applied as asked."`
+}
+
+// LimitAdjustment is one limit asked for that was lowered on the way.
+type LimitAdjustment struct {
+	Field     string `json:"field" doc:"The policy field (resources.memory, ...) or the request's (timeout_ms)." example:"resources.memory"`
+	Requested string `json:"requested" doc:"As asked, written as a policy writes it." example:"64Gi"`
+	Applied   string `json:"applied" doc:"What applied." example:"8Gi"`
+	By        string `json:"by" doc:"What lowered it: the operator's global policy, the policy's own limit, or a bound of the daemon." example:"global policy"`
 }
 
 // OutputChunk is a stdout or stderr event of an exec or process stream.
@@ -160,6 +171,8 @@ type Process struct {
 	Violations []Violation `json:"violations,omitempty"`
 	LastSeq    int64       `json:"last_seq" doc:"Seq of the last event so far."`
 	Sandbox    SandboxInfo `json:"sandbox"`
+	// Adjusted: as in ExecResult.
+	Adjusted []LimitAdjustment `json:"adjusted,omitempty" doc:"Limits the request asked for (in its policy, or timeout_ms) that were lowered: what was asked, what applied and what lowered it. Absent when everything applied as asked."`
 }
 
 // ProcessList is the answer of GET /v1/processes.

@@ -123,6 +123,8 @@ type SessionSandbox struct {
 	// session.started event); absent when the session is not live.
 	Mechanisms []string `json:"mechanisms,omitempty" doc:"Mechanisms in force while the agent runs (as in session.started); absent when the session is not live."`
 	Degraded   []string `json:"degraded,omitempty" doc:"What the policy asked for but this host could not enforce."`
+	// Adjusted is in the create answer only.
+	Adjusted []LimitAdjustment `json:"adjusted,omitempty" doc:"In the answer of the create only: the limits the request's policy asked for that the operator's global policy lowered, with what applied. Absent when everything applied as asked."`
 }
 
 // Permission modes a session can be created with.
@@ -190,6 +192,7 @@ type PermissionAnswer struct {
 	Decision string `json:"decision" enum:"allow,deny"`
 	OptionID string `json:"option_id,omitempty" maxLength:"200" doc:"A specific option from the request; allow_always options are honoured only when named here."`
 	Message  string `json:"message,omitempty" maxLength:"4096" doc:"Told to the agent with a deny."`
+	By       string `json:"by,omitempty" enum:"user,policy" doc:"Who decided, as the event log records it: user (the default), a person answering this request; policy, a rule of the client's own with no person asked (answer everything, or no one there to ask)."`
 }
 
 // QuestionAnswer is the body of POST /v1/sessions/{id}/questions/{qid}.
@@ -197,6 +200,7 @@ type QuestionAnswer struct {
 	Answer   string `json:"answer,omitempty" maxLength:"65536"`
 	OptionID string `json:"option_id,omitempty" maxLength:"200"`
 	Cancel   bool   `json:"cancel,omitempty" doc:"Decline to answer."`
+	By       string `json:"by,omitempty" enum:"user,policy" doc:"Who decided, as the event log records it: user (the default), a person answering this question; policy, a rule of the client's own with no person asked."`
 }
 
 // Resolved is the answer of the permission and question endpoints: the

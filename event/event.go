@@ -496,10 +496,10 @@ type DecidedBy string
 
 // Deciders.
 const (
-	ByUser    DecidedBy = "user"
-	ByPolicy  DecidedBy = "policy"
-	ByTimeout DecidedBy = "timeout"
-	ByDaemon  DecidedBy = "daemon" // e.g. the session ended while it was pending
+	ByUser    DecidedBy = "user"    // a person answered this request through the API
+	ByPolicy  DecidedBy = "policy"  // a rule answered and nobody was asked: the permission mode, the session's pending cap, a connection outside a turn, or a client's own rule (the CLI's --yes, or no terminal to ask)
+	ByTimeout DecidedBy = "timeout" // nobody answered in time
+	ByDaemon  DecidedBy = "daemon"  // e.g. the session ended while it was pending
 )
 
 // PermissionResolved records how a permission request was settled.

@@ -15,6 +15,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/agenttest"
@@ -148,7 +149,33 @@ func TestEndToEnd(t *testing.T) {
 				t.Run(name, func(t *testing.T) { testPermissionPrompt(t, s, tr.dial, allow) })
 			}
 			t.Run("cancel", func(t *testing.T) { testCancel(t, s, tr.dial) })
+			t.Run("question", func(t *testing.T) { testQuestionDeclined(t, s, tr.dial) })
 		})
+	}
+}
+
+// testQuestionDeclined: ACP has no questions, so this server declines
+// them itself, and the log says so: by policy, not by the user.
+func testQuestionDeclined(t *testing.T, s *agenttest.Stack, dial transport) {
+	c, sid, _ := start(t, s, dial, &editor{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("/scenario question")}}); err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	var resolved []*event.QuestionResolved
+	if err := s.C.EventsAll(ctx, string(sid), 0, func(ev event.Event) error {
+		if p, err := ev.Decode(); err == nil {
+			if q, ok := p.(*event.QuestionResolved); ok {
+				resolved = append(resolved, q)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(resolved) != 1 || !resolved[0].Cancelled || resolved[0].By != event.ByPolicy {
+		t.Fatalf("question resolutions %+v, want one declined by policy", resolved)
 	}
 }
 

@@ -298,7 +298,9 @@ func (a *acpAgent) follow(ctx, follow context.Context, sid, turnID string, after
 			mu.Unlock()
 		case *event.QuestionRequested:
 			qctx, cancel := context.WithTimeout(follow, callTimeout)
-			_, err := a.b.AnswerQuestion(qctx, sid, p.ID, client.QuestionAnswer{Cancel: true})
+			// ACP has no questions: declined by this server's rule,
+			// nobody asked, and recorded so.
+			_, err := a.b.AnswerQuestion(qctx, sid, p.ID, client.QuestionAnswer{Cancel: true, By: string(event.ByPolicy)})
 			cancel()
 			if err != nil && !client.IsConflict(err) {
 				a.cfg.Logger.Warn("acp: decline a question", "session", sid, "err", err)
@@ -331,7 +333,9 @@ func (a *acpAgent) askPermission(ctx context.Context, sid string, p *event.Permi
 	decision, optionID := permissionAnswer(req, resp)
 	ans := client.PermissionAnswer{Decision: decision, OptionID: optionID}
 	if err != nil {
+		// Nobody answered: the deny is this server's rule.
 		ans.Message = "the ACP client failed to answer: " + clip(err.Error(), 500)
+		ans.By = string(event.ByPolicy)
 	}
 	actx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/agentbox/agentbox/event"
@@ -85,7 +86,13 @@ func (info Info) Located(path, version string, err error, missing string) Info {
 	if err != nil || path == "" {
 		info.Reason = missing
 		if err != nil {
-			info.Reason += ": " + err.Error()
+			// One install hint is enough: drop missing's when err gives
+			// the same one.
+			e := err.Error()
+			if i := strings.Index(missing, " (run `"); i >= 0 && strings.Contains(e, missing[i+1:]) {
+				info.Reason = missing[:i]
+			}
+			info.Reason += ": " + e
 		}
 		return info
 	}
@@ -166,6 +173,10 @@ type Answer struct {
 	Text      string
 	OptionID  string
 	Cancelled bool
+	// By is who answered: event.ByUser, or event.ByPolicy for a client's
+	// automatic answer; the engine records nothing else for an answer
+	// given through the API.
+	By event.DecidedBy
 }
 
 // Host is the engine side of a running session, handed to the adapter. All

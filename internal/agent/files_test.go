@@ -103,4 +103,9 @@ func TestInfoLocated(t *testing.T) {
 	if got.Available || got.Installed || got.Reason != "x is missing: not in PATH" {
 		t.Errorf("lookup error: %+v", got)
 	}
+	// The install hint is given once, by the error when it has it.
+	got = base.Located("", "", errors.New("x is not in the agent cache /c (run `agentbox agents install x`)"), "the x CLI is not installed (run `agentbox agents install x`)")
+	if want := "the x CLI is not installed: x is not in the agent cache /c (run `agentbox agents install x`)"; got.Reason != want {
+		t.Errorf("hint twice: %q, want %q", got.Reason, want)
+	}
 }

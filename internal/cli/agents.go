@@ -33,19 +33,18 @@ func (a *app) agentsCmd() *cobra.Command {
 			if a.json {
 				return printJSON(cmd.OutOrStdout(), list)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tAVAILABLE\tVERSION\tTITLE")
+			// The daemon's text (custom agents' names and titles, reasons
+			// quoting paths) is made inert, and the table fits 100
+			// columns: a reason goes, wrapped, under its row.
+			rows := make([]agentRow, 0, len(list.Agents))
 			for _, ag := range list.Agents {
-				avail := "yes"
+				r := agentRow{Name: termSafe(ag.Name), Available: "yes", Version: dash(termSafe(ag.Version)), Title: termSafe(ag.Title)}
 				if !ag.Available {
-					avail = "no"
-					if ag.Reason != "" {
-						avail += ": " + ag.Reason
-					}
+					r.Available, r.Reason = "no", termSafe(ag.Reason)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ag.Name, avail, dash(ag.Version), ag.Title)
+				rows = append(rows, r)
 			}
-			return tw.Flush()
+			return writeAgentsTable(cmd.OutOrStdout(), rows)
 		},
 	}
 	cmd.AddCommand(a.agentsInstallCmd(), a.agentsShowCmd())

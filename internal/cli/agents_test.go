@@ -4,12 +4,18 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/agentbox/agentbox/internal/agent"
+	"github.com/agentbox/agentbox/internal/agent/acp"
+	"github.com/agentbox/agentbox/internal/agent/amp"
 	"github.com/agentbox/agentbox/internal/agent/install"
 	"github.com/agentbox/agentbox/internal/agent/install/installtest"
+	"github.com/agentbox/agentbox/internal/agent/mock"
 	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
@@ -131,5 +137,74 @@ func TestAgentsInstallCtrlC(t *testing.T) {
 	// Only the lock file stays.
 	if des, _ := os.ReadDir(filepath.Join(cache, "agents")); len(des) != 1 || des[0].Name() != ".claude@2.1.332.lock" {
 		t.Errorf("left behind: %v", des)
+	}
+}
+
+// TestAgentsTableWidth: the agents table fits 100 columns whatever the
+// daemon says: a long name and title are cut, a long reason wraps under
+// its row (testdata/agents_width100.golden).
+func TestAgentsTableWidth(t *testing.T) {
+	t.Parallel()
+	reg := agent.NewRegistry()
+	reg.Register(mock.Name, mock.New())
+	reg.Register(amp.Name, amp.New())
+	custom, err := acp.FromConfig(acp.Custom{
+		Name:    "my-own-acp-agent-with-a-rather-long-name",
+		Title:   "An ACP agent of our own, with a title far longer than any column of a table should be",
+		Command: "/nonexistent/opt/our-agents/bin/an-acp-agent-binary-with-a-very-long-name-that-cannot-be-broken-at-a-space",
+	}, t.TempDir(), acp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Register("my-own-acp-agent-with-a-rather-long-name", custom)
+	h := newHarness(t, stacktest.Options{Agents: reg})
+	r := h.run(t.Context(), nil, "agents")
+	if r.code != 0 {
+		t.Fatalf("agents: %d %q", r.code, r.stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		if n := utf8.RuneCountInString(l); n > 100 {
+			t.Errorf("%d columns: %q", n, l)
+		}
+	}
+	// Nothing of the reason is lost to the wrapping.
+	var words []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "    ") {
+			words = append(words, strings.Fields(l)...)
+		}
+	}
+	if got := strings.Join(words, " "); !strings.Contains(got, strings.Join(strings.Fields(amp.Reason), " ")) {
+		t.Errorf("amp's reason lost in the wrapping: %q", got)
+	}
+	golden(t, "agents_width100.golden", []byte(r.stdout))
+}
+
+func TestWrapAndFit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want []string
+	}{
+		{"", 10, nil},
+		{"a b c", 10, []string{"a b c"}},
+		{"aaaa bbbb cccc", 9, []string{"aaaa bbbb", "cccc"}},
+		{"abcdefghijkl xy", 5, []string{"abcde", "fghij", "kl xy"}},
+		{"  spaced   out  ", 20, []string{"spaced out"}},
+		{"ééé ééé", 3, []string{"ééé", "ééé"}},
+	} {
+		if got := wrap(tc.in, tc.n); !slices.Equal(got, tc.want) {
+			t.Errorf("wrap(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{{"abc", 3, "abc"}, {"abcd", 3, "ab…"}, {"ééééé", 4, "ééé…"}, {"x", 0, ""}} {
+		if got := fit(tc.in, tc.n); got != tc.want {
+			t.Errorf("fit(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
 	}
 }

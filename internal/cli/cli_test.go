@@ -221,7 +221,7 @@ func TestRunPermissionPrompt(t *testing.T) {
 	// words for a refusal.
 	const (
 		allowed = "\n    drwx"
-		denied  = "I did not run ls -la: permission denied."
+		denied  = "I did not run ls -la: permission denied"
 	)
 	tests := []struct {
 		name, stdin string
@@ -235,9 +235,10 @@ func TestRunPermissionPrompt(t *testing.T) {
 		{name: "YES", stdin: "YES\n", want: allowed},
 		{name: "no", stdin: "n\n", want: denied, stdout: []string{"✗ denied by user"}, stderr: []string{"Allow Run ls -la? [y/N] "}},
 		{name: "empty line", stdin: "\n", want: denied},
-		{name: "end of input", stdin: "", want: denied, stderr: []string{"no more input"}},
-		{name: "not a terminal", in: devNull, want: denied, stderr: []string{`permission "Run ls -la" denied: stdin is not a terminal; pass --yes to allow`}},
-		{name: "not a terminal with --yes", in: devNull, args: []string{"--yes"}, want: allowed, stderr: []string{`permission "Run ls -la" allowed (--yes)`}},
+		// Answers nobody was asked for are the CLI's rule: by policy.
+		{name: "end of input", stdin: "", want: denied, stdout: []string{"✗ denied by policy"}, stderr: []string{"no more input"}},
+		{name: "not a terminal", in: devNull, want: denied, stdout: []string{"✗ denied by policy"}, stderr: []string{`permission "Run ls -la" denied: stdin is not a terminal; pass --yes to allow`}},
+		{name: "not a terminal with --yes", in: devNull, args: []string{"--yes"}, want: allowed, stdout: []string{"✓ allowed by policy"}, stderr: []string{`permission "Run ls -la" allowed (--yes)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -250,6 +251,29 @@ func TestRunPermissionPrompt(t *testing.T) {
 			args := append([]string{"run", "--agent", "mock"}, tt.args...)
 			r := h.run(t.Context(), in, append(args, permissionScript(t))...)
 			r.check(t, 0, append(tt.stdout, "? permission [command] Run ls -la", "✓ end_turn", tt.want), tt.stderr)
+			// The log says the same as the screen: a person's answer is
+			// by user, the CLI's own by policy, never the other way.
+			wantBy := event.ByUser
+			if tt.in != nil || tt.stdin == "" {
+				wantBy = event.ByPolicy
+			}
+			n := 0
+			if err := h.client().EventsAll(t.Context(), sessionOf(t, r), 0, func(ev event.Event) error {
+				if p, err := ev.Decode(); err == nil {
+					if res, ok := p.(*event.PermissionResolved); ok {
+						n++
+						if res.By != wantBy {
+							t.Errorf("permission resolved by %q, want %q", res.By, wantBy)
+						}
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("%d permission.resolved events", n)
+			}
 		})
 	}
 }
@@ -277,6 +301,19 @@ func TestRunQuestion(t *testing.T) {
 		[]string{"? question: Which branch?", "answered: dev (by user)", "answered: fix it", "cancelled (by user)",
 			"You answered: dev", "You answered: fix it", "You did not answer", "✓ end_turn"},
 		[]string{"Which branch?\n  1) main\n  2) dev\nPick 1-2 (empty to decline): Please pick 1-2: ", "Commit message?\nAnswer (empty to decline): "})
+}
+
+// TestRunQuestionNoTerminal: a question the CLI declines on its own (no
+// terminal to ask) is recorded as by policy.
+func TestRunQuestionNoTerminal(t *testing.T) {
+	t.Parallel()
+	prompt := mockScript(t, mock.Step{Kind: mock.KindQuestion, Text: "Shall I finish?", Options: []event.QuestionOption{{ID: "y", Label: "yes"}}})
+	h := newHarness(t, stacktest.Options{})
+	r := h.run(t.Context(), devNull(t), "run", "--agent", "mock", prompt)
+	r.check(t, 0, []string{"cancelled (by policy)", "You did not answer"}, []string{`question "Shall I finish?" declined: stdin is not a terminal`})
+	if strings.Contains(r.stdout, "by user") {
+		t.Errorf("an automatic answer shown as the user's:\n%s", r.stdout)
+	}
 }
 
 func TestRunFailedTurn(t *testing.T) {
@@ -603,7 +640,7 @@ func TestAgentsAndVersion(t *testing.T) {
 	reg.Register(amp.Name, amp.New()) // listed, unavailable, with the reason
 	h := newHarness(t, stacktest.Options{Agents: reg, API: httpapi.Config{Version: "9.8.7-daemon"}})
 	r := h.run(t.Context(), nil, "agents")
-	r.check(t, 0, []string{"NAME", "mock", "yes", "builtin", "amp", "no: not supported: Amp's agent loop", "Amp"}, nil)
+	r.check(t, 0, []string{"NAME", "mock", "yes", "builtin", "amp", "no", "    not supported: Amp's agent loop", "Amp"}, nil)
 	r = h.run(t.Context(), nil, "--json", "agents")
 	var list client.AgentList
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Agents) != 2 {
@@ -660,9 +697,9 @@ func TestURLFromFlagEnvAndDefault(t *testing.T) {
 	r := h.run(t.Context(), nil, "agents", "--url", h.stk.URL)
 	r.check(t, 0, []string{"mock"}, nil)
 	r = h.run(t.Context(), nil, "agents")
-	r.check(t, 1, nil, []string{"127.0.0.1:1", "no agentbox daemon answers there: start one with `agentbox serve`"})
+	r.check(t, 1, nil, []string{"no agentbox daemon answers at tcp 127.0.0.1:1: start one with `agentbox serve`"})
 	r = h.run(t.Context(), nil, "sessions", "list", "--url", "unix:///nonexistent/agentbox.sock")
-	r.check(t, 1, nil, []string{"/nonexistent/agentbox.sock", "start one with `agentbox serve`"})
+	r.check(t, 1, nil, []string{"no agentbox daemon answers at unix /nonexistent/agentbox.sock: start one with `agentbox serve`"})
 	// A daemon that answers, even with an error, gets no such hint.
 	r = h.run(t.Context(), nil, "sessions", "show", "ses_nope", "--url", h.stk.URL)
 	if r.code == 0 || strings.Contains(r.stderr, "agentbox serve") {
@@ -703,7 +740,7 @@ func TestTokenFile(t *testing.T) {
 	const token = "file-t0ken"
 	h := newHarness(t, withToken(token))
 	r := h.run(t.Context(), nil, "agents")
-	r.check(t, 1, nil, []string{"401", "DATA_DIR/token", "AGENTBOX_DATA_DIR"})
+	r.check(t, 1, nil, []string{"401", "--token or AGENTBOX_TOKEN", "DATA_DIR/token", "AGENTBOX_DATA_DIR"})
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, client.TokenFileName)

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -45,22 +46,27 @@ when the default runtime (process) cannot run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			rep := doctorReport{Mechanisms: probe.Host(ctx, probe.Options{Runsc: true})}
+			prog := &progress{w: cmd.ErrOrStderr(), tty: a.env.isTerminal(cmd.ErrOrStderr())}
+			defer prog.finish()
+			prog.say("checking namespaces, overlayfs, Landlock, seccomp and cgroups…")
+			rep := doctorReport{Mechanisms: probe.Host(ctx, probe.Options{Runsc: true, Progress: prog.mechanism})}
 			runtimes := []sandbox.Runtime{process.New(process.Options{}), gvisor.New(gvisor.Options{})}
 			if !noBoot {
 				runtimes = append(runtimes, microvm.New(microvm.Options{}))
 			}
 			avail := map[string]bool{}
 			for _, rt := range runtimes {
+				prog.runtimeStarts(rt.Name())
 				p := rt.Probe(ctx)
+				prog.runtime(p)
 				rep.Runtimes = append(rep.Runtimes, p)
 				avail[p.Runtime] = p.Available
-				if p.Runtime == microvm.Name {
-					// The boot probe's rows belong in the mechanism table.
-					for _, m := range p.Mechanisms {
-						if m.Name == "kvm-boot" {
-							rep.Mechanisms = append(rep.Mechanisms, m)
-						}
+				// The boot probe's rows, and whether this process may make
+				// process sandboxes at all (root), belong in the mechanism
+				// table.
+				for _, m := range p.Mechanisms {
+					if (p.Runtime == microvm.Name && m.Name == "kvm-boot") || (p.Runtime == "process" && m.Name == "root") {
+						rep.Mechanisms = append(rep.Mechanisms, m)
 					}
 				}
 			}
@@ -68,6 +74,7 @@ when the default runtime (process) cannot run.`,
 				rep.Runtimes = append(rep.Runtimes, sandbox.Probe{Runtime: microvm.Name, Reason: "boot probe skipped (--no-boot)"})
 			}
 			rep.Presets = presetStatuses(rep.Mechanisms, avail)
+			prog.finish()
 
 			out := cmd.OutOrStdout()
 			if a.json {
@@ -168,4 +175,63 @@ func printDoctor(w interface{ Write([]byte) (int, error) }, rep doctorReport) er
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, status, detail)
 	}
 	return tw.Flush()
+}
+
+// progress tells the user on stderr what doctor is checking, since a KVM
+// boot alone can take 10 s: on a terminal one line rewritten in place and
+// cleared before the report; otherwise a line per check. stdout (the
+// table, or --json) is the same either way.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	done bool
+}
+
+func (p *progress) say(line string) {
+	if p.done {
+		return
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[Kdoctor: %s", line)
+		return
+	}
+	fmt.Fprintf(p.w, "doctor: %s\n", line)
+}
+
+// mechanism is probe.Options.Progress.
+func (p *progress) mechanism(m sandbox.Mechanism, running bool) {
+	switch {
+	case running && m.Name == "runsc":
+		p.say("checking runsc (a gVisor smoke test)…")
+	case running:
+		p.say("checking " + m.Name + "…")
+	case m.OK:
+		p.say(m.Name + " ok")
+	default:
+		p.say(m.Name + " missing")
+	}
+}
+
+func (p *progress) runtimeStarts(name string) {
+	if name == microvm.Name {
+		p.say("checking runtime microvm: booting a KVM guest (up to 10 s; --no-boot skips it)…")
+		return
+	}
+	p.say("checking runtime " + name + "…")
+}
+
+func (p *progress) runtime(pr sandbox.Probe) {
+	if pr.Available {
+		p.say("runtime " + pr.Runtime + " available")
+		return
+	}
+	p.say("runtime " + pr.Runtime + " unavailable")
+}
+
+// finish clears a terminal's progress line; it is safe to call twice.
+func (p *progress) finish() {
+	if !p.done && p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	p.done = true
 }

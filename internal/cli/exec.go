@@ -216,10 +216,11 @@ func readFileLimited(path string) ([]byte, error) {
 	return readLimited(f, path)
 }
 
-// reportExec tells on stderr what the output does not: a limit hit,
-// truncation, violations.
+// reportExec tells on stderr what the output does not: a limit lowered
+// from what was asked, a limit hit, truncation, violations.
 // Messages and details may quote the sandbox: they are made inert.
 func reportExec(w io.Writer, res client.ExecResult) {
+	reportAdjusted(w, res.Adjusted)
 	if res.Error != nil {
 		fmt.Fprintf(w, "agentbox: %s: %s\n", termSafe(res.Error.Code), termSafe(res.Error.Message))
 	} else if res.Truncated {
@@ -230,6 +231,13 @@ func reportExec(w io.Writer, res client.ExecResult) {
 			continue // told above
 		}
 		fmt.Fprintf(w, "agentbox: %s violation (%s): %s\n", termSafe(v.Kind), termSafe(v.Action), termSafe(v.Detail))
+	}
+}
+
+// reportAdjusted says, a line each, which limits asked for were lowered.
+func reportAdjusted(w io.Writer, adjusted []client.LimitAdjustment) {
+	for _, a := range adjusted {
+		fmt.Fprintf(w, "agentbox: %s: asked %s, applied %s (lowered by the %s)\n", termSafe(a.Field), termSafe(a.Requested), termSafe(a.Applied), termSafe(a.By))
 	}
 }
 

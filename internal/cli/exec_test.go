@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +17,84 @@ import (
 	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
 )
+
+// TestExecReportsLoweredLimits: a limit the request asks for and does not
+// get (the global policy's is lower, or the policy's timeout is shorter
+// than --timeout) is said on stderr and in the JSON result, never lowered
+// silently; a request that gets what it asked has nothing reported.
+func TestExecReportsLoweredLimits(t *testing.T) {
+	global, err := policy.Parse("global.yaml", []byte("version: 1\nresources:\n  memory: 1Gi\n  timeout: 10s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newExecHarnessUnder(t, global)
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("version: 1\nresources:\n  memory: 64Gi\n  pids: 50\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run(t.Context(), nil, "exec", "--policy", big, "--timeout", "1m", "--", "echo", "ok")
+	r.check(t, 0, []string{"ok\n"}, []string{
+		"agentbox: resources.memory: asked 64Gi, applied 1Gi (lowered by the global policy)\n",
+		"agentbox: timeout_ms: asked 60000, applied 10000 (lowered by the policy (resources.timeout))\n",
+	})
+	if strings.Contains(r.stderr, "pids") {
+		t.Errorf("a limit applied as asked was reported: %q", r.stderr)
+	}
+	r = h.run(t.Context(), nil, "--json", "exec", "--policy", big, "--", "echo", "ok")
+	var res client.ExecResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	if want := []client.LimitAdjustment{{Field: "resources.memory", Requested: "64Gi", Applied: "1Gi", By: "global policy"}}; !slices.Equal(res.Adjusted, want) {
+		t.Errorf("adjusted %+v, want %+v", res.Adjusted, want)
+	}
+	// A process says the same at its start, and after.
+	c, err := client.New(h.env[EnvURL])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(big)
+	p, err := c.StartProcess(t.Context(), client.StartProcess{Argv: []string{"true"}, PolicySource: &client.PolicySource{Name: "big.yaml", Text: string(text)}, TimeoutMS: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantP := []client.LimitAdjustment{{Field: "resources.memory", Requested: "64Gi", Applied: "1Gi", By: "global policy"},
+		{Field: "timeout_ms", Requested: "60000", Applied: "10000", By: "policy (resources.timeout)"}}
+	if !slices.Equal(p.Adjusted, wantP) {
+		t.Errorf("process adjusted %+v, want %+v", p.Adjusted, wantP)
+	}
+	if p, err = c.Wait(t.Context(), p.ID); err != nil || !slices.Equal(p.Adjusted, wantP) {
+		t.Errorf("ended process: %v, adjusted %+v", err, p.Adjusted)
+	}
+	// A preset's limits are asked for too: exec-default's 30s timeout
+	// comes out at the global 10s.
+	r = h.run(t.Context(), nil, "exec", "--", "echo", "ok")
+	r.check(t, 0, []string{"ok\n"}, []string{"agentbox: resources.timeout: asked 30s, applied 10s (lowered by the global policy)\n"})
+	// Asked for less than the bounds: nothing to say.
+	small := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(small, []byte("version: 1\nresources:\n  memory: 512Mi\n  timeout: 5s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(t.Context(), nil, "exec", "--policy", small, "--timeout", "2s", "--", "echo", "ok")
+	r.check(t, 0, []string{"ok\n"}, nil)
+	if strings.Contains(r.stderr, "asked") {
+		t.Errorf("nothing was lowered, yet: %q", r.stderr)
+	}
+}
 
 // newExecHarness runs the CLI against the real API handler and execution
 // service, with the real policy presets; the runtime named "process" is
 // the host double, so these tests are about the CLI, not isolation.
 func newExecHarness(t *testing.T) *harness {
+	t.Helper()
+	return newExecHarnessUnder(t, nil)
+}
+
+// newExecHarnessUnder is newExecHarness under the operator's global
+// policy global (nil: none).
+func newExecHarnessUnder(t *testing.T, global *policy.Policy) *harness {
 	t.Helper()
 	reg := sandbox.NewRegistry()
 	reg.Register(&exectest.Runtime{Key: "process"})
@@ -29,7 +102,7 @@ func newExecHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: t.TempDir(),
+	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(global), WorkDir: t.TempDir(),
 		Network: egress.Tasks{Server: eg}})
 	if err != nil {
 		t.Fatal(err)

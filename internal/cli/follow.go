@@ -295,6 +295,7 @@ func (f *follower) answer(ctx context.Context, line string) {
 		}
 		if !f.ask || f.stdinEOF {
 			fmt.Fprintf(f.errw, "question %q declined: %s\n", p.quest.Prompt, f.noInputReason())
+			ans.By = string(event.ByPolicy)
 		}
 		_, err = f.c.AnswerQuestion(ctx, f.sessionID, p.id, ans)
 	}
@@ -312,15 +313,17 @@ func (f *follower) answer(ctx context.Context, line string) {
 // allow-once or deny-once option: an answer is never turned into a standing
 // rule from here.
 func (f *follower) permissionAnswer(p *event.PermissionRequested, line string) client.PermissionAnswer {
-	allow := false
+	allow, auto, why := false, false, ""
 	switch {
 	case !f.ask || f.stdinEOF:
-		allow = f.yes
+		// Nobody is asked: the answer is the CLI's rule (--yes, or no),
+		// and the log records it as by policy, never as a person's.
+		allow, auto = f.yes, true
 		verb := "denied"
 		if allow {
 			verb = "allowed (--yes)"
 		}
-		why := f.noInputReason()
+		why = f.noInputReason()
 		if !allow {
 			why += "; pass --yes to allow"
 		}
@@ -334,6 +337,12 @@ func (f *follower) permissionAnswer(p *event.PermissionRequested, line string) c
 		want, decision = event.OptionAllowOnce, event.DecisionAllow
 	}
 	ans := client.PermissionAnswer{Decision: string(decision)}
+	if auto {
+		ans.By = string(event.ByPolicy)
+		if !allow {
+			ans.Message = "nobody was asked (" + f.noInputReason() + ")"
+		}
+	}
 	for _, o := range p.Options {
 		if o.Kind == want {
 			ans.OptionID = o.ID

@@ -295,3 +295,29 @@ func TestSessionsShowSandboxed(t *testing.T) {
 	r.check(t, 0, []string{"Sandboxed:", "yes", "Sandbox runtime:", "process", "Sandbox mechanisms:", strings.Join(s.Sandbox.Mechanisms, ", "),
 		"Policy hash:", s.Sandbox.PolicyHash}, nil)
 }
+
+// TestRunReportsLoweredLimits: a session whose policy asks for more than
+// the global policy allows of a limit gets the global's, and run says so.
+func TestRunReportsLoweredLimits(t *testing.T) {
+	h := sandboxedHarness(t)
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("version: 1\nresources:\n  memory: 64Gi\n  pids: 100\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run(t.Context(), nil, "run", "--rm", "--agent", "mock", "--policy", big, "hi")
+	r.check(t, 0, []string{"You said: hi"}, []string{"agentbox: resources.memory: asked 64Gi, applied 8Gi (lowered by the global policy)\n"})
+	if strings.Contains(r.stderr, "pids") {
+		t.Errorf("a limit applied as asked was reported: %q", r.stderr)
+	}
+	// The create's answer carries it; the session's later views do not
+	// (they show the effective policy's hash).
+	s, err := h.client().CreateSession(t.Context(), client.CreateSession{Agent: "mock", PolicySource: &client.PolicySource{Name: "big.yaml", Text: "version: 1\nresources:\n  memory: 64Gi\n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.client().DeleteSession(context.Background(), s.ID, true) })
+	want := []client.LimitAdjustment{{Field: "resources.memory", Requested: "64Gi", Applied: "8Gi", By: "global policy"}}
+	if s.Sandbox == nil || !slices.Equal(s.Sandbox.Adjusted, want) {
+		t.Errorf("create answer sandbox %+v, want adjusted %+v", s.Sandbox, want)
+	}
+}

@@ -78,9 +78,9 @@ func Execute(ctx context.Context, root *cobra.Command) int {
 	err := root.ExecuteContext(ctx)
 	switch {
 	case client.IsUnauthorized(err):
-		err = fmt.Errorf("%w (a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine when it may: set AGENTBOX_DATA_DIR to that data directory, run as the daemon's user (root, for sandboxes), or pass --token)", err)
-	case noDaemon(err):
-		err = fmt.Errorf("%w (no agentbox daemon answers there: start one with `agentbox serve`, or point --url or %s at one that runs)", err, EnvURL)
+		err = fmt.Errorf("%w (pass the daemon's token with --token or %s; a daemon started without --token keeps its token in DATA_DIR/token, which this command reads for a daemon on this machine when it may: set AGENTBOX_DATA_DIR to that data directory, or run as the daemon's user (root, for sandboxes))", err, EnvToken)
+	case noDaemon(err) != "":
+		err = fmt.Errorf("%w (no agentbox daemon answers at %s: start one with `agentbox serve`, or point --url or %s at one that runs)", err, noDaemon(err), EnvURL)
 	}
 	// An ExitError without a cause passes a code through (agentbox exec
 	// exits with its command's status) and has nothing to say. An error may
@@ -93,12 +93,18 @@ func Execute(ctx context.Context, root *cobra.Command) int {
 	return ExitCode(err)
 }
 
-// noDaemon reports whether err is a failure to reach the daemon at all
-// (nothing listens at the address, no such socket, no route), as opposed to
-// an answer.
-func noDaemon(err error) bool {
+// noDaemon returns the address that was tried when err is a failure to
+// reach the daemon at all (nothing listens at the address, no such socket,
+// no route), as opposed to an answer; "" otherwise.
+func noDaemon(err error) string {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return ""
+	}
+	if op.Addr != nil {
+		return op.Net + " " + op.Addr.String()
+	}
+	return "the --url address"
 }
 
 // env is what the commands take from the process, replaceable in tests.

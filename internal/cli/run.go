@@ -87,6 +87,11 @@ and 130 when it was interrupted.`,
 					return fmt.Errorf("create session: %w", err)
 				}
 				id = s.ID
+				if s.Sandbox != nil {
+					// Limits lowered on the way are said, even with --json
+					// (stderr): none is lowered silently.
+					reportAdjusted(cmd.ErrOrStderr(), s.Sandbox.Adjusted)
+				}
 				if !a.json {
 					fmt.Fprintf(cmd.ErrOrStderr(), "session %s (continue with --session %s)\n", id, id)
 				}

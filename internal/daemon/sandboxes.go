@@ -74,26 +74,42 @@ func (s *sessionSandboxes) available(ctx context.Context, p *policy.Policy) erro
 
 // Resolve implements engine.Sandboxes.
 func (s *sessionSandboxes) Resolve(ctx context.Context, req json.RawMessage, doc *engine.PolicyDoc) (json.RawMessage, error) {
-	var p *policy.Policy
+	raw, _, err := s.ResolveAdjusted(ctx, req, doc)
+	return raw, err
+}
+
+// ResolveAdjusted implements engine.AdjustingSandboxes: Resolve, and the
+// limits the request asked for that the global policy lowered.
+func (s *sessionSandboxes) ResolveAdjusted(ctx context.Context, req json.RawMessage, doc *engine.PolicyDoc) (json.RawMessage, []engine.LimitAdjustment, error) {
+	var asked, p *policy.Policy
 	var err error
 	switch {
 	case doc != nil:
-		if p, err = policy.Parse(doc.Name, []byte(doc.Text)); err == nil {
-			p, err = policy.Effective(s.global(), p)
-		}
+		asked, err = policy.Parse(doc.Name, []byte(doc.Text))
 	case (len(req) == 0 || string(req) == "null") && s.fallback == "":
-		return nil, nil
+		return nil, nil, nil
 	default:
-		p, err = policy.Resolve("request.policy", req, s.fallback, s.global())
+		asked, err = policy.Request("request.policy", req, s.fallback)
+	}
+	if err == nil {
+		p, err = policy.Effective(s.global(), asked)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
+		return nil, nil, fmt.Errorf("%w: %w", engine.ErrPolicy, err)
 	}
 	// Refuse now, not at the first turn, what this host cannot run.
 	if err := s.available(ctx, p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.Marshal(p)
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	var adjusted []engine.LimitAdjustment
+	for _, a := range policy.Adjustments(asked, p) {
+		adjusted = append(adjusted, engine.LimitAdjustment{Field: a.Field, Requested: a.Requested, Applied: a.Applied, By: a.By})
+	}
+	return raw, adjusted, nil
 }
 
 // Create implements engine.Sandboxes.

@@ -253,11 +253,11 @@ func (m *Manager) AnswerPermission(ctx context.Context, id, pid string, ans agen
 				}
 			}
 		}
-		ans.By = event.ByUser
+		ans.By = apiDecider(ans.By)
 		return nil
 	}, func(ans agent.PermissionAnswer) event.Event {
 		return event.New(event.SourceDaemon, &event.PermissionResolved{
-			ID: pid, Decision: ans.Decision, By: event.ByUser, OptionID: ans.OptionID, Message: ans.Message,
+			ID: pid, Decision: ans.Decision, By: ans.By, OptionID: ans.OptionID, Message: ans.Message,
 		})
 	})
 }
@@ -282,12 +282,23 @@ func (m *Manager) AnswerQuestion(ctx context.Context, id, qid string, ans agent.
 				return fmt.Errorf("%w: option_id %q is not an option of question %s", ErrInvalid, ans.OptionID, qid)
 			}
 		}
+		ans.By = apiDecider(ans.By)
 		return nil
 	}, func(ans agent.Answer) event.Event {
 		return event.New(event.SourceDaemon, &event.QuestionResolved{
-			ID: qid, Answer: ans.Text, OptionID: ans.OptionID, Cancelled: ans.Cancelled, By: event.ByUser,
+			ID: qid, Answer: ans.Text, OptionID: ans.OptionID, Cancelled: ans.Cancelled, By: ans.By,
 		})
 	})
+}
+
+// apiDecider is who decided an answer given through the API: a client's
+// rule (policy) when it says so, a person (user) otherwise; never the
+// daemon's own deciders, which only the daemon records.
+func apiDecider(by event.DecidedBy) event.DecidedBy {
+	if by == event.ByPolicy {
+		return event.ByPolicy
+	}
+	return event.ByUser
 }
 
 func findOption(opts []event.PermissionOption, id string) (event.PermissionOption, bool) {
@@ -324,10 +335,12 @@ func (l *live) overCap(kind, title string, n int) agent.PermissionAnswer {
 		Kind: sandbox.ViolationResource, Rule: "session.max_pending_requests", Target: kind, Action: "blocked",
 		Detail: fmt.Sprintf("a %s request (%q) was denied without asking: %s", kind, clip(title, 200), msg),
 	})
+	// A rule (the session's cap) decided, not a person nor the session's
+	// end: by policy.
 	if kind != "question" {
-		l.m.cfg.Metrics.PermissionRequests.WithLabelValues(kind, string(event.DecisionDeny), string(event.ByDaemon)).Inc()
+		l.m.cfg.Metrics.PermissionRequests.WithLabelValues(kind, string(event.DecisionDeny), string(event.ByPolicy)).Inc()
 	}
-	return agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByDaemon, Message: msg}
+	return agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByPolicy, Message: msg}
 }
 
 // clip cuts s to at most n bytes, on a rune boundary.

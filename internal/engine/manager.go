@@ -254,11 +254,14 @@ func resolvedEvent(r store.Request, by event.DecidedBy, msg string) event.Event 
 
 // Create validates p, starts the agent and returns the session.
 func (m *Manager) Create(ctx context.Context, p CreateParams) (Session, error) {
-	s, err := m.create(ctx, p)
-	return viewSession(s), err
+	var adjusted []LimitAdjustment
+	s, err := m.create(ctx, p, &adjusted)
+	v := viewSession(s)
+	v.Adjusted = adjusted
+	return v, err
 }
 
-func (m *Manager) create(ctx context.Context, p CreateParams) (store.Session, error) {
+func (m *Manager) create(ctx context.Context, p CreateParams, adjusted *[]LimitAdjustment) (store.Session, error) {
 	a, err := m.cfg.Agents.Get(p.Agent)
 	if err != nil {
 		return store.Session{}, err
@@ -304,7 +307,12 @@ func (m *Manager) create(ctx context.Context, p CreateParams) (store.Session, er
 	defer m.wg.Done()
 
 	var policy json.RawMessage
+	adj, adjusting := m.cfg.Sandboxes.(AdjustingSandboxes)
 	switch {
+	case adjusting:
+		if policy, *adjusted, err = adj.ResolveAdjusted(ctx, p.Policy, p.PolicyDoc); err != nil {
+			return store.Session{}, err
+		}
 	case m.cfg.Sandboxes != nil:
 		if policy, err = m.cfg.Sandboxes.Resolve(ctx, p.Policy, p.PolicyDoc); err != nil {
 			return store.Session{}, err

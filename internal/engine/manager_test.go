@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,7 +76,7 @@ func (s *testSession) Prompt(ctx context.Context, in agent.Input) (agent.Result,
 		for range floodAsks {
 			wg.Go(func() {
 				ans, err := s.h.RequestPermission(ctx, agent.PermissionRequest{Kind: event.PermCommand, Title: "run ls"})
-				if err == nil && ans.By == event.ByDaemon && ctx.Err() == nil {
+				if err == nil && ans.By == event.ByPolicy && ctx.Err() == nil {
 					byDaemon.Add(1)
 					_ = s.say(ctx, "denied by the daemon")
 				}
@@ -92,7 +93,7 @@ func (s *testSession) Prompt(ctx context.Context, in agent.Input) (agent.Result,
 			wg.Go(func() {
 				if i%2 == 0 {
 					ans, err := s.h.RequestPermission(ctx, agent.PermissionRequest{Kind: event.PermCommand, Title: "run ls"})
-					if err == nil && ans.By == event.ByDaemon && ctx.Err() == nil {
+					if err == nil && ans.By == event.ByPolicy && ctx.Err() == nil {
 						perms.Add(1)
 					}
 					return
@@ -375,6 +376,10 @@ func TestPermissions(t *testing.T) {
 		{"allow", &agent.PermissionAnswer{Decision: event.DecisionAllow}, time.Minute, "allow by user"},
 		{"deny", &agent.PermissionAnswer{Decision: event.DecisionDeny, Message: "no"}, time.Minute, "deny by user"},
 		{"timeout", nil, 50 * time.Millisecond, "deny by timeout"},
+		// A client's own rule (no person asked) is recorded as such; a
+		// client cannot pass its answer off as the daemon's.
+		{"client rule", &agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByPolicy}, time.Minute, "deny by policy"},
+		{"forged timeout", &agent.PermissionAnswer{Decision: event.DecisionDeny, By: event.ByTimeout}, time.Minute, "deny by user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newManager(t, openStore(t, t.TempDir()), tc.timeout)
@@ -391,6 +396,10 @@ func TestPermissions(t *testing.T) {
 				}
 				if ev.Type != event.TypePermissionResolved {
 					t.Fatalf("answer returned %s", ev.Type)
+				}
+				p, _ := ev.Decode()
+				if by := string(p.(*event.PermissionResolved).By); !strings.HasSuffix(tc.wantText, " by "+by) {
+					t.Fatalf("recorded by %q, the agent was to see %q", by, tc.wantText)
 				}
 			}
 			evs := waitFor(t, m, s.ID, 0, event.TypeTurnCompleted)

@@ -19,6 +19,19 @@ import (
 // or cannot be enforced here; the message says which field or mechanism.
 var ErrPolicy = errkind.New(errkind.Policy, "sandbox policy refused")
 
+// LimitAdjustment is a limit a create request's policy asked for that came
+// out lower in the effective policy (the operator's global policy is
+// tighter): said back to the client, never applied silently.
+type LimitAdjustment struct {
+	Field, Requested, Applied, By string
+}
+
+// AdjustingSandboxes is the optional ability of a Sandboxes to say, as it
+// resolves a create request's policy, which limits were lowered.
+type AdjustingSandboxes interface {
+	ResolveAdjusted(ctx context.Context, req json.RawMessage, doc *PolicyDoc) (json.RawMessage, []LimitAdjustment, error)
+}
+
 // Sandboxes builds the sandboxes sessions run in. The daemon implements it
 // over the policy package, the isolation runtimes and the egress proxy; a
 // nil Sandboxes in Config means sessions run on the host.

@@ -50,6 +50,9 @@ type Session struct {
 	Policy json.RawMessage
 	// EnvNames are the names of the variables the client gave at create.
 	EnvNames []string
+	// Adjusted, in what Create returns, are the limits the request's
+	// policy asked for that the effective policy lowers.
+	Adjusted []LimitAdjustment
 }
 
 func viewSession(s store.Session) Session {

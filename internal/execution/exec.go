@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
 )
 
 // Languages Exec runs code in.
@@ -94,6 +96,9 @@ type Result struct {
 	// (whatever its exit status).
 	Error   *ErrorInfo
 	Sandbox SandboxInfo
+	// Adjusted are the limits asked for (by the request's policy or its
+	// timeout) that were lowered: what was asked and what applied.
+	Adjusted []policy.Adjustment
 }
 
 // argv returns the command line of a request.
@@ -203,9 +208,13 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 		return Result{}, err
 	}
 
+	adjusted := slices.Clone(adjustments(pol))
 	limit := s.opts.MaxOutputBytes
 	if l := b.spec.Limits.OutputBytes; l > 0 && l < limit {
 		limit = l
+	} else if l > limit {
+		adjusted = append(adjusted, policy.Adjustment{Field: "resources.output", Requested: policy.ByteSize(l).String(),
+			Applied: policy.ByteSize(limit).String(), By: "daemon (the output cap of one exec)"})
 	}
 	var k killer
 	s.mu.Lock()
@@ -227,6 +236,7 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 		Stderr:  out.writer(Stderr),
 		Timeout: effectiveTimeout(req.Timeout, b.spec.Limits.Timeout),
 	}
+	adjusted = append(adjusted, timeoutAdjusted(req.Timeout, cmd.Timeout)...)
 	if len(req.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
@@ -262,6 +272,7 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 		Duration: dur,
 		Usage:    exit.Usage,
 		Sandbox:  info,
+		Adjusted: adjusted,
 	}
 	res.Stdout, res.Stderr, res.Truncated = out.result()
 	reason, msg := exit.Reason, exit.Message
@@ -275,6 +286,16 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	res.Violations = withLimitViolation(viol, reason, msg)
 	s.report(task, res.Violations)
 	return res, nil
+}
+
+// timeoutAdjusted says, when a request's timeout (asked) is longer than
+// the one that applies (the policy's), that it was lowered.
+func timeoutAdjusted(asked, applied time.Duration) []policy.Adjustment {
+	if asked <= applied || applied <= 0 {
+		return nil
+	}
+	return []policy.Adjustment{{Field: "timeout_ms", Requested: strconv.FormatInt(asked.Milliseconds(), 10),
+		Applied: strconv.FormatInt(applied.Milliseconds(), 10), By: "policy (resources.timeout)"}}
 }
 
 // effectiveTimeout is the request's timeout when it is shorter than the

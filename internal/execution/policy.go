@@ -47,7 +47,7 @@ func PolicyResolver(global *policy.Policy) Resolver {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, err)
 		}
-		return underGlobal{eff, globalHash}, nil
+		return underGlobal{eff, globalHash, policy.Adjustments(p, eff)}, nil
 	}
 }
 
@@ -58,6 +58,26 @@ func PolicyResolver(global *policy.Policy) Resolver {
 type underGlobal struct {
 	*policy.Policy
 	global string
+	// adjusted are the limits the request asked for that the global
+	// policy lowered (Adjuster).
+	adjusted []policy.Adjustment
+}
+
+func (u underGlobal) Adjusted() []policy.Adjustment { return u.adjusted }
+
+// Adjuster is the optional ability of a Policy to say which limits the
+// request asked for were lowered on the way to it; results carry them, so
+// no limit is lowered silently.
+type Adjuster interface {
+	Adjusted() []policy.Adjustment
+}
+
+// adjustments returns what pol says was lowered, if it can say.
+func adjustments(pol Policy) []policy.Adjustment {
+	if a, ok := pol.(Adjuster); ok {
+		return a.Adjusted()
+	}
+	return nil
 }
 
 func (u underGlobal) Hash() string { return u.global + "/" + u.Policy.Hash() }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
 )
 
 // StartRequest starts a process.
@@ -59,6 +60,8 @@ type ProcessInfo struct {
 	// LastSeq is the seq of the last event so far.
 	LastSeq int64
 	Sandbox SandboxInfo
+	// Adjusted are the limits asked for that were lowered, as in Result.
+	Adjusted []policy.Adjustment
 }
 
 // maxTag bounds a tag's length.
@@ -108,6 +111,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 	}
 
 	var b *box
+	var adjusted []policy.Adjustment
 	if req.Sandbox != nil {
 		b = &box{sb: req.Sandbox}
 	} else {
@@ -115,6 +119,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		if err != nil {
 			return ProcessInfo{}, err
 		}
+		adjusted = slices.Clone(adjustments(pol))
 		if b, err = s.sandboxFor(ctx, pol, req.Files); err != nil {
 			return ProcessInfo{}, err
 		}
@@ -158,7 +163,8 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 	}
 	pr.p = p
 	pr.k.set(p)
-	pr.info = ProcessInfo{ID: pr.id, Tag: pr.tag, Argv: pr.argv, Pid: p.Pid(), Running: true, StartedAt: pr.started, Sandbox: b.info()}
+	pr.info = ProcessInfo{ID: pr.id, Tag: pr.tag, Argv: pr.argv, Pid: p.Pid(), Running: true, StartedAt: pr.started, Sandbox: b.info(),
+		Adjusted: append(adjusted, timeoutAdjusted(req.Timeout, cmd.Timeout)...)}
 
 	s.mu.Lock()
 	s.procs[pr.id] = pr

@@ -87,6 +87,9 @@ func (s *server) toSession(ss engine.Session) client.Session {
 	if out.Sandbox == nil {
 		return out
 	}
+	for _, a := range ss.Adjusted {
+		out.Sandbox.Adjusted = append(out.Sandbox.Adjusted, client.LimitAdjustment{Field: a.Field, Requested: a.Requested, Applied: a.Applied, By: a.By})
+	}
 	if ls, ok := s.eng.(LiveSandboxes); ok {
 		if info, live := ls.LiveSandbox(ss.ID); live {
 			if info.Runtime != "" {
@@ -177,12 +180,22 @@ func toPermissionAnswer(a client.PermissionAnswer) agent.PermissionAnswer {
 		Decision: event.Decision(a.Decision),
 		OptionID: a.OptionID,
 		Message:  a.Message,
-		By:       event.ByUser,
+		By:       clientDecider(a.By),
 	}
 }
 
 func toAnswer(a client.QuestionAnswer) agent.Answer {
-	return agent.Answer{Text: a.Answer, OptionID: a.OptionID, Cancelled: a.Cancel}
+	return agent.Answer{Text: a.Answer, OptionID: a.OptionID, Cancelled: a.Cancel, By: clientDecider(a.By)}
+}
+
+// clientDecider is who a client says decided: a person (user, the
+// default) or a rule of the client's own (policy). A client cannot claim
+// the daemon's deciders (timeout, daemon); the schema's enum refuses them.
+func clientDecider(by string) event.DecidedBy {
+	if by == string(event.ByPolicy) {
+		return event.ByPolicy
+	}
+	return event.ByUser
 }
 
 // nonNil makes empty lists encode as [] rather than null.

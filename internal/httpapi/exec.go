@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/policy"
 )
 
 // ExecService is what the API needs for code execution and processes;
@@ -204,13 +205,23 @@ func toExecResult(r execution.Result) client.ExecResult {
 		Violations: toViolations(r.Violations),
 		Error:      toExecError(r.Error),
 		Sandbox:    toSandboxInfo(r.Sandbox),
+		Adjusted:   toAdjustments(r.Adjusted),
 	}
+}
+
+func toAdjustments(in []policy.Adjustment) []client.LimitAdjustment {
+	var out []client.LimitAdjustment
+	for _, a := range in {
+		out = append(out, client.LimitAdjustment{Field: a.Field, Requested: a.Requested, Applied: a.Applied, By: a.By})
+	}
+	return out
 }
 
 func toProcess(in execution.ProcessInfo) client.Process {
 	p := client.Process{
 		ID: in.ID, Tag: in.Tag, Argv: nonNil(in.Argv), Pid: in.Pid, Status: client.ProcessRunning,
 		StdinOpen: in.StdinOpen, StartedAt: in.StartedAt.UTC(), LastSeq: in.LastSeq, Sandbox: toSandboxInfo(in.Sandbox),
+		Adjusted: toAdjustments(in.Adjusted),
 	}
 	if !in.Running {
 		ended, code := in.EndedAt.UTC(), in.ExitCode

@@ -121,6 +121,8 @@ func permissionAnswer(req *canUseTool, ans agent.PermissionAnswer) permissionRes
 			msg = "The permission request timed out"
 		case event.ByDaemon:
 			msg = "The request was cancelled"
+		case event.ByPolicy:
+			msg = "Denied by policy"
 		default:
 			msg = "Denied by the user"
 		}

@@ -12,6 +12,16 @@ import (
 // intersected with global (which may be nil) and validated. source names
 // the request in error messages, e.g. "request.policy".
 func Resolve(source string, raw json.RawMessage, fallback string, global *Policy) (*Policy, error) {
+	req, err := Request(source, raw, fallback)
+	if err != nil {
+		return nil, err
+	}
+	return Effective(global, req)
+}
+
+// Request is the policy a request asks for, as Resolve reads it, before
+// the intersection with the global policy.
+func Request(source string, raw json.RawMessage, fallback string) (*Policy, error) {
 	raw = bytes.TrimSpace(raw)
 	var req *Policy
 	var err error
@@ -30,5 +40,5 @@ func Resolve(source string, raw json.RawMessage, fallback string, global *Policy
 	if err != nil {
 		return nil, err
 	}
-	return Effective(global, req)
+	return req, nil
 }

@@ -30,6 +30,11 @@ type Options struct {
 	KVMBoot bool
 	// Runsc runs a gVisor smoke test (a few hundred ms).
 	Runsc bool
+	// Progress, when set, is called as the probe goes: with a row once it
+	// is known, and with running set and only the row's name before a
+	// slow check (runsc, the KVM boot) starts; cached rows are told the
+	// same way.
+	Progress func(m sandbox.Mechanism, running bool)
 }
 
 var (
@@ -43,24 +48,45 @@ var (
 func Host(ctx context.Context, opts Options) []sandbox.Mechanism {
 	mu.Lock()
 	defer mu.Unlock()
-	if cheap == nil {
-		cheap = probeCheap()
+	report := func(ms ...sandbox.Mechanism) {
+		if opts.Progress != nil {
+			for _, m := range ms {
+				opts.Progress(m, false)
+			}
+		}
 	}
-	rows := append([]sandbox.Mechanism(nil), cheap...)
+	starting := func(name string) {
+		if opts.Progress != nil {
+			opts.Progress(sandbox.Mechanism{Name: name}, true)
+		}
+	}
+	var rows []sandbox.Mechanism
+	if cheap == nil {
+		cheap = probeCheap(report)
+	} else {
+		report(cheap...)
+	}
+	rows = append(rows, cheap...)
 	if opts.Runsc {
+		starting("runsc")
 		if slow["runsc"] == nil {
 			info := gvisor.ProbeRunsc(ctx, "", "")
 			slow["runsc"] = []sandbox.Mechanism{{Name: "runsc", OK: info.OK, Detail: runscDetail(info)}}
 		}
+		report(slow["runsc"]...)
 		rows = append(rows, slow["runsc"]...)
 	}
 	if opts.KVMBoot {
+		starting("kvm-boot")
 		if slow["kvm"] == nil {
 			slow["kvm"] = microvm.Boot(ctx, microvm.Options{}).Mechanisms()
 		}
+		report(slow["kvm"]...)
 		rows = append(rows, slow["kvm"]...)
 	} else {
-		rows = append(rows, kvmNode())
+		k := kvmNode()
+		report(k)
+		rows = append(rows, k)
 	}
 	return rows
 }
@@ -91,7 +117,9 @@ func kvmNode() sandbox.Mechanism {
 	return sandbox.Mechanism{Name: "kvm", OK: true, Detail: "/dev/kvm opens (not proof a guest boots: see kvm-boot)"}
 }
 
-func probeCheap() []sandbox.Mechanism {
+// probeCheap runs the quick checks, telling report of each row as it is
+// known.
+func probeCheap(report func(...sandbox.Mechanism)) []sandbox.Mechanism {
 	var rows []sandbox.Mechanism
 	add := func(name string, err error, okDetail string) {
 		m := sandbox.Mechanism{Name: name, OK: err == nil, Detail: okDetail}
@@ -99,6 +127,7 @@ func probeCheap() []sandbox.Mechanism {
 			m.Detail = err.Error()
 		}
 		rows = append(rows, m)
+		report(m)
 	}
 	add("userns", tryClone(syscall.CLONE_NEWUSER), "child started in a new user namespace")
 	for _, ns := range []struct {
@@ -134,6 +163,7 @@ func probeCheap() []sandbox.Mechanism {
 		m.Detail += "; " + cg.Err
 	}
 	rows = append(rows, m)
+	report(m)
 	return rows
 }
 

@@ -122,8 +122,13 @@ func probeHost() sandbox.Probe {
 	_, err = os.Stat("/proc/sys/kernel/seccomp/actions_avail")
 	add("seccomp", err == nil, "")
 	add("cgroup", newCgroup != nil, "")
-	p.Available = userns
-	if !userns {
+	why := privilege()
+	add("root", why == "", "CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID in the host's user namespace")
+	p.Available = userns && why == ""
+	switch {
+	case why != "":
+		p.Reason = why
+	case !userns:
 		p.Reason = "user namespaces are disabled"
 	}
 	return p
@@ -132,6 +137,11 @@ func probeHost() sandbox.Probe {
 // Create implements sandbox.Runtime. The sandbox's processes outlive ctx
 // on purpose: ctx bounds only the building of the sandbox.
 func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
+	// Fail closed, by name, on a host where no sandbox can be made (an
+	// unprivileged daemon), before any helper fails for a reason of its own.
+	if p := r.Probe(ctx); !p.Available {
+		return nil, fmt.Errorf("%w: process: %s", sandbox.ErrUnavailable, p.Reason)
+	}
 	if err := normalize(&spec); err != nil {
 		return nil, err
 	}
