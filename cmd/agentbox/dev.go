@@ -1,3 +1,9 @@
+//go:build dev
+
+// The developer tools are built only with -tags dev (dev_off.go says so
+// otherwise): the fake LLM server is 400 KiB of the binary that users of
+// the daemon and the CLI never run.
+
 package main
 
 import (

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/errkind"
 )
@@ -55,10 +56,10 @@ var (
 	// mcpName is the allowlist of server names: every agent puts the
 	// name into tool names (claude's mcp__NAME__TOOL), config keys
 	// (codex's [mcp_servers.NAME]) or both.
-	mcpName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
-	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	mcpName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`) })
+	envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
 	// headerName is RFC 9110's token.
-	headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+	headerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$") })
 )
 
 // ValidateMCPServers checks a create request's MCP servers and returns
@@ -79,7 +80,7 @@ func ValidateMCPServers(in []MCPServer) ([]MCPServer, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%w: mcp_servers[%d]: %s", ErrInvalidMCP, i, fmt.Sprintf(format, args...))
 		}
-		if !mcpName.MatchString(s.Name) {
+		if !mcpName().MatchString(s.Name) {
 			return nil, bad("name %q: 1 to 64 of a-z A-Z 0-9 _ -, starting with a letter or digit", s.Name)
 		}
 		if seen[strings.ToLower(s.Name)] {
@@ -114,7 +115,7 @@ func ValidateMCPServers(in []MCPServer) ([]MCPServer, error) {
 				return nil, bad("%d env variables, at most %d", len(s.Env), MaxMCPEnv)
 			}
 			for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-				if !envName.MatchString(k) {
+				if !envName().MatchString(k) {
 					return nil, bad("env name %q is not [A-Za-z_][A-Za-z0-9_]*", k)
 				}
 				if err := checkValue(s.Env[k]); err != nil {
@@ -134,7 +135,7 @@ func ValidateMCPServers(in []MCPServer) ([]MCPServer, error) {
 				return nil, bad("%d headers, at most %d", len(s.Headers), MaxMCPHeaders)
 			}
 			for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
-				if !headerName.MatchString(k) {
+				if !headerName().MatchString(k) {
 					return nil, bad("header name %q is not an HTTP token", k)
 				}
 				v := s.Headers[k]

@@ -32,7 +32,7 @@ func FuzzValidateMCPServers(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, s := range out {
-			if !mcpName.MatchString(s.Name) || seen[strings.ToLower(s.Name)] {
+			if !mcpName().MatchString(s.Name) || seen[strings.ToLower(s.Name)] {
 				t.Fatalf("name %q accepted", s.Name)
 			}
 			seen[strings.ToLower(s.Name)] = true

@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
@@ -90,7 +88,7 @@ type Log struct {
 	w   io.WriteCloser
 	log *slog.Logger
 	// Violations counts violations by kind.
-	Violations *prometheus.CounterVec
+	Violations *metrics.CounterVec
 
 	// denials coalesces the egress proxy's deny records, per sandbox
 	// (scope and id).

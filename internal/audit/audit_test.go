@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 )
@@ -26,10 +24,10 @@ func TestLog(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(l.Violations.WithLabelValues("filesystem")); got != 1 {
+	if got := l.Violations.WithLabelValues("filesystem").Value(); got != 1 {
 		t.Errorf("filesystem count %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(l.Violations.WithLabelValues("resource")); got != 0 {
+	if got := l.Violations.WithLabelValues("resource").Value(); got != 0 {
 		t.Errorf("Record counted: resource count %v, want 0", got)
 	}
 	fi, err := os.Stat(path)
@@ -68,7 +66,7 @@ func TestEgressRecords(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(l.Violations.WithLabelValues("network")); got != 1 {
+	if got := l.Violations.WithLabelValues("network").Value(); got != 1 {
 		t.Errorf("network count %v, want 1", got)
 	}
 	b, err := os.ReadFile(path)

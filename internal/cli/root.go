@@ -146,6 +146,7 @@ func NewRoot(version string) *cobra.Command { return newRoot(version, processEnv
 
 func newRoot(version string, e env) *cobra.Command {
 	a := &app{version: version, env: e}
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "agentbox",
 		Short: "Run coding agents behind one API, sandboxed, with durable sessions",
@@ -156,11 +157,21 @@ every session as a replayable event log.
 These commands talk to a running daemon; see --url.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          cobra.NoArgs,
 		// --version: the version alone; the version command adds the
-		// build and the daemon's.
-		Version: version,
+		// build and the daemon's. It is a flag of our own rather than
+		// cobra's Version: cobra prints that through text/template, whose
+		// reflect.Value.MethodByName makes the linker keep every exported
+		// method of every reachable type (2.1 MiB of the binary).
+		RunE: func(c *cobra.Command, _ []string) error {
+			if showVersion {
+				_, err := fmt.Fprintf(c.OutOrStdout(), "agentbox %s\n", version)
+				return err
+			}
+			return c.Help()
+		},
 	}
-	root.SetVersionTemplate("agentbox {{.Version}}\n")
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "version for agentbox")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})

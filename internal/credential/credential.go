@@ -15,6 +15,7 @@ package credential
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Reason says why a variable looks like a credential; the empty Reason
@@ -94,31 +95,33 @@ type valueRule struct {
 
 // valueRules are known credential formats, found anywhere in a value (a
 // token inside a URL or a command line counts). The prefixes are the
-// vendors' documented ones.
-var valueRules = []valueRule{
-	{regexp.MustCompile(`\b(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}`), "its value looks like a GitHub token (gh?_…)"},
-	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), "its value looks like a GitHub fine-grained token (github_pat_…)"},
-	{regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{16,}`), "its value looks like a GitLab token (glpat-…)"},
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "its value looks like an API key (sk-…: OpenAI, Anthropic, …)"},
-	{regexp.MustCompile(`\b(sk|rk)_(live|test)_[A-Za-z0-9]{10,}`), "its value looks like a Stripe key"},
-	{regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{10,}`), "its value looks like a Slack token (xox?-…)"},
-	{regexp.MustCompile(`\bxapp-[A-Za-z0-9-]{10,}`), "its value looks like a Slack app token (xapp-…)"},
-	{regexp.MustCompile(`\b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b`), "its value looks like an AWS access key id (AKIA…)"},
-	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`), "its value looks like a Google API key (AIza…)"},
-	{regexp.MustCompile(`\bya29\.[0-9A-Za-z_-]{20,}`), "its value looks like a Google OAuth access token (ya29.…)"},
-	{regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`), "its value looks like an npm token (npm_…)"},
-	{regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`), "its value looks like a Hugging Face token (hf_…)"},
-	{regexp.MustCompile(`\bpypi-[A-Za-z0-9_-]{30,}`), "its value looks like a PyPI token (pypi-…)"},
-	{regexp.MustCompile(`\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`), "its value looks like a SendGrid key (SG.…)"},
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), "its value looks like a JWT (eyJ….eyJ….…)"},
-	{regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----`), "its value holds a PEM private key"},
-	{regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}`), "its value looks like an Authorization header value"},
-	{regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@`), "its value is a URL with a password in it"},
-	{regexp.MustCompile(`(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)=[^;\s]{6,}`), "its value is a connection string with a key or password in it"},
-}
+// vendors' documented ones. They are compiled on first use, not at start.
+var valueRules = sync.OnceValue(func() []valueRule {
+	return []valueRule{
+		{regexp.MustCompile(`\b(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}`), "its value looks like a GitHub token (gh?_…)"},
+		{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`), "its value looks like a GitHub fine-grained token (github_pat_…)"},
+		{regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{16,}`), "its value looks like a GitLab token (glpat-…)"},
+		{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`), "its value looks like an API key (sk-…: OpenAI, Anthropic, …)"},
+		{regexp.MustCompile(`\b(sk|rk)_(live|test)_[A-Za-z0-9]{10,}`), "its value looks like a Stripe key"},
+		{regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{10,}`), "its value looks like a Slack token (xox?-…)"},
+		{regexp.MustCompile(`\bxapp-[A-Za-z0-9-]{10,}`), "its value looks like a Slack app token (xapp-…)"},
+		{regexp.MustCompile(`\b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b`), "its value looks like an AWS access key id (AKIA…)"},
+		{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`), "its value looks like a Google API key (AIza…)"},
+		{regexp.MustCompile(`\bya29\.[0-9A-Za-z_-]{20,}`), "its value looks like a Google OAuth access token (ya29.…)"},
+		{regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`), "its value looks like an npm token (npm_…)"},
+		{regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}`), "its value looks like a Hugging Face token (hf_…)"},
+		{regexp.MustCompile(`\bpypi-[A-Za-z0-9_-]{30,}`), "its value looks like a PyPI token (pypi-…)"},
+		{regexp.MustCompile(`\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`), "its value looks like a SendGrid key (SG.…)"},
+		{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), "its value looks like a JWT (eyJ….eyJ….…)"},
+		{regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----`), "its value holds a PEM private key"},
+		{regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}`), "its value looks like an Authorization header value"},
+		{regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@`), "its value is a URL with a password in it"},
+		{regexp.MustCompile(`(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)=[^;\s]{6,}`), "its value is a connection string with a key or password in it"},
+	}
+})
 
 func checkValue(v string) Reason {
-	for _, r := range valueRules {
+	for _, r := range valueRules() {
 		if r.re.MatchString(v) {
 			return r.what
 		}

@@ -475,7 +475,7 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		StartTimeout:       cfg.StartTimeout,
 		Sandboxes: &sessionSandboxes{global: sb.global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
 			egress: d.egress, askTimeout: cfg.NetworkAskTimeout, workspaces: sb.workspaces,
-			secrets: d.secrets, hostRoots: egress.HostRoots(cfg.Getenv), caDir: sb.caDir},
+			secrets: d.secrets, hostRoots: sync.OnceValue(func() []byte { return egress.HostRoots(cfg.Getenv) }), caDir: sb.caDir},
 		OnViolation:     func(id string, v sandbox.Violation) { aud.Violation("session", id, v) },
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
 		KeepAgentState:  cfg.KeepAgentHomes,

@@ -31,9 +31,10 @@ type sessionSandboxes struct {
 	askTimeout time.Duration
 	// secrets are the daemon's secrets (which of a policy's opt in to TLS
 	// interception), hostRoots the host's roots (PEM) for the CA bundles
-	// of sandboxes that intercept, kept under caDir.
+	// of sandboxes that intercept (read on the first such sandbox, not at
+	// start), kept under caDir.
 	secrets   egress.SecretSource
-	hostRoots []byte
+	hostRoots func() []byte
 	caDir     string
 	// workspaces checks session working directories.
 	workspaces *workspaceRules
@@ -154,7 +155,7 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 	var ca *egress.CA
 	var release func()
 	if spec.Network.Mode == sandbox.NetworkProxy {
-		if ca, release, err = sandboxCA(s.secrets, s.hostRoots, s.caDir, opts.SessionID, &spec); err != nil {
+		if ca, release, err = sandboxCA(s.secrets, s.hostRoots(), s.caDir, opts.SessionID, &spec); err != nil {
 			return nil, err
 		}
 	}

@@ -13,11 +13,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/agentbox/agentbox/internal/execution/exectest"
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
@@ -30,7 +29,7 @@ func TestMain(m *testing.M) {
 type testEnv struct {
 	svc *Service
 	rt  *exectest.Runtime
-	reg *prometheus.Registry
+	reg *metrics.Registry
 }
 
 // newTestService returns a service over a hostRuntime; opts may adjust
@@ -41,7 +40,7 @@ func newTestService(t *testing.T, opts func(*Options)) *testEnv {
 	reg := sandbox.NewRegistry()
 	reg.Register(rt)
 	reg.Register(&exectest.Runtime{Key: "broken", CreateErr: errors.Join(sandbox.ErrUnenforceable, errors.New("landlock is not available"))})
-	preg := prometheus.NewRegistry()
+	preg := metrics.NewRegistry()
 	o := Options{Runtimes: reg, Resolve: fakeResolve, WorkDir: t.TempDir(), Registerer: preg}
 	if opts != nil {
 		opts(&o)
@@ -502,15 +501,11 @@ func TestViolationsReported(t *testing.T) {
 	if len(res.Violations) != 1 || len(seen) != 1 || seen[0].Target != ".mcp.json" {
 		t.Fatalf("result %+v, seen %+v", res.Violations, seen)
 	}
-	mfs, err := env.reg.Gather()
-	if err != nil {
+	var text strings.Builder
+	if err := env.reg.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, mf := range mfs {
-		found = found || mf.GetName() == "agentbox_policy_violations_total"
-	}
-	if !found {
+	if !strings.Contains(text.String(), "\n# TYPE agentbox_policy_violations_total counter\n") {
 		t.Fatal("agentbox_policy_violations_total is not registered")
 	}
 	if got := value(t, env.svc.metrics.violations.WithLabelValues("filesystem")); got != 1 {
@@ -625,16 +620,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // value reads a counter or gauge.
-func value(t *testing.T, c prometheus.Metric) float64 {
+func value(t *testing.T, c interface{ Value() float64 }) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Counter != nil {
-		return m.Counter.GetValue()
-	}
-	return m.Gauge.GetValue()
+	return c.Value()
 }
 
 // TestTaskWorkspacesAreThrowaway: every sandbox the service creates, for

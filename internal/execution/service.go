@@ -23,9 +23,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/agentbox/agentbox/internal/errkind"
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
@@ -139,10 +138,10 @@ type Options struct {
 	// minutes) unless deleted.
 	Retain time.Duration
 	// Registerer, when set, gets the service's metrics.
-	Registerer prometheus.Registerer
+	Registerer metrics.Registerer
 	// Violations, when set, is the daemon-wide violations counter (label
 	// kind) to count in; it is then not registered here.
-	Violations *prometheus.CounterVec
+	Violations *metrics.CounterVec
 	// OnViolation, when set, is called for every violation a sandbox
 	// reports (for the audit log). It must not block.
 	OnViolation func(task string, v sandbox.Violation)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/metrics"
@@ -72,7 +71,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 		s.mux.Handle("GET /v1/acp", cfg.ACP)
 	}
 	if m != nil {
-		s.mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+		s.mux.Handle("GET /metrics", m.Registry)
 	}
 	return s, api
 }

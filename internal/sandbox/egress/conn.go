@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	metric "github.com/agentbox/agentbox/internal/metrics"
 )
 
 // handle sniffs a client connection's first byte: 0x05 starts a SOCKS5
@@ -137,34 +137,34 @@ func splice(ctx context.Context, client, upstream net.Conn) {
 
 // metrics are the proxy's counters.
 type metrics struct {
-	decisions  *prometheus.CounterVec
-	secrets    *prometheus.CounterVec
-	active     prometheus.Gauge
-	askSeconds prometheus.Histogram
+	decisions  *metric.CounterVec
+	secrets    *metric.CounterVec
+	active     *metric.Gauge
+	askSeconds *metric.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg metric.Registerer) (*metrics, error) {
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		decisions: metric.NewCounterVec(metric.CounterOpts{
 			Name: "agentbox_egress_decisions_total",
 			Help: "Connections and plain-HTTP requests the egress proxy decided, by how they came (http, connect, socks5, route; accept for connections refused by a connection bound before they were read), decision (allow, deny) and who decided (policy, user, timeout, daemon, limit).",
 		}, []string{"via", "decision", "by"}),
-		secrets: prometheus.NewCounterVec(prometheus.CounterOpts{
+		secrets: metric.NewCounterVec(metric.CounterOpts{
 			Name: "agentbox_egress_secret_injections_total",
 			Help: "Requests the egress proxy added a secret to, by secret name.",
 		}, []string{"secret"}),
-		active: prometheus.NewGauge(prometheus.GaugeOpts{
+		active: metric.NewGauge(metric.GaugeOpts{
 			Name: "agentbox_egress_connections_active",
 			Help: "Client connections open through the egress proxy.",
 		}),
-		askSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		askSeconds: metric.NewHistogram(metric.HistogramOpts{
 			Name:    "agentbox_egress_ask_seconds",
 			Help:    "How long per-connection network approvals took to be answered.",
 			Buckets: []float64{0.001, 0.01, 0.1, 1, 5, 15, 30, 60, 300},
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.decisions, m.secrets, m.active, m.askSeconds} {
+		for _, c := range []metric.Collector{m.decisions, m.secrets, m.active, m.askSeconds} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

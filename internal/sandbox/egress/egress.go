@@ -51,8 +51,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	metric "github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
@@ -98,7 +97,7 @@ type Options struct {
 	// its sandbox's own bound.
 	MaxConnections int
 	// Registerer, when set, gets the proxy's metrics.
-	Registerer prometheus.Registerer
+	Registerer metric.Registerer
 	Log        *slog.Logger
 }
 

@@ -17,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
+	metric "github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
@@ -246,7 +244,7 @@ type harness struct {
 	addr string // the gate's listener
 	rec  *recorder
 	res  *mapResolver
-	reg  *prometheus.Registry
+	reg  *metric.Registry
 }
 
 type harnessOpts struct {
@@ -256,7 +254,7 @@ type harnessOpts struct {
 
 func newHarness(t testing.TB, ho harnessOpts) *harness {
 	t.Helper()
-	h := &harness{rec: &recorder{}, reg: prometheus.NewRegistry()}
+	h := &harness{rec: &recorder{}, reg: metric.NewRegistry()}
 	opts := ho.opts
 	if opts.Resolver == nil {
 		h.res = newResolver(testResolverMap)
@@ -395,7 +393,7 @@ func (h *harness) client(keepAlive bool) *http.Client {
 func (h *harness) metrics(t testing.TB) string {
 	t.Helper()
 	rr := httptest.NewRecorder()
-	promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	h.reg.ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
 	return rr.Body.String()
 }
 

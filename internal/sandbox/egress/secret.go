@@ -45,12 +45,12 @@ type Secret struct {
 // Secrets.Put.
 var ErrInvalidSecret = errkind.New(errkind.Invalid, "invalid secret")
 
-var secretNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var secretNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // Validate checks the secret's fields (not its value's meaning).
 func (s Secret) Validate() error {
 	var errs []error
-	if !secretNameRE.MatchString(s.Name) {
+	if !secretNameRE().MatchString(s.Name) {
 		errs = append(errs, fmt.Errorf("name %q: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", s.Name))
 	}
 	if s.Value == "" {

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -209,6 +210,59 @@ func TestCheckStatic(t *testing.T) {
 	}
 	if err := checkStatic(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("checkStatic(missing) = nil")
+	}
+}
+
+// TestHasInterp holds hasInterp's reading of the program headers to
+// debug/elf's, on the system's binaries and libraries (static and
+// dynamic, executables and shared objects) and this test binary; files
+// that are not ELF, or are cut short, are errors.
+func TestHasInterp(t *testing.T) {
+	var files []string
+	for _, dir := range []string{"/bin", "/usr/lib/x86_64-linux-gnu", "/usr/lib/i386-linux-gnu", "/usr/libexec"} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.Type().IsRegular() {
+				files = append(files, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		files = append(files, exe)
+	}
+	checked := 0
+	for _, path := range files {
+		f, err := elf.Open(path)
+		if err != nil {
+			continue
+		}
+		want := false
+		for _, p := range f.Progs {
+			want = want || p.Type == elf.PT_INTERP
+		}
+		_ = f.Close()
+		got, err := hasInterp(path)
+		if err != nil || got != want {
+			t.Errorf("hasInterp(%s) = %v, %v; debug/elf: %v", path, got, err, want)
+		}
+		checked++
+	}
+	if checked < 10 {
+		t.Fatalf("only %d ELF files found to check", checked)
+	}
+	dir := t.TempDir()
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{"text": []byte("#!/bin/sh\n"), "empty": nil, "header only": sh[:20], "no program headers": sh[:64]} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hasInterp(path); err == nil {
+			t.Errorf("hasInterp(%s) = nil error", name)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
@@ -44,9 +45,9 @@ const (
 )
 
 var (
-	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	syscallRE    = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
-	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	envNameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	syscallRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_]{1,64}$`) })
+	secretNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 )
 
 func (p *Policy) problems() []problem {
@@ -139,12 +140,12 @@ func (p *Policy) problems() []problem {
 	}
 
 	for i, name := range p.Env.Pass {
-		if !envNameRE.MatchString(name) {
+		if !envNameRE().MatchString(name) {
 			add(fmt.Sprintf("%q is not an environment variable name", name), "env", "pass", strconv.Itoa(i))
 		}
 	}
 	for k, v := range p.Env.Set {
-		if !envNameRE.MatchString(k) {
+		if !envNameRE().MatchString(k) {
 			out = append(out, problem{[]string{"env", "set", k}, fmt.Sprintf("%q is not an environment variable name", k), true})
 		}
 		if strings.ContainsRune(v, 0) {
@@ -153,10 +154,10 @@ func (p *Policy) problems() []problem {
 	}
 
 	for k, v := range p.Env.Secrets {
-		if !envNameRE.MatchString(k) {
+		if !envNameRE().MatchString(k) {
 			out = append(out, problem{[]string{"env", "secrets", k}, fmt.Sprintf("%q is not an environment variable name", k), true})
 		}
-		if !secretNameRE.MatchString(v) {
+		if !secretNameRE().MatchString(v) {
 			add(fmt.Sprintf("%q is not a secret name", v), "env", "secrets", k)
 		}
 		if _, dup := p.Env.Set[k]; dup {
@@ -166,7 +167,7 @@ func (p *Policy) problems() []problem {
 
 	oneOf(p.Syscalls.Profile, []string{ProfileDefault, ProfileStrict}, "syscalls", "profile")
 	for i, name := range p.Syscalls.Deny {
-		if !syscallRE.MatchString(name) {
+		if !syscallRE().MatchString(name) {
 			add(fmt.Sprintf("%q is not a syscall name", name), "syscalls", "deny", strconv.Itoa(i))
 		}
 	}

@@ -15,8 +15,6 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/agentbox/agentbox/internal/doclimit"
 )
@@ -418,8 +416,6 @@ func (d *doc) mapValue(m map[string]any, mv *ast.MappingValueNode, pn *posNode, 
 	pn.fields[key] = cn
 	m[key] = d.value(mv.Value, cn, child)
 }
-
-var printer = message.NewPrinter(language.English)
 
 // schemaErrors reports schema validation errors at their places.
 func (d *doc) schemaErrors(errs []schemaError) {

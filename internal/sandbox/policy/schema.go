@@ -254,11 +254,11 @@ func (n *schemaNode) walk(v any, path []string, errs *[]schemaError) {
 		*errs = append(*errs, schemaError{path: path, schemaLoc: n.loc, keyword: kw, msg: msg})
 	}
 	if n.types != nil && !hasType(n.types, v) {
-		fail("type", printer.Sprintf("got %s, want %s", jsonType(v), strings.Join(n.types, " or ")))
+		fail("type", sprintf("got %s, want %s", jsonType(v), strings.Join(n.types, " or ")))
 		return
 	}
 	if n.hasConst && !jsonEqual(v, n.constVal) {
-		fail("const", printer.Sprintf("value must be %s", display(n.constVal)))
+		fail("const", sprintf("value must be %s", display(n.constVal)))
 		return
 	}
 	if n.enum != nil && !slices.ContainsFunc(n.enum, func(e any) bool { return jsonEqual(v, e) }) {
@@ -267,9 +267,9 @@ func (n *schemaNode) walk(v any, path []string, errs *[]schemaError) {
 			want[i] = display(e)
 		}
 		if len(want) == 1 {
-			fail("enum", printer.Sprintf("value must be %s", want[0]))
+			fail("enum", sprintf("value must be %s", want[0]))
 		} else {
-			fail("enum", printer.Sprintf("value must be one of %s", strings.Join(want, ", ")))
+			fail("enum", sprintf("value must be one of %s", strings.Join(want, ", ")))
 		}
 		return
 	}
@@ -280,7 +280,7 @@ func (n *schemaNode) walk(v any, path []string, errs *[]schemaError) {
 	switch v := v.(type) {
 	case map[string]any:
 		if n.maxProperties != nil && len(v) > *n.maxProperties {
-			fail("maxProperties", printer.Sprintf("maxProperties: got %d, want %d", len(v), *n.maxProperties))
+			fail("maxProperties", sprintf("maxProperties: got %d, want %d", len(v), *n.maxProperties))
 		}
 		var missing []string
 		for _, r := range n.required {
@@ -307,7 +307,7 @@ func (n *schemaNode) walk(v any, path []string, errs *[]schemaError) {
 		}
 	case []any:
 		if n.maxItems != nil && len(v) > *n.maxItems {
-			fail("maxItems", printer.Sprintf("maxItems: got %d, want %d", len(v), *n.maxItems))
+			fail("maxItems", sprintf("maxItems: got %d, want %d", len(v), *n.maxItems))
 		}
 		if n.items != nil {
 			for i, e := range v {
@@ -317,14 +317,14 @@ func (n *schemaNode) walk(v any, path []string, errs *[]schemaError) {
 	case string:
 		length := utf8.RuneCountInString(v)
 		if n.minLength != nil && length < *n.minLength {
-			fail("minLength", printer.Sprintf("minLength: got %d, want %d", length, *n.minLength))
+			fail("minLength", sprintf("minLength: got %d, want %d", length, *n.minLength))
 		}
 		if n.maxLength != nil && length > *n.maxLength {
-			fail("maxLength", printer.Sprintf("maxLength: got %d, want %d", length, *n.maxLength))
+			fail("maxLength", sprintf("maxLength: got %d, want %d", length, *n.maxLength))
 		}
 		if n.pattern != nil && !n.pattern.MatchString(v) {
 			*errs = append(*errs, schemaError{path: path, schemaLoc: n.loc, keyword: "pattern", got: v,
-				msg: printer.Sprintf("%s does not match pattern %s", quote(v), quote(n.pattern.String()))})
+				msg: sprintf("%s does not match pattern %s", quote(v), quote(n.pattern.String()))})
 		}
 	case json.Number:
 		got, ok := new(big.Rat).SetString(string(v))
@@ -332,10 +332,10 @@ func (n *schemaNode) walk(v any, path []string, errs *[]schemaError) {
 			return
 		}
 		if n.minimum != nil && got.Cmp(n.minimum) < 0 {
-			fail("minimum", printer.Sprintf("minimum: got %v, want %v", ratFloat(got), ratFloat(n.minimum)))
+			fail("minimum", sprintf("minimum: got %v, want %v", ratFloat(got), ratFloat(n.minimum)))
 		}
 		if n.maximum != nil && got.Cmp(n.maximum) > 0 {
-			fail("maximum", printer.Sprintf("maximum: got %v, want %v", ratFloat(got), ratFloat(n.maximum)))
+			fail("maximum", sprintf("maximum: got %v, want %v", ratFloat(got), ratFloat(n.maximum)))
 		}
 	}
 }

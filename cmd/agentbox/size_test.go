@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// maxBinary is the ceiling on the default build's size: the product's
+// goal is 16 MiB; this fails, above the goal with a margin, when a change
+// makes the binary grow back.
+const maxBinary = 19 << 20
+
+// TestBinarySize builds the default binary with scripts/build itself (the
+// static, stripped build users get) and fails when it is larger than
+// maxBinary, naming the modules that cost the most.
+func TestBinarySize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary: skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "agentbox")
+	build := exec.CommandContext(t.Context(), "../../scripts/build")
+	build.Env = append(os.Environ(), "OUT="+bin)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/build: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("default build: %d bytes (%.2f MiB; ceiling %.0f MiB, goal 16 MiB)", fi.Size(), mib(fi.Size()), mib(maxBinary))
+	if fi.Size() <= maxBinary {
+		return
+	}
+	// What each module costs: the same build unstripped, through
+	// scripts/binsize.go.
+	full := filepath.Join(t.TempDir(), "agentbox.full")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", full, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	top := "(unstripped build failed)"
+	if out, err := cmd.CombinedOutput(); err == nil {
+		out, err = exec.CommandContext(t.Context(), "go", "run", "../../scripts/binsize.go", full).CombinedOutput()
+		top = string(out)
+		if err == nil {
+			top = strings.Join(firstLines(top, 16), "\n")
+		}
+	} else {
+		top += "\n" + string(out)
+	}
+	t.Fatalf("the default build is %d bytes (%.2f MiB), above the %.0f MiB ceiling; the largest modules:\n%s\n"+
+		"(a call of reflect.Value.Method/MethodByName anywhere in the linked program, e.g. text/template, keeps every exported method: see TestNoReflectMethod)",
+		fi.Size(), mib(fi.Size()), mib(maxBinary), top)
+}
+
+// TestNoReflectMethod links the default build with -dumpdep and fails if
+// a function the linker marks ReflectMethod is reachable: a call of
+// reflect.Value.Method or MethodByName with a non-constant name (as
+// text/template's evaluation makes) makes the linker keep every exported
+// method of every reachable type, 2 MiB of this binary. It prints the
+// chain of callers that reaches it.
+func TestNoReflectMethod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links the binary: skipped with -short")
+	}
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-tags", "grpcnotrace",
+		"-ldflags=-s -w -dumpdep", "-o", filepath.Join(t.TempDir(), "agentbox"), ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// The go command relays the linker's output on its stderr.
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -ldflags=-dumpdep: %v\n%s", err, out)
+	}
+	// Lines are "caller -> callee", a symbol flagged " <ReflectMethod>".
+	parent := map[string]string{}
+	var flagged []string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		from, to, ok := strings.Cut(sc.Text(), " -> ")
+		if !ok {
+			continue
+		}
+		from, _ = symFlags(from)
+		to, reflectMethod := symFlags(to)
+		if reflectMethod {
+			flagged = append(flagged, to)
+		}
+		if _, seen := parent[to]; !seen {
+			parent[to] = from
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(parent) < 1000 {
+		t.Fatalf("the linker's -dumpdep printed %d edges: not the dependency graph", len(parent))
+	}
+	for _, f := range flagged {
+		chain := []string{f}
+		for s := parent[f]; s != "" && s != "_" && len(chain) < 40; s = parent[s] {
+			chain = append(chain, s)
+		}
+		t.Errorf("reachable reflect method call %s, through:\n  %s", f, strings.Join(chain, "\n  <- "))
+	}
+}
+
+// symFlags splits -dumpdep's flags off a symbol: "name <UsedInIface>",
+// "name <ReflectMethod>" or both, with no space between them.
+func symFlags(s string) (name string, reflectMethod bool) {
+	i := strings.LastIndex(s, " <")
+	if i < 0 {
+		return s, false
+	}
+	switch s[i+1:] {
+	case "<UsedInIface>":
+		return s[:i], false
+	case "<ReflectMethod>", "<UsedInIface><ReflectMethod>":
+		return s[:i], true
+	}
+	return s, false
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func firstLines(s string, n int) []string {
+	lines := strings.Split(s, "\n")
+	return lines[:min(n, len(lines))]
+}
