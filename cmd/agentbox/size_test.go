@@ -38,7 +38,7 @@ func TestBinarySize(t *testing.T) {
 	// What each module costs: the same build unstripped, through
 	// scripts/binsize.go.
 	full := filepath.Join(t.TempDir(), "agentbox.full")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-tags", "grpcnotrace", "-o", full, ".")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-tags", buildTags(t), "-o", full, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	top := "(unstripped build failed)"
 	if out, err := cmd.CombinedOutput(); err == nil {
@@ -55,6 +55,17 @@ func TestBinarySize(t *testing.T) {
 		fi.Size(), mib(fi.Size()), mib(maxBinary), top)
 }
 
+// buildTags returns the build tags of scripts/build, so the builds here
+// are the program users get.
+func buildTags(t *testing.T) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "../../scripts/build", "--print-tags").Output()
+	if err != nil {
+		t.Fatalf("scripts/build --print-tags: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // TestNoReflectMethod links the default build with -dumpdep and fails if
 // a function the linker marks ReflectMethod is reachable: a call of
 // reflect.Value.Method or MethodByName with a non-constant name (as
@@ -65,7 +76,7 @@ func TestNoReflectMethod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("links the binary: skipped with -short")
 	}
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-tags", "grpcnotrace",
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-tags", buildTags(t),
 		"-ldflags=-s -w -dumpdep", "-o", filepath.Join(t.TempDir(), "agentbox"), ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	// The go command relays the linker's output on its stderr.

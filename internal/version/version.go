@@ -56,7 +56,7 @@ func Build() Info {
 }
 
 // Details is the build in one line, without the version: "go1.26.8,
-// commit 0123456789ab (modified), tags grpcnotrace".
+// commit 0123456789ab (modified), tags nethttpomithttp2".
 func (in Info) Details() string {
 	parts := []string{in.GoVersion}
 	if in.Commit != "" {

@@ -178,6 +178,8 @@ func New(opts Options) (*Server, error) {
 	s.routeTransport = &http.Transport{
 		DialContext:           d.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
+		// HTTP/2 where the build has it; scripts/build leaves it out
+		// (nethttpomithttp2) and routes speak HTTP/1.1.
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   16,
 		MaxIdleConns:          64,
