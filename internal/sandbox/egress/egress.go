@@ -176,8 +176,8 @@ func New(opts Options) (*Server, error) {
 	s.conns.max = int64(opts.MaxConnections)
 	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	s.routeTransport = &http.Transport{
-		DialContext:           d.DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
+		DialContext:     d.DialContext,
+		TLSClientConfig: &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		// HTTP/2 where the build has it; scripts/build leaves it out
 		// (nethttpomithttp2) and routes speak HTTP/1.1.
 		ForceAttemptHTTP2:     true,
