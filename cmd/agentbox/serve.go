@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/execution"
+	"github.com/agentbox/agentbox/internal/logging"
 )
 
 // serveCommand maps flags and AGENTBOX_* environment variables onto
@@ -25,6 +27,7 @@ func serveCommand() *cobra.Command {
 		allowedHosts string
 		agentModels  string
 		logLevel     string
+		logFormat    string
 		maxLive      int
 		idleTimeout  time.Duration
 		envErrs      []error
@@ -76,11 +79,25 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 			if idleTimeout == 0 {
 				cfg.IdleTimeout = -1
 			}
+			// The client's global flags reach serve too: --json asks for
+			// JSON log lines, --url names no address of the daemon's.
+			if f := cmd.Flags().Lookup("url"); f != nil && f.Changed {
+				return errors.New("--url is the daemon address clients use; serve listens on --listen")
+			}
+			if f := cmd.Flags().Lookup("json"); f != nil && f.Changed && f.Value.String() == "true" {
+				if cmd.Flags().Changed("log-format") && logFormat != "json" {
+					return fmt.Errorf("--json asks for --log-format json, not %s", logFormat)
+				}
+				logFormat = "json"
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
-			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			var err error
+			if cfg.Log, err = logging.New(cmd.ErrOrStderr(), logFormat, level); err != nil {
+				return fmt.Errorf("--log-format: %w", err)
+			}
 			if cors != "" {
 				cfg.CORSOrigins = strings.Split(cors, ",")
 			}
@@ -128,7 +145,8 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.DurationVar(&cfg.NetworkAskTimeout, "network-ask-timeout", envDuration("AGENTBOX_NETWORK_ASK_TIMEOUT", daemon.DefaultNetworkAskTimeout), "deny a sandboxed connection whose approval (network.default ask) is not answered within this [AGENTBOX_NETWORK_ASK_TIMEOUT]")
 	f.StringVar(&cfg.EgressCAFile, "egress-ca-file", env("AGENTBOX_EGRESS_CA_FILE", ""), "PEM roots the egress proxy also trusts for model-API upstreams over TLS [AGENTBOX_EGRESS_CA_FILE]")
 	f.BoolVar(&cfg.KeepAgentHomes, "keep-agent-homes", os.Getenv("AGENTBOX_KEEP_AGENT_HOMES") == "1", "keep a sandboxed session's agent home (DATA_DIR/agents/...) when the session is purged [AGENTBOX_KEEP_AGENT_HOMES=1]")
-	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error [AGENTBOX_LOG_LEVEL]")
+	f.StringVar(&logLevel, "log-level", env("AGENTBOX_LOG_LEVEL", "info"), "debug, info, warn or error; debug adds one line per request [AGENTBOX_LOG_LEVEL]")
+	f.StringVar(&logFormat, "log-format", env("AGENTBOX_LOG_FORMAT", "text"), "text (key=value) or json (one object a line); --json is --log-format json [AGENTBOX_LOG_FORMAT]")
 	return cmd
 }
 
