@@ -146,6 +146,9 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error; debug adds one line per request [AGENTBOX_LOG_LEVEL]")
 	f.StringVar(&logFormat, "log-format", "text", "text (key=value) or json (one object a line); --json is --log-format json [AGENTBOX_LOG_FORMAT]")
 	f.StringVar(&configFile, "config", "", "YAML file of flag values, keys the flags' names (e.g. listen: 127.0.0.1:7777); flags and the environment win over it [AGENTBOX_CONFIG]")
+	_ = cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions(logging.Formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	f.VisitAll(func(fl *pflag.Flag) { own[fl.Name] = fl.Name != "config" })
 	return cmd
 }
