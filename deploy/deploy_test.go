@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,12 +12,45 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
 // releaseTargets are the GOOS/GOARCH pairs scripts/release builds: the
 // daemon for Linux, the client elsewhere.
 var releaseTargets = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64", "windows/amd64"}
+
+// binDir holds the binaries built for the tests, once each.
+var (
+	binDir   string
+	binMu    sync.Mutex
+	binBuilt = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentbox-release-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built is buildTarget into binDir, once per target for the whole run.
+func built(t *testing.T, target string) string {
+	t.Helper()
+	binMu.Lock()
+	defer binMu.Unlock()
+	if p, ok := binBuilt[target]; ok {
+		return p
+	}
+	p := buildTarget(t, target, binDir)
+	binBuilt[target] = p
+	return p
+}
 
 // buildTarget cross-compiles ./cmd/agentbox for target into dir, as
 // scripts/release does (static, same tags), and returns the binary's path.
@@ -49,10 +83,9 @@ func TestReleaseTargetsBuild(t *testing.T) {
 	if m == nil || !slices.Equal(strings.Fields(string(m[1])), releaseTargets) {
 		t.Fatalf("scripts/release builds %q, this test %q", m, releaseTargets)
 	}
-	dir := t.TempDir()
 	for _, target := range releaseTargets {
 		t.Run(strings.ReplaceAll(target, "/", "-"), func(t *testing.T) {
-			buildTarget(t, target, dir)
+			built(t, target)
 		})
 	}
 }
@@ -120,7 +153,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// verify wants ExecStart's binary to exist: a built daemon stands in.
 	dir := t.TempDir()
-	bin := buildTarget(t, "linux/"+runtime.GOARCH, dir)
+	bin := built(t, "linux/"+runtime.GOARCH)
 	unit, err := os.ReadFile("agentbox.service")
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +193,14 @@ func TestInstallScript(t *testing.T) {
 	}
 	// A release directory as scripts/release makes it.
 	rel := t.TempDir()
-	bin := buildTarget(t, "linux/"+runtime.GOARCH, rel)
+	b, err := os.ReadFile(built(t, "linux/"+runtime.GOARCH))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(rel, "agentbox-linux-"+runtime.GOARCH)
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []string{"install.sh", "agentbox.service"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
