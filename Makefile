@@ -1,6 +1,6 @@
 # The two commands a newcomer needs are `make demo` and `make test`; the
 # rest are for developers. Every target is a thin wrapper over scripts/.
-.PHONY: demo test build bench lint fmt update-golden
+.PHONY: demo test build release bench lint fmt update-golden
 
 demo:           ## build, start the daemon on embedded defaults, run a demo session
 	./scripts/demo
@@ -10,6 +10,9 @@ test:           ## install what the tests need, then run them all
 
 build:          ## static binary in ./bin/agentbox
 	./scripts/build
+
+release:        ## cross-build dist/: linux daemons, darwin/windows clients, SHA256SUMS
+	./scripts/release
 
 bench:          ## benchmarks; prints figures and ratios against the goals
 	./scripts/bench

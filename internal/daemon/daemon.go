@@ -34,6 +34,7 @@ import (
 	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/logging"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
@@ -345,6 +346,8 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	// What the engine logs with a request's context names the request.
+	cfg.Log = slog.New(logging.Handler(cfg.Log.Handler()))
 	if cfg.DataDir == "" {
 		p, err := sqlite.DefaultPath()
 		if err != nil {

@@ -335,7 +335,7 @@ func (m *Manager) create(ctx context.Context, p CreateParams, adjusted *[]LimitA
 	// A slot under the live cap, held until the agent has started (launch
 	// takes it over) or the create fails.
 	m.mu.Lock()
-	err = m.reserveLocked()
+	err = m.reserveLocked(ctx)
 	m.mu.Unlock()
 	if err != nil {
 		return store.Session{}, err
@@ -388,9 +388,9 @@ type launchOpts struct {
 
 // reserveLocked takes a slot under Config.MaxLive for an agent process
 // about to start. Called with m.mu held.
-func (m *Manager) reserveLocked() error {
+func (m *Manager) reserveLocked(ctx context.Context) error {
 	if m.cfg.MaxLive > 0 && len(m.live)+m.starting >= m.cfg.MaxLive {
-		m.log.Warn("live session cap reached", "max_live_sessions", m.cfg.MaxLive)
+		m.log.WarnContext(ctx, "live session cap reached", "max_live_sessions", m.cfg.MaxLive)
 		return &LiveCapError{Max: m.cfg.MaxLive, RetryAfter: m.retryAfterLocked()}
 	}
 	m.starting++
@@ -480,7 +480,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		sbInfo = &event.SandboxInfo{Runtime: info.Runtime, Mechanisms: info.Mechanisms, Degraded: info.Degraded}
 		l.sbInfo = sbInfo
 		if len(info.Degraded) > 0 {
-			m.log.Warn("session sandbox is degraded", "session", s.ID, "missing", info.Degraded)
+			m.log.WarnContext(ctx, "session sandbox is degraded", "session", s.ID, "missing", info.Degraded)
 		}
 	}
 	sess, err := a.Start(startCtx, cfg, l)
@@ -1103,7 +1103,7 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 		m.mu.Unlock()
 		return store.Session{}, fmt.Errorf("%w: session %s is being resumed: send messages to it once its session.started event arrives", ErrLive, id)
 	}
-	if err := m.reserveLocked(); err != nil {
+	if err := m.reserveLocked(ctx); err != nil {
 		m.mu.Unlock()
 		return store.Session{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/logging"
 	"github.com/agentbox/agentbox/internal/metrics"
 )
 
@@ -54,6 +55,8 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Records logged with a request's context carry its id (req_id).
+	log = slog.New(logging.Handler(log.Handler()))
 	installHumaErrors()
 	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
 	api := humago.New(s.mux, humaConfig())
@@ -76,10 +79,13 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 	return s, api
 }
 
-// reqInfo is the request-scoped state the middleware hands down.
+// reqInfo is the request-scoped state the middleware hands down. The
+// request's context also carries the id for the logger
+// (logging.WithRequestID): log with the *Context methods and every line
+// has it, here and in the engine.
 type reqInfo struct {
 	id  string
-	log *slog.Logger
+	log *slog.Logger // the server's, shared: no per-request copy
 }
 
 type reqInfoKey struct{}
@@ -97,7 +103,14 @@ func logFor(ctx context.Context) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func newRequestID() string {
+// requestID is the id of r: the client's X-Request-Id when it is a sane
+// one (logging.ValidRequestID: bounded, a strict character set; it is
+// attacker-controlled and ends up in logs and terminals), else a new
+// random one.
+func requestID(r *http.Request) string {
+	if v := r.Header.Get("X-Request-Id"); v != "" && logging.ValidRequestID(v) {
+		return v
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -110,9 +123,8 @@ func newRequestID() string {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h, pattern := s.mux.Handler(r)
-	ri := &reqInfo{id: newRequestID()}
-	ri.log = s.log.With("req_id", ri.id)
-	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+	ri := &reqInfo{id: requestID(r), log: s.log}
+	r = r.WithContext(context.WithValue(logging.WithRequestID(r.Context(), ri.id), reqInfoKey{}, ri))
 	sw := &statusWriter{ResponseWriter: w}
 	sw.Header().Set("X-Request-Id", ri.id)
 
@@ -183,10 +195,13 @@ func (s *server) observe(r *http.Request, pattern string, sw *statusWriter, star
 	if s.metrics != nil {
 		s.metrics.HTTPDuration.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(status)).Observe(d.Seconds())
 	}
-	// Only the path: the query may hold an access token.
-	if ri := infoFrom(r.Context()); ri != nil {
+	// The access line: the route pattern, not the path (whose segments are
+	// the client's) nor the query (which may hold an access token); no
+	// header value. Debug: one line per request, health checks included.
+	// Enabled first, so that a disabled line costs no allocation.
+	if ri := infoFrom(r.Context()); ri != nil && ri.log.Enabled(r.Context(), slog.LevelDebug) {
 		ri.log.DebugContext(r.Context(), "http request",
-			"method", r.Method, "path", r.URL.Path, "route", route, "status", status,
+			"method", methodLabel(r.Method), "route", route, "status", status,
 			"bytes", sw.bytes, "duration", d, "remote", r.RemoteAddr)
 	}
 }

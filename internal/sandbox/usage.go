@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // DirUsage is what a host directory tree holds: its entries (the root not
@@ -39,9 +38,7 @@ func UsageOf(dir string, maxBytes, maxFiles int64) (DirUsage, error) {
 		u.Files++
 		if !d.IsDir() {
 			if info, err := d.Info(); err == nil {
-				if st, ok := info.Sys().(*syscall.Stat_t); ok {
-					u.Bytes += st.Blocks * 512
-				}
+				u.Bytes += allocated(info)
 			}
 		}
 		if maxFiles > 0 && u.Files > maxFiles || maxBytes > 0 && u.Bytes > maxBytes {
