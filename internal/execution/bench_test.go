@@ -3,6 +3,9 @@ package execution_test
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,39 +18,140 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
+// benchExecClient serves a real execution service (the process runtime,
+// the exec-default preset, pool warm sandboxes kept ready) through the real
+// HTTP handler and returns a client of it.
+func benchExecClient(b *testing.B, pool int) *client.Client {
+	b.Helper()
+	rt := process.New(process.Options{})
+	if p := rt.Probe(b.Context()); !p.Available {
+		b.Skipf("the process runtime is unavailable here: %s", p.Reason)
+	}
+	reg := sandbox.NewRegistry()
+	reg.Register(rt)
+	svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: b.TempDir(), PoolSize: pool,
+		Network: egress.Tasks{Server: mustEgress(b)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Exec: svc}, nil, nil, nil))
+	c, err := client.New(srv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = svc.Close(ctx)
+		c.CloseIdleConnections()
+		srv.Close()
+	})
+	return c
+}
+
+// reportMedian adds the median of d in milliseconds: the goals are medians,
+// and ns/op is a mean.
+func reportMedian(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	if len(d) > 0 {
+		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "median-ms")
+	}
+}
+
+// BenchmarkExecTrue measures a cold POST /v1/exec of `true` (no pool: the
+// sandbox is created for the request) end to end, beside
+// `bwrap --unshare-all true` run from the same process in the same run (the
+// goal is a ratio of the two: cold ≤ 1.0× bwrap). bwrap gets what a
+// comparable sandbox needs: /usr read-only, /proc, /dev, a tmpfs /tmp, a
+// writable workspace, no capabilities.
+//
+//	go test ./internal/execution -run '^$' -bench ExecTrue -benchtime 30x -count 3
+func BenchmarkExecTrue(b *testing.B) {
+	b.Run("bwrap", func(b *testing.B) {
+		bwrap, err := exec.LookPath("bwrap")
+		if err != nil {
+			b.Skip("bwrap is not installed (Debian package bubblewrap)")
+		}
+		args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+			"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+			"--bind", b.TempDir(), "/workspace", "--chdir", "/workspace", "/usr/bin/true"}
+		var d []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if out, err := exec.Command(bwrap, args...).CombinedOutput(); err != nil {
+				b.Fatalf("bwrap: %v: %s", err, out)
+			}
+			d = append(d, time.Since(t0))
+		}
+		reportMedian(b, d)
+	})
+	b.Run("cold", func(b *testing.B) {
+		c := benchExecClient(b, 0)
+		req := client.ExecRequest{Argv: []string{"true"}}
+		run := func() client.ExecResult {
+			res, err := c.Exec(b.Context(), req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.ExitCode != 0 {
+				b.Fatalf("result = %+v", res)
+			}
+			return res
+		}
+		run() // first use: connections
+		var d []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if run().Sandbox.Warm {
+				b.Fatal("a warm sandbox without a pool")
+			}
+			d = append(d, time.Since(t0))
+		}
+		reportMedian(b, d)
+	})
+}
+
 // BenchmarkExecPython measures POST /v1/exec of `python3 -c "print(1)"`
 // end to end: the client, the real HTTP handler, the exec-default preset
-// and the process runtime, with the warm pool off (cold) and on (warm).
+// and the process runtime, with the warm pool off (cold) and on (warm);
+// and, in the same run, the same python3 run directly, unsandboxed
+// (direct): the part of the figure that is python's own start.
 //
 //	go test ./internal/execution -run '^$' -bench ExecPython -benchtime 20x
 func BenchmarkExecPython(b *testing.B) {
+	b.Run("direct", func(b *testing.B) {
+		// The python3 the sandbox runs: the first in its default PATH (the
+		// host's may be a slower wrapper, such as a pyenv shim).
+		py := ""
+		for _, dir := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+			if st, err := os.Stat(dir + "/python3"); err == nil && st.Mode()&0o111 != 0 {
+				py = dir + "/python3"
+				break
+			}
+		}
+		if py == "" {
+			b.Skip("python3 is not installed")
+		}
+		var d []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			cmd := exec.Command(py, "-c", "print(1)")
+			cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+			out, err := cmd.Output()
+			if err != nil || string(out) != "1\n" {
+				b.Fatalf("python3: %v %q", err, out)
+			}
+			d = append(d, time.Since(t0))
+		}
+		reportMedian(b, d)
+	})
 	for _, bc := range []struct {
 		name string
 		pool int
 	}{{"cold", 0}, {"warm", 2}} {
 		b.Run(bc.name, func(b *testing.B) {
-			rt := process.New(process.Options{})
-			if p := rt.Probe(b.Context()); !p.Available {
-				b.Skipf("the process runtime is unavailable here: %s", p.Reason)
-			}
-			reg := sandbox.NewRegistry()
-			reg.Register(rt)
-			svc, err := execution.New(execution.Options{Runtimes: reg, Resolve: execution.PolicyResolver(nil), WorkDir: b.TempDir(), PoolSize: bc.pool,
-				Network: egress.Tasks{Server: mustEgress(b)}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			srv := httptest.NewServer(httpapi.New(httpapi.Config{Exec: svc}, nil, nil, nil))
-			b.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_ = svc.Close(ctx)
-				srv.Close()
-			})
-			c, err := client.New(srv.URL)
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := benchExecClient(b, bc.pool)
 			req := client.ExecRequest{Language: client.LangPython, Code: "print(1)"}
 			run := func() client.ExecResult {
 				res, err := c.Exec(b.Context(), req)
@@ -64,16 +168,20 @@ func BenchmarkExecPython(b *testing.B) {
 				time.Sleep(500 * time.Millisecond)
 			}
 			warm := 0
+			var d []time.Duration
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
+				t0 := time.Now()
 				if run().Sandbox.Warm {
 					warm++
 				}
+				d = append(d, time.Since(t0))
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/op")
 			b.ReportMetric(float64(warm)/float64(b.N), "warm/op")
+			reportMedian(b, d)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package execution
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 )
@@ -14,13 +15,23 @@ const inlineName = "request.policy"
 // file, line and field), each intersected with the operator's global
 // policy (nil: none) by policy.Effective. The policies' Hash keys the
 // warm pool by the global policy too. Build it once per global policy: the
-// global policy's hash is computed here, not per request.
+// global policy's hash is computed here, not per request, and a preset is
+// resolved (parsed, validated, intersected, hashed) once, on first use: under
+// one global policy it always comes out the same. Only presets that resolve
+// are kept, so the cache holds at most one entry per preset.
 func PolicyResolver(global *policy.Policy) Resolver {
 	globalHash := "none"
 	if global != nil {
 		globalHash = global.Hash()
 	}
+	var presets sync.Map // preset name → Policy
 	return func(ref PolicyRef) (Policy, error) {
+		preset := ref.Source == "" && len(ref.Inline) == 0
+		if preset {
+			if pol, ok := presets.Load(ref.Preset); ok {
+				return pol.(Policy), nil
+			}
+		}
 		var (
 			p   *policy.Policy
 			err error
@@ -47,7 +58,11 @@ func PolicyResolver(global *policy.Policy) Resolver {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, err)
 		}
-		return underGlobal{eff, globalHash, policy.Adjustments(p, eff)}, nil
+		pol := underGlobal{eff, globalHash + "/" + eff.Hash(), policy.Adjustments(p, eff)}
+		if preset {
+			presets.Store(ref.Preset, pol)
+		}
+		return pol, nil
 	}
 }
 
@@ -57,7 +72,7 @@ func PolicyResolver(global *policy.Policy) Resolver {
 // policy comes out the same.
 type underGlobal struct {
 	*policy.Policy
-	global string
+	hash string // the global policy's hash, "/", this one's
 	// adjusted are the limits the request asked for that the global
 	// policy lowered (Adjuster).
 	adjusted []policy.Adjustment
@@ -80,4 +95,4 @@ func adjustments(pol Policy) []policy.Adjustment {
 	return nil
 }
 
-func (u underGlobal) Hash() string { return u.global + "/" + u.Policy.Hash() }
+func (u underGlobal) Hash() string { return u.hash }

@@ -64,3 +64,47 @@ func TestWarmPoolKeyedByGlobalPolicy(t *testing.T) {
 		t.Fatalf("no warm sandbox under an unchanged global policy: %+v", res.Sandbox)
 	}
 }
+
+// TestPresetResolvedOnce: a resolver keeps what a preset resolves to, and
+// what it keeps is what resolving it afresh gives (the same policy, the
+// same pool key), per global policy; presets that do not resolve are
+// refused every time and not kept.
+func TestPresetResolvedOnce(t *testing.T) {
+	global, err := policy.Parse("global.yaml", []byte("version: 1\nresources: {memory: 2Gi}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*policy.Policy{nil, global} {
+		r := PolicyResolver(g)
+		for _, name := range []string{"strict", "exec-default"} {
+			first, err := r(PolicyRef{Preset: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := r(PolicyRef{Preset: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := PolicyResolver(g)(PolicyRef{Preset: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != again {
+				t.Errorf("%s: resolved again instead of kept", name)
+			}
+			if again.Hash() != fresh.Hash() || again.Isolation() != fresh.Isolation() {
+				t.Errorf("%s: kept %s/%s, fresh %s/%s", name, again.Hash(), again.Isolation(), fresh.Hash(), fresh.Isolation())
+			}
+		}
+		for range 2 {
+			if _, err := r(PolicyRef{Preset: "no-such-preset"}); err == nil {
+				t.Fatal("an unknown preset resolved")
+			}
+		}
+	}
+	strict, _ := PolicyResolver(nil)(PolicyRef{Preset: "strict"})
+	under, _ := PolicyResolver(global)(PolicyRef{Preset: "strict"})
+	if strict.Hash() == under.Hash() {
+		t.Fatal("the same pool key under two global policies")
+	}
+}

@@ -37,6 +37,8 @@ type server struct {
 	// spec renders the OpenAPI document on first use: it costs more than
 	// the rest of start-up together and most daemons never serve it.
 	spec func() []byte
+	// healthPrefix is the constant start of GET /v1/health's body (health.go).
+	healthPrefix []byte
 }
 
 // New returns the API handler. eng may be nil only to build the OpenAPI
@@ -59,6 +61,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*s
 	log = slog.New(logging.Handler(log.Handler()))
 	installHumaErrors()
 	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
+	s.healthPrefix = healthPrefix(s.cfg.Version)
 	api := humago.New(s.mux, humaConfig())
 	api.UseMiddleware(s.requireJSON(api))
 	s.register(api)
@@ -161,11 +164,16 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &requestBody{ReadCloser: r.Body}
 	}
-	if pattern != patternHealth {
-		if p := s.authenticate(r, pattern == patternStream); p != nil {
-			writeProblem(sw, p)
+	if pattern == patternHealth {
+		// Needs no token. The plain request takes a plain handler
+		// (health.go); anything else gets huma's validation.
+		if r.URL.RawQuery == "" && r.ContentLength == 0 {
+			s.serveHealth(sw)
 			return
 		}
+	} else if p := s.authenticate(r, pattern == patternStream); p != nil {
+		writeProblem(sw, p)
+		return
 	}
 	if pattern == "" {
 		// Not found, method not allowed, or a path-cleaning redirect:

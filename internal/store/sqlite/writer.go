@@ -118,6 +118,10 @@ type writer struct {
 	// epochPending: the store opened on a full disk and this run's epoch
 	// is not written yet (see openEpoch).
 	epochPending bool
+	// grownTo is the log file's size after growLog last extended it,
+	// zeros the zeros it writes (grow.go).
+	grownTo int64
+	zeros   []byte
 }
 
 type undoEntry struct {
@@ -308,6 +312,7 @@ func (w *writer) commit(batch []*op) {
 	}
 	clear(w.tent)
 	w.undo = w.undo[:0]
+	w.growLog()
 	ops := batch
 	if w.s.syncQ != nil {
 		ops = slices.Clone(batch) // the writer reuses batch
