@@ -99,7 +99,7 @@ func TestServeConfigErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"unknown key", 0o600, "listen: 127.0.0.1:7001\n\nlisten-adress: x\n", nil, ":3: unknown key \"listen-adress\""},
+		{"unknown key", 0o600, "listen: 127.0.0.1:7001\n\nlisten-on: x\n", nil, ":3: unknown key \"listen-on\""},
 		{"client flag", 0o600, "url: http://x\n", nil, ":1: unknown key \"url\""},
 		{"config in config", 0o600, "config: other.yaml\n", nil, ":1: unknown key \"config\""},
 		{"bad int", 0o600, "listen: 127.0.0.1:7001\nmax-live-sessions: many\n", nil, ":2: max-live-sessions"},

@@ -83,7 +83,8 @@ func TestMetricsScrape(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	get := func(path string) *http.Response {
+	// get reads the whole answer to GET path.
+	get := func(path string) (http.Header, bool, []byte) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), "GET", d.URL()+path, nil)
 		if err != nil {
@@ -93,24 +94,24 @@ func TestMetricsScrape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { resp.Body.Close() })
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %s", path, resp.Status)
 		}
-		return resp
+		return resp.Header, resp.Uncompressed, body
 	}
 	get("/v1/health")
 	// The default transport asks for gzip and undoes it.
-	resp := get("/metrics")
-	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8; escaping=underscores" {
+	header, uncompressed, body := get("/metrics")
+	if ct := header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8; escaping=underscores" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	if !resp.Uncompressed {
+	if !uncompressed {
 		t.Error("/metrics was not gzipped for a client that accepts gzip")
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var families strings.Builder
 	sampleLine := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\[\\"n]|[^\\"\n])*",?)*\})? (NaN|[+-]Inf|[-+]?[0-9.]+(e[-+][0-9]+)?)$`)

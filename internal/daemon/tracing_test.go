@@ -308,7 +308,7 @@ func TestTracesRealAgent(t *testing.T) {
 	if _, err := c.AnswerPermission(ctx, s.ID, p.(*event.PermissionRequested).ID, client.PermissionAnswer{Decision: "allow"}); err != nil {
 		t.Fatal(err)
 	}
-	evs = waitEvent(t, c, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
+	waitEvent(t, c, s.ID, evs[len(evs)-1].Seq, event.TypeTurnCompleted)
 	shutdown()
 
 	spans := rcv.Spans()

@@ -42,7 +42,8 @@ func validName(s string) bool {
 		return false
 	}
 	for i, c := range []byte(s) {
-		if !(c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+		letter := c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
 			return false
 		}
 	}
@@ -206,7 +207,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if acceptsGzip(req.Header.Values("Accept-Encoding")) {
 		h.Set("Content-Encoding", "gzip")
 		gz := gzip.NewWriter(w)
-		defer gz.Close()
+		defer func() { _ = gz.Close() }() // an error here is the client going away
 		out = gz
 	}
 	_ = r.WriteText(out) // an error here is the client going away

@@ -87,7 +87,7 @@ func TestExportDecodes(t *testing.T) {
 			if r.Kind != 2 || c.Kind != 1 {
 				t.Errorf("kinds %v %v", r.Kind, c.Kind)
 			}
-			if !(r.StartTimeUnixNano > 0 && r.EndTimeUnixNano >= r.StartTimeUnixNano) {
+			if r.StartTimeUnixNano == 0 || r.EndTimeUnixNano < r.StartTimeUnixNano {
 				t.Errorf("times %d..%d", r.StartTimeUnixNano, r.EndTimeUnixNano)
 			}
 			for k, want := range map[string]string{
