@@ -58,7 +58,7 @@ func PolicyResolver(global *policy.Policy) Resolver {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, err)
 		}
-		pol := underGlobal{eff, globalHash + "/" + eff.Hash(), policy.Adjustments(p, eff)}
+		pol := &underGlobal{eff, globalHash + "/" + eff.Hash(), policy.Adjustments(p, eff)}
 		if preset {
 			presets.Store(ref.Preset, pol)
 		}
@@ -69,7 +69,8 @@ func PolicyResolver(global *policy.Policy) Resolver {
 // underGlobal is an effective policy keyed for the warm pool by the global
 // policy it was made under too: a sandbox warmed under one global policy
 // is never handed out under another, even when the request's effective
-// policy comes out the same.
+// policy comes out the same. It is handed out as a pointer: its
+// adjustments make the struct uncomparable, and Policies are compared.
 type underGlobal struct {
 	*policy.Policy
 	hash string // the global policy's hash, "/", this one's

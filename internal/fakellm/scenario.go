@@ -334,10 +334,14 @@ const (
 	ScenarioThinking   = "thinking"
 )
 
-// Sizes of the long and slow scenarios.
+// Sizes of the long and slow scenarios. The slow one lasts 20 s: tests cut
+// it mid-stream (an interrupt, a kill) once its first delta arrives, and on
+// a loaded machine an agent's first delta can reach the client seconds
+// after the fake LLM sent it; a stream that has ended by then leaves
+// nothing to cut.
 const (
 	LongChunks = 2000
-	SlowChunks = 100
+	SlowChunks = 400
 	SlowDelay  = 50 * time.Millisecond
 )
 
