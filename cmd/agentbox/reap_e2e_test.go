@@ -248,8 +248,11 @@ func snapshot(dir string, daemonPid int, marker string) hostState {
 		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmd), "agentbox-runsc-probe-") {
 			continue
 		}
+		// A zombie (e.g. a probe killed at its deadline, not yet reaped:
+		// its cmdline is empty, so the check above cannot name it) holds
+		// nothing but its pid: remaining() does not count it either.
 		st, err := readStat(pid)
-		if err != nil {
+		if err != nil || st.zombie {
 			continue
 		}
 		s.procs[fmt.Sprintf("%d@%d", pid, st.start)] = true
