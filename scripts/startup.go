@@ -1,11 +1,13 @@
 //go:build ignore
 
 // startup measures a daemon's start and idle footprint: it starts
-// `BINARY serve` on a fresh data directory N times and reports, as medians,
-// the time from exec to the first 200 of GET /v1/health, and the VmRSS of
-// the daemon 1 s after its start.
+// `BINARY serve` on a fresh data directory N times (with -existing, N times
+// on one data directory a first start made) and reports, as medians, the
+// time from exec to the first 200 of GET /v1/health, and the VmRSS of the
+// daemon 1 s after its start. serve --log-level debug logs where the time
+// of a start goes ("start-up trace").
 //
-//	go run scripts/startup.go [-n 15] BINARY
+//	go run scripts/startup.go [-n 15] [-existing] BINARY
 package main
 
 import (
@@ -25,15 +27,29 @@ import (
 
 func main() {
 	n := flag.Int("n", 15, "runs")
+	existing := flag.Bool("existing", false, "start on one data directory that a first start made, not on a fresh one each time")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: go run scripts/startup.go [-n N] BINARY")
+		fmt.Fprintln(os.Stderr, "usage: go run scripts/startup.go [-n N] [-existing] BINARY")
 		os.Exit(2)
+	}
+	dir := ""
+	if *existing {
+		var err error
+		if dir, err = os.MkdirTemp("", "startup-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		if _, _, err := once(flag.Arg(0), dir, false); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	var starts []time.Duration
 	var rss []int
 	for range *n {
-		s, r, err := once(flag.Arg(0))
+		s, r, err := once(flag.Arg(0), dir, true)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -52,12 +68,16 @@ func main() {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func kib(k int) float64          { return float64(k) / 1024 }
 
-func once(bin string) (time.Duration, int, error) {
-	dir, err := os.MkdirTemp("", "startup-")
-	if err != nil {
-		return 0, 0, err
+// once starts bin on dir (a new directory when ""), and measures when
+// idle asks for the RSS.
+func once(bin, dir string, idle bool) (time.Duration, int, error) {
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "startup-"); err != nil {
+			return 0, 0, err
+		}
+		defer os.RemoveAll(dir)
 	}
-	defer os.RemoveAll(dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, 0, err
@@ -89,6 +109,9 @@ func once(bin string) (time.Duration, int, error) {
 			}
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+	if !idle {
+		return start, 0, nil
 	}
 	time.Sleep(time.Until(t0.Add(time.Second)))
 	r, err := vmRSS(cmd.Process.Pid)

@@ -7,13 +7,18 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
+// started is when main began: the beginning of serve's start-up trace.
+var started time.Time
+
 func main() {
+	started = time.Now()
 	// First: when this process is one of the helpers the binary
 	// re-executes itself as, run it and exit. Each registers itself from
 	// its package's init; the names (argv[0]) are:

@@ -114,6 +114,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 			}
 			cfg.AgentModels = models
 			// SIGINT and SIGTERM both mean a graceful shutdown.
+			cfg.Started = started
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runDaemon(ctx, cfg)

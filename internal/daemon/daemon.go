@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/acpserver"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
@@ -166,6 +167,10 @@ type Config struct {
 	// apply (tracing.FromEnv, read through Getenv). Without either, no
 	// traces are made.
 	OTLPEndpoint string
+	// Started is when the process started (cmd/agentbox sets it first
+	// thing in main), the beginning of the start-up trace; zero: when New
+	// was called.
+	Started time.Time
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -226,14 +231,25 @@ type Daemon struct {
 	shutdownErr   error
 	// reaped is closed when the start's reapDead is over.
 	reaped chan struct{}
-	// deathwatch is the daemon's end of its deathwatch's socket (see
-	// deathwatch_linux.go); nil when it makes no sandboxes.
-	deathwatch *os.File
+	// deathwatch is the daemon's deathwatch (see deathwatch_linux.go),
+	// started once the daemon serves; nil when it makes no sandboxes.
+	deathwatch *deathwatchGate
+	// unguard removes the deathwatch's guard on records (nil without
+	// one).
+	unguard func()
+	// resolver resolves executions' policies (execution.PolicyResolver),
+	// built on first use, or by Serve once the daemon serves.
+	resolver func() execution.Resolver
+	// warm is what Serve starts beside the first requests (the
+	// deathwatch, the resolver, the host probe); Shutdown waits for it.
+	warm sync.WaitGroup
 	// stopRecover stops the start's recovery when a full disk deferred it
 	// (see buildServices); nil otherwise.
 	stopRecover func()
 	// tracer exports trace spans; nil when tracing is not configured.
 	tracer *tracing.Tracer
+	// trace times the steps of the start (starttrace.go).
+	trace *startTrace
 }
 
 // Agents returns the registry of the agents this daemon runs. dataDir holds
@@ -292,30 +308,51 @@ func Agents(dataDir string, env func(string) string, models map[string][]string)
 // step fails, everything the steps before it opened is closed again, in
 // reverse order, and the step's error is the one returned.
 func New(ctx context.Context, cfg Config) (*Daemon, error) {
+	trace := newStartTrace(cfg.Started)
+	trace.step("main")
 	cfg, tokenFile, err := configure(cfg)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{})}
+	trace.step("configure")
+	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{}), trace: trace}
 	var cu cleanup
 	defer cu.run() // a no-op once released
 	if err := d.buildTracing(&cu); err != nil {
 		return nil, err
 	}
-	if err := d.openStore(ctx, &cu); err != nil {
-		return nil, err
-	}
+	trace.step("tracing")
 	sb, err := d.buildSandboxing(&cu)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.buildServices(ctx, &cu, sb); err != nil {
+	if err := d.buildExecution(&cu, sb); err != nil {
 		return nil, err
 	}
-	if err := d.startDeathwatch(&cu); err != nil {
+	// The API's routes are built on another goroutine while the store
+	// opens: both take milliseconds of CPU (huma reflects on the types of
+	// every operation; SQLite parses the schema), and neither needs the
+	// other. The API gets the engine once it exists, before it serves
+	// anything (lateEngine).
+	eng := &lateEngine{}
+	api := make(chan http.Handler, 1)
+	go func() { api <- d.newHandler(eng) }()
+	cu.add(func() { <-api })
+	if err := d.openStore(ctx, &cu); err != nil {
 		return nil, err
 	}
-	if err := d.buildHTTP(ctx, &cu); err != nil {
+	trace.step("store")
+	if err := d.buildEngine(ctx, &cu, sb); err != nil {
+		return nil, err
+	}
+	eng.Engine = d.mgr
+	if err := d.guardDeathwatch(&cu); err != nil {
+		return nil, err
+	}
+	h := <-api
+	api <- h // for the cleanup's receive
+	trace.step("api")
+	if err := d.listen(ctx, &cu, h); err != nil {
 		return nil, err
 	}
 	cu.release()
@@ -438,6 +475,7 @@ func (d *Daemon) buildSandboxing(cu *cleanup) (*sandboxing, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.trace.step("policy")
 	if err := failStep("audit"); err != nil {
 		return nil, err
 	}
@@ -453,6 +491,7 @@ func (d *Daemon) buildSandboxing(cu *cleanup) (*sandboxing, error) {
 	// gone with it.
 	sb := &sandboxing{global: global, workspaces: ws, caDir: filepath.Join(cfg.DataDir, "egress-ca")}
 	_ = os.RemoveAll(sb.caDir)
+	d.trace.step("audit")
 	if err := failStep("egress"); err != nil {
 		return nil, err
 	}
@@ -462,12 +501,13 @@ func (d *Daemon) buildSandboxing(cu *cleanup) (*sandboxing, error) {
 	}
 	cu.add(eg.Close)
 	d.egress, d.secrets = eg, secrets
+	d.trace.step("egress")
 	return sb, nil
 }
 
-// buildServices builds the session engine and the execution service, and
-// settles the sessions a previous run left live.
-func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing) error {
+// buildEngine builds the session engine and settles the sessions a
+// previous run left live.
+func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) error {
 	cfg, aud := d.cfg, d.audit
 	d.mgr = engine.New(engine.Config{
 		Store: d.st, Agents: cfg.Agents, Metrics: d.metrics, Log: cfg.Log.With("component", "session"),
@@ -489,33 +529,12 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 		defer cancel()
 		_ = d.mgr.Shutdown(ctx)
 	})
-	if err := failStep("execution"); err != nil {
-		return err
-	}
-	ex, err := execution.New(execution.Options{
-		Runtimes: cfg.Runtimes,
-		// The global policy does not change while the daemon runs: one
-		// resolver, with its hash computed once, serves every request.
-		Resolve: execution.PolicyResolver(sb.global()),
-		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
-		Registerer: d.metrics, Violations: aud.Violations,
-		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
-		Network:     egress.Tasks{Server: d.egress},
-		Log:         cfg.Log.With("component", "exec"),
-	})
-	if err != nil {
-		return err
-	}
-	cu.add(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		_ = ex.Close(ctx)
-	})
-	d.ex = ex
+	d.trace.step("engine")
 	if err := failStep("recover"); err != nil {
 		return err
 	}
 	n, err := d.mgr.Recover(ctx)
+	d.trace.step("recover")
 	if errors.Is(err, errkind.StorageFull) {
 		// A full disk does not keep the daemon from serving what it has:
 		// reads work, writes answer storage-full, and the end of the
@@ -536,6 +555,39 @@ func (d *Daemon) buildServices(ctx context.Context, cu *cleanup, sb *sandboxing)
 	if n > 0 {
 		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
 	}
+	return nil
+}
+
+// buildExecution builds the execution service.
+func (d *Daemon) buildExecution(cu *cleanup, sb *sandboxing) error {
+	cfg, aud := d.cfg, d.audit
+	if err := failStep("execution"); err != nil {
+		return err
+	}
+	d.resolver = sync.OnceValue(func() execution.Resolver { return execution.PolicyResolver(sb.global()) })
+	ex, err := execution.New(execution.Options{
+		Runtimes: cfg.Runtimes,
+		// The global policy does not change while the daemon runs: one
+		// resolver, with its hash computed once, serves every request.
+		// Built on first use, or once the daemon serves (Serve), which is
+		// when the built-in policy is parsed.
+		Resolve: func(ref execution.PolicyRef) (execution.Policy, error) { return d.resolver()(ref) },
+		WorkDir: filepath.Join(cfg.DataDir, "exec"), PoolSize: cfg.ExecPool, MaxConcurrent: cfg.MaxProcesses,
+		Registerer: d.metrics, Violations: aud.Violations,
+		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
+		Network:     egress.Tasks{Server: d.egress},
+		Log:         cfg.Log.With("component", "exec"),
+	})
+	if err != nil {
+		return err
+	}
+	cu.add(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = ex.Close(ctx)
+	})
+	d.ex = ex
+	d.trace.step("execution")
 	return nil
 }
 
@@ -567,42 +619,84 @@ func (d *Daemon) recoverLater(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// startDeathwatch starts a root daemon's deathwatch: a root daemon makes
+// guardDeathwatch gives a root daemon its deathwatch: a root daemon makes
 // sandboxes, some of which (gVisor containers) are not its children, and
-// its deathwatch removes them should it die without cleaning up. Without
-// one, none is made.
-func (d *Daemon) startDeathwatch(cu *cleanup) error {
+// its deathwatch removes them should it die without cleaning up. Starting
+// it (a process) is not on the way to the daemon's first answer: Serve
+// starts it once the daemon serves, and every record of an artefact
+// (owner.Host.Record, which each comes after) waits for it to run, or
+// fails if it could not be started. A daemon that is not root makes no
+// sandboxes, and no deathwatch.
+func (d *Daemon) guardDeathwatch(cu *cleanup) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
 	if err := failStep("deathwatch"); err != nil {
 		return err
 	}
-	watch, err := startDeathwatch()
-	if err != nil {
-		return fmt.Errorf("%w (a daemon that makes sandboxes needs it, so that none outlives the daemon)", err)
-	}
-	cu.add(func() { _ = stopDeathwatch(watch) })
-	d.deathwatch = watch
+	d.deathwatch = &deathwatchGate{}
+	remove := owner.Default().Guard(d.deathwatch.start)
+	cu.add(func() { remove(); _ = d.deathwatch.stop() })
+	d.unguard = remove
 	return nil
 }
 
-// buildHTTP binds the listener and builds the HTTP server: the API, the
-// exec service's routes and the ACP endpoint.
-func (d *Daemon) buildHTTP(ctx context.Context, cu *cleanup) error {
+// deathwatchGate starts the deathwatch once, on first need.
+type deathwatchGate struct {
+	once sync.Once
+	f    *os.File // the daemon's end of the deathwatch's socket
+	err  error
+}
+
+// errStopped is the deathwatch's error once the daemon shut down.
+var errStopped = errors.New("the daemon is shutting down")
+
+// start starts the deathwatch, or waits for the start in progress, and
+// returns its error.
+func (g *deathwatchGate) start() error {
+	if g == nil { // a daemon that makes no sandboxes
+		return nil
+	}
+	g.once.Do(func() {
+		if g.f, g.err = startDeathwatch(); g.err != nil {
+			g.err = fmt.Errorf("%w (a daemon that makes sandboxes needs it, so that none outlives the daemon)", g.err)
+		}
+	})
+	return g.err
+}
+
+// stop stops a deathwatch that started, after waiting for a start in
+// progress; one that never started never will.
+func (g *deathwatchGate) stop() error {
+	if g == nil {
+		return nil
+	}
+	g.once.Do(func() { g.err = errStopped })
+	return stopDeathwatch(g.f)
+}
+
+// lateEngine is the session engine the API is built with before the engine
+// exists (New sets it, before the daemon serves anything); the API only
+// keeps it while its routes are built.
+type lateEngine struct{ httpapi.Engine }
+
+var _ httpapi.LiveSandboxes = (*lateEngine)(nil)
+
+// LiveSandbox is the engine's optional ability (httpapi.LiveSandboxes),
+// which embedding alone would hide.
+func (e *lateEngine) LiveSandbox(id string) (event.SandboxInfo, bool) {
+	if ls, ok := e.Engine.(httpapi.LiveSandboxes); ok {
+		return ls.LiveSandbox(id)
+	}
+	return event.SandboxInfo{}, false
+}
+
+// newHandler builds the HTTP API: the API's routes, the exec service's and
+// the ACP endpoint. It runs beside the store's opening: it may use only
+// what New built before that, and eng only once requests come.
+func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 	cfg := d.cfg
-	if err := failStep("listen"); err != nil {
-		return err
-	}
-	ln, url, err := listen(ctx, cfg.Listen)
-	if err != nil {
-		return err
-	}
-	cu.add(func() { _ = ln.Close() })
-	d.ln, d.url = ln, url
-	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
-	cu.add(d.cancelHandler)
-	h := httpapi.New(httpapi.Config{
+	return httpapi.New(httpapi.Config{
 		Token: cfg.Token, AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Heartbeat: cfg.Heartbeat,
 		Version: version.String(),
 		Exec:    d.ex,
@@ -617,11 +711,27 @@ func (d *Daemon) buildHTTP(ctx context.Context, cu *cleanup) error {
 				if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 					opts = append(opts, client.WithToken(tok))
 				}
-				return client.New(url, opts...)
+				return client.New(d.url, opts...) // set before the daemon serves
 			},
 			Config: acpserver.Config{Agent: "claude"}, // ?agent= picks another
 		}),
-	}, d.mgr, d.metrics, cfg.Log.With("component", "http"))
+	}, eng, d.metrics, cfg.Log.With("component", "http"))
+}
+
+// listen binds the listener and builds the HTTP server around h.
+func (d *Daemon) listen(ctx context.Context, cu *cleanup, h http.Handler) error {
+	if err := failStep("listen"); err != nil {
+		return err
+	}
+	ln, url, err := listen(ctx, d.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	cu.add(func() { _ = ln.Close() })
+	d.ln, d.url = ln, url
+	d.trace.step("listen")
+	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
+	cu.add(d.cancelHandler)
 	d.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -710,12 +820,39 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	case d.cfg.Token == "":
 		auth = "none (--insecure-no-auth)"
 	}
-	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", auth)
-	// The host probe runs after the listener is up (it takes a few hundred
-	// milliseconds with runsc) and only logs: each sandbox is still
-	// checked, and refused, on its own when the host cannot enforce it.
-	go d.logProbe(ctx)
+	d.trace.step("serve")
+	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", auth,
+		"start", d.trace.total().Round(10*time.Microsecond))
+	d.log.Debug("start-up trace", d.trace.steps...)
+	// What no request needs before the first sandbox starts now, beside
+	// the first requests. The deathwatch: the first record of an
+	// artefact waits for it (guardDeathwatch), and a daemon that cannot
+	// start it stops, as it did when it started it before listening
+	// (every sandbox is refused meanwhile). The host probe
+	// (it takes a few hundred milliseconds with runsc) only logs: each
+	// sandbox is still checked, and refused, on its own when the host
+	// cannot enforce it.
+	watchErr := make(chan error, 1)
+	d.warm.Add(1)
+	go func() {
+		defer d.warm.Done()
+		if err := d.deathwatch.start(); err != nil && !errors.Is(err, errStopped) {
+			watchErr <- err
+		}
+		// The global policy's parse (a few milliseconds for the
+		// built-in one) and hash, now rather than in the first session
+		// or execution that needs them.
+		d.resolver()
+	}()
+	d.warm.Add(1)
+	go func() {
+		defer d.warm.Done()
+		d.logProbe(ctx)
+	}()
 	select {
+	case err := <-watchErr:
+		_ = d.Shutdown(context.Background())
+		return err
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
 			_ = d.Shutdown(context.Background())
@@ -794,7 +931,18 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			d.log.Warn("shutting down before the removal of dead processes' leftovers ended")
 		}
 		// Every sandbox is closed: the deathwatch has nothing to do.
-		errs = append(errs, d.st.Close(), d.audit.Close(), stopDeathwatch(d.deathwatch))
+		// Milliseconds: a process started, a policy parsed, the probe's
+		// helpers run (a few hundred with runsc).
+		warmed := make(chan struct{})
+		go func() { d.warm.Wait(); close(warmed) }()
+		select {
+		case <-warmed:
+		case <-ctx.Done():
+		}
+		if d.unguard != nil {
+			d.unguard()
+		}
+		errs = append(errs, d.st.Close(), d.audit.Close(), d.deathwatch.stop())
 		// The last spans (the shutdown's own requests and turns) are
 		// sent within what is left of the deadline; a collector that
 		// does not answer in time loses them, counted in the log.

@@ -78,6 +78,39 @@ type Host struct {
 	// reaped is set once this process has started a ReapDead: Self's
 	// tidying is then left undone (one scan per process).
 	reaped atomic.Bool
+
+	guardMu sync.Mutex
+	guards  []*func() error // see Guard
+}
+
+// Guard makes every Record of this process first call wait, and fail with
+// its error: a daemon's deathwatch, which removes what the records name
+// should the daemon die, is running before anything is recorded, however
+// the daemon's start is ordered. Call remove when the guard no longer
+// applies.
+func (h *Host) Guard(wait func() error) (remove func()) {
+	g := &wait
+	h.guardMu.Lock()
+	h.guards = append(h.guards, g)
+	h.guardMu.Unlock()
+	return func() {
+		h.guardMu.Lock()
+		defer h.guardMu.Unlock()
+		h.guards = slices.DeleteFunc(h.guards, func(x *func() error) bool { return x == g })
+	}
+}
+
+// guarded runs the guards (Guard).
+func (h *Host) guarded() error {
+	h.guardMu.Lock()
+	guards := slices.Clone(h.guards)
+	h.guardMu.Unlock()
+	for _, g := range guards {
+		if err := (*g)(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NewHost returns the host directory dir (created on first use).
@@ -216,6 +249,9 @@ type Entry struct {
 // exists: if this process dies from now on, the next ReapDead removes it.
 // Release the entry once the artefact is gone.
 func (h *Host) Record(r Record) (*Entry, error) {
+	if err := h.guarded(); err != nil {
+		return nil, fmt.Errorf("owner: record %s: %w", r, err)
+	}
 	o, err := h.Self()
 	if err != nil {
 		return nil, err

@@ -391,3 +391,44 @@ func TestDeadOwnersWithNothingGo(t *testing.T) {
 		t.Error("a dead owner with an artefact was forgotten by a process with no reaper for it")
 	}
 }
+
+// TestGuard checks that every Record first waits for the guards, is
+// refused (and writes nothing) while one fails, and that a removed guard
+// no longer applies.
+func TestGuard(t *testing.T) {
+	// Not t.TempDir: this process's owner (its lock, tidied in the
+	// background) is in it for the process's life.
+	dir, err := os.MkdirTemp("", "owner-guard-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	h := NewHost(filepath.Join(dir, "host"))
+	refused := errors.New("no deathwatch")
+	remove := h.Guard(func() error { return refused })
+	if _, err := h.Record(Record{Kind: KindDir, Path: "/nonexistent"}); !errors.Is(err, refused) {
+		t.Fatalf("Record with a failing guard = %v, want %v", err, refused)
+	}
+	if h.self != nil {
+		t.Error("a refused Record made this process's owner")
+	}
+	remove()
+
+	release := make(chan struct{})
+	h.Guard(func() error { <-release; return nil })
+	recorded := make(chan error, 1)
+	go func() {
+		e, err := h.Record(Record{Kind: KindDir, Path: "/nonexistent"})
+		e.Release()
+		recorded <- err
+	}()
+	select {
+	case err := <-recorded:
+		t.Fatalf("Record returned (%v) before its guard was through", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-recorded; err != nil {
+		t.Fatal(err)
+	}
+}

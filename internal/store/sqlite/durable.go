@@ -35,15 +35,20 @@ type syncItem struct {
 	ops   []*op
 }
 
-// openEpoch syncs what an earlier run left in the files, starts a new epoch
-// and returns the first batch number of this run. On a full disk the epoch
+// openEpoch syncs what an earlier run left in the files (a fresh database
+// has nothing of an earlier run: it is synced before its first write, see
+// fresh.go), starts a new epoch and returns the first batch number of this
+// run. On a full disk the epoch
 // cannot be written: then done is false, first is the number the epoch will
 // have (nobody else writes the file), and the writer starts the epoch before
 // its first batch (startEpoch), so that a daemon started on a full disk
 // still serves reads.
-func openEpoch(ctx context.Context, conn *sql.Conn, path string) (first int64, done bool, err error) {
-	for _, name := range []string{path, path + "-wal"} {
-		if err := syncFile(name); err != nil {
+func (s *Store) openEpoch(ctx context.Context, conn *sql.Conn, fresh bool) (first int64, done bool, err error) {
+	for _, name := range []string{s.path, s.path + "-wal"} {
+		if fresh {
+			break
+		}
+		if err := s.syncPath(name); err != nil {
 			return 0, false, err
 		}
 	}
@@ -96,7 +101,7 @@ func keepLogFiles(conn *sql.Conn) error {
 }
 
 func syncFile(name string) error {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	f, err := os.Open(name) // read-only: directories too; fsync needs no write access
 	if os.IsNotExist(err) {
 		return nil
 	}

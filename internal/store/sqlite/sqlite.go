@@ -65,10 +65,13 @@ type Options struct {
 
 	// Tests only: batchHook sees every batch before it is written;
 	// syncHook runs before every sync of the log and fails it by
-	// returning an error; checkpointPages and restartPages replace the
-	// constants of checkpoint.go.
+	// returning an error; fileSyncHook sees every other sync the store
+	// makes itself (of the database file, the log, the directory) and
+	// fails it by returning an error; checkpointPages and restartPages
+	// replace the constants of checkpoint.go.
 	batchHook                     func(batch []*op)
 	syncHook                      func() error
+	fileSyncHook                  func(name string) error
 	checkpointPages, restartPages int
 }
 
@@ -192,7 +195,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	fi, err := f.Stat()
+	if err := errors.Join(err, f.Close()); err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 
@@ -213,20 +217,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		quit:        make(chan struct{}),
 		hubs:        make(map[string]*hub),
 	}
-	if err := s.open(ctx); err != nil {
+	// An empty file is a new database (SQLite too sees no database in
+	// it, whatever else lies beside it): see fresh.go.
+	if err := s.open(ctx, fi.Size() == 0); err != nil {
 		_ = s.closeDBs() // best effort: the open error is the one to report
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
 	return s, nil
 }
 
-func (s *Store) open(ctx context.Context) error {
+func (s *Store) open(ctx context.Context, fresh bool) error {
 	busy := strconv.FormatInt(s.opts.BusyTimeout.Milliseconds(), 10)
 
+	pragmas := []string{"busy_timeout(" + busy + ")"}
+	if !fresh {
+		// A new database switches to WAL below, without syncing
+		// (fresh.go); the mode then stays with the file.
+		pragmas = append(pragmas, "journal_mode(WAL)")
+	}
 	var err error
-	s.wdb, err = sql.Open("sqlite", dsn(s.path,
-		"busy_timeout("+busy+")",
-		"journal_mode(WAL)",
+	s.wdb, err = sql.Open("sqlite", dsn(s.path, append(pragmas,
 		// Commits do not wait for the disk; see durable.go.
 		"synchronous(NORMAL)",
 		"foreign_keys(1)",
@@ -236,7 +246,7 @@ func (s *Store) open(ctx context.Context) error {
 		// See checkpoint.go.
 		"wal_autocheckpoint(0)",
 		"journal_size_limit("+strconv.Itoa(s.opts.restartPages*pageBytes)+")",
-	))
+	)...))
 	if err != nil {
 		return err
 	}
@@ -257,6 +267,15 @@ func (s *Store) open(ctx context.Context) error {
 			_ = conn.Close()
 		}
 	}()
+	if fresh {
+		// The switch to WAL is the new database's first write.
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=OFF"); err != nil {
+			return fmt.Errorf("synchronous: %w", err)
+		}
+		if _, err := conn.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+			return fmt.Errorf("journal mode: %w", err)
+		}
+	}
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("read journal mode: %w", err)
@@ -270,9 +289,14 @@ func (s *Store) open(ctx context.Context) error {
 	if err := migrate(ctx, conn); err != nil {
 		return err
 	}
-	first, epochDone, err := openEpoch(ctx, conn, s.path)
+	first, epochDone, err := s.openEpoch(ctx, conn, fresh)
 	if err != nil {
 		return err
+	}
+	if fresh {
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+			return fmt.Errorf("synchronous: %w", err)
+		}
 	}
 	s.synced.Store(first - 1)
 	if s.opts.Sync == SyncFull {
@@ -287,6 +311,7 @@ func (s *Store) open(ctx context.Context) error {
 		return err
 	}
 	w.epochPending = !epochDone
+	w.settlePending = fresh
 
 	s.rdb, err = sql.Open("sqlite", dsn(s.path,
 		"busy_timeout("+busy+")",

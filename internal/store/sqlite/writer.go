@@ -118,6 +118,8 @@ type writer struct {
 	// epochPending: the store opened on a full disk and this run's epoch
 	// is not written yet (see openEpoch).
 	epochPending bool
+	// settlePending: the database is new and not synced yet (fresh.go).
+	settlePending bool
 	// grownTo is the log file's size after growLog last extended it,
 	// zeros the zeros it writes (grow.go).
 	grownTo int64
@@ -233,6 +235,9 @@ func (w *writer) close() {
 func (w *writer) run() {
 	defer close(w.s.writerDone)
 	defer w.close()
+	if w.settlePending {
+		w.settle()
+	}
 	batch := make([]*op, 0, maxBatch)
 	for {
 		var o *op
