@@ -58,7 +58,9 @@ func PolicyResolver(global *policy.Policy) Resolver {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPolicyDenied, err)
 		}
-		pol := underGlobal{eff, globalHash + "/" + eff.Hash(), policy.Adjustments(p, eff)}
+		// A pointer: what a preset resolved to is kept and handed out as is
+		// (comparable, so a test can tell kept from resolved afresh).
+		pol := &underGlobal{eff, globalHash + "/" + eff.Hash(), policy.Adjustments(p, eff)}
 		if preset {
 			presets.Store(ref.Preset, pol)
 		}
