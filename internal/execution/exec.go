@@ -182,7 +182,20 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	if err != nil {
 		return Result{}, err
 	}
-	defer release()
+	// The slot goes back when the task's sandbox is torn down, which is
+	// after the answer once there is a sandbox (see teardown).
+	var (
+		b        *box
+		task     string
+		answered bool
+	)
+	defer func() {
+		if b == nil {
+			release()
+			return
+		}
+		s.teardown(task, b, release, answered)
+	}()
 	lang := req.Language
 	if lang == "" {
 		lang = "argv"
@@ -193,17 +206,11 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	if err != nil {
 		return Result{}, err
 	}
-	b, err := s.sandboxFor(ctx, pol, files)
+	b, err = s.sandboxFor(ctx, pol, files)
 	if err != nil {
 		return Result{}, err
 	}
-	task := "exec:" + b.sb.ID()
-	closed := false
-	defer func() {
-		if !closed {
-			s.report(task, b.release(s.opts.Log))
-		}
-	}()
+	task = "exec:" + b.sb.ID()
 	if err := s.attachNetwork(b, "exec", task); err != nil {
 		return Result{}, err
 	}
@@ -256,8 +263,10 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	exit, werr := p.Wait()
 	dur := time.Since(start)
 	out.flush()
-	closed = true
-	viol := b.release(s.opts.Log)
+	// The violations of the run are read now, before the answer; the
+	// sandbox is torn down after it (teardown), and what it reports then
+	// goes to the audit log and the metrics.
+	viol := b.seen(s.opts.Log)
 	if werr != nil {
 		s.report(task, viol)
 		return Result{}, fmt.Errorf("wait for %q: %w", argv[0], werr)
@@ -285,7 +294,48 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	}
 	res.Violations = withLimitViolation(viol, reason, msg)
 	s.report(task, res.Violations)
+	answered = true
 	return res, nil
+}
+
+// teardown closes an exec's sandbox and then gives its concurrency slot
+// back (release). It runs after the exec has returned, so the answer does
+// not wait for the sandbox's kill, reap, unmounts and cgroup removal
+// (about a third of a warm exec's time).
+//
+// The teardown is detached from the request on purpose: it must run to its
+// end whatever becomes of the caller. It holds the task's concurrency slot
+// until the sandbox is gone, so MaxConcurrent bounds the sandboxes being
+// torn down too (beyond it callers get ErrTooMany, as before), and the
+// service's task count, which Close waits for, so a shutdown never leaves a
+// sandbox behind. A crash leaves nothing either: the workspace's and the
+// sandbox's owner records are released only once they are removed.
+//
+// Violations the sandbox reports during the teardown (answered: after the
+// result was sent, whose list they can no longer join) are never dropped:
+// they go to the audit log (OnViolation) and agentbox_policy_violations_total
+// under the exec's task, and are logged as late. With the runtimes we have
+// there are none in practice: an exec's workspace is Throwaway, so Close
+// commits nothing, and seen has read the sandbox and the coalescer when the
+// process ended; only a process the exec left running, refused by the
+// egress proxy in the instant before the teardown kills it, can come late.
+func (s *Service) teardown(task string, b *box, release func(), answered bool) {
+	go func() {
+		defer release()
+		late := b.release(s.opts.Log)
+		if len(late) == 0 {
+			return
+		}
+		if answered {
+			n := 0
+			for _, v := range late {
+				n += v.N()
+			}
+			s.opts.Log.Warn("violations reported after the exec's result was sent: in the audit log and metrics only",
+				"task", task, "violations", n)
+		}
+		s.report(task, late)
+	}()
 }
 
 // timeoutAdjusted says, when a request's timeout (asked) is longer than

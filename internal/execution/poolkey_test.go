@@ -54,12 +54,12 @@ func TestWarmPoolKeyedByGlobalPolicy(t *testing.T) {
 		return res
 	}
 	exec() // cold; starts warming
-	waitFor(t, "the pool to fill", func() bool { return rt.Open() == 1 })
+	waitFor(t, "the pool to fill", func() bool { return svc.metrics.poolReady.Value() == 1 })
 	current.Store(1)
 	if res := exec(); res.Sandbox.Warm {
 		t.Fatalf("a sandbox warmed under the previous global policy was handed out: %+v", res.Sandbox)
 	}
-	waitFor(t, "the pool to fill", func() bool { return rt.Open() == 2 })
+	waitFor(t, "the pool to fill", func() bool { return svc.metrics.poolReady.Value() == 2 })
 	if res := exec(); !res.Sandbox.Warm {
 		t.Fatalf("no warm sandbox under an unchanged global policy: %+v", res.Sandbox)
 	}

@@ -363,6 +363,38 @@ func (b *box) keep(vs ...sandbox.Violation) {
 // violations ends the coalescing and returns everything kept.
 func (b *box) violations() []sandbox.Violation {
 	b.reports.Close()
+	return b.take()
+}
+
+// seen returns the violations the task caused so far, for its result,
+// without closing the sandbox: what the sandbox holds (sandbox.Sandbox's
+// Commit returns the violations seen since the last Commit, so Close
+// later returns only those after this call) and what the coalescer counted
+// (flushed, not closed: later reports still count). Anything reported
+// after this call is returned by release, for the audit log and the
+// metrics only.
+func (b *box) seen(log *slog.Logger) []sandbox.Violation {
+	if b.own {
+		// Bounded on its own like release: the result is wanted even when
+		// the caller's context has ended (it is reported, then dropped).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		v, err := b.sb.Commit(ctx)
+		cancel()
+		if err != nil {
+			// Close will return what Commit could not; it goes to the
+			// audit log then.
+			log.Warn("collecting the violations of a finished exec", "sandbox", b.sb.ID(), "err", err)
+		}
+		for _, x := range v {
+			b.reports.Add(x)
+		}
+	}
+	b.reports.Flush()
+	return b.take()
+}
+
+// take returns the violations kept so far and forgets them.
+func (b *box) take() []sandbox.Violation {
 	b.violMu.Lock()
 	defer b.violMu.Unlock()
 	out := b.viol

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,8 +27,18 @@ type Runtime struct {
 	Key string
 	// CreateErr, when set, fails every Create.
 	CreateErr error
-	// CloseViolations are returned by every sandbox's Close.
+	// CloseViolations are the violations every sandbox sees during its
+	// run: as the sandbox.Sandbox contract says (the violations seen since
+	// the last Commit), its first Commit returns them, or its Close when
+	// nothing committed before.
 	CloseViolations []sandbox.Violation
+	// LateViolations are returned by every sandbox's Close only: they
+	// stand for violations seen after the last Commit (by a process left
+	// running).
+	LateViolations []sandbox.Violation
+	// CloseGate, when set, holds every sandbox's Close until it is closed
+	// (a slow teardown). Set it before the first Create.
+	CloseGate chan struct{}
 
 	created atomic.Int64
 	closed  atomic.Int64
@@ -100,10 +111,11 @@ type hostSandbox struct {
 	// network.
 	egress *idleListener
 
-	mu     sync.Mutex
-	starts int
-	closed bool
-	procs  []*hostProcess
+	mu        sync.Mutex
+	starts    int
+	closed    bool
+	committed bool // the run's violations were returned
+	procs     []*hostProcess
 }
 
 func (s *hostSandbox) ID() string { return s.id }
@@ -181,7 +193,23 @@ func (s *hostSandbox) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process
 	return p, nil
 }
 
-func (s *hostSandbox) Commit(context.Context) ([]sandbox.Violation, error) { return nil, nil }
+func (s *hostSandbox) Commit(context.Context) ([]sandbox.Violation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, sandbox.ErrClosed
+	}
+	return s.runViolations(), nil
+}
+
+// runViolations returns CloseViolations the first time only.
+func (s *hostSandbox) runViolations() []sandbox.Violation {
+	if s.committed {
+		return nil
+	}
+	s.committed = true
+	return s.rt.CloseViolations
+}
 
 func (s *hostSandbox) Close(context.Context) ([]sandbox.Violation, error) {
 	s.mu.Lock()
@@ -193,11 +221,14 @@ func (s *hostSandbox) Close(context.Context) ([]sandbox.Violation, error) {
 	for _, p := range s.procs {
 		p.killTree()
 	}
+	if s.rt.CloseGate != nil {
+		<-s.rt.CloseGate
+	}
 	if s.egress != nil {
 		_ = s.egress.Close()
 	}
 	s.rt.closed.Add(1)
-	return s.rt.CloseViolations, nil
+	return append(slices.Clone(s.runViolations()), s.rt.LateViolations...), nil
 }
 
 type hostProcess struct {
