@@ -151,13 +151,27 @@ func initState(t testing.TB, b *box) string {
 		}
 		return string(data)
 	}
+	// Per-thread state, as the set of values over the init's threads:
+	// the init drops its bounding set on the thread it forks commands
+	// from, and which thread the kernel reports for the process is the
+	// Go scheduler's choice, as is how many threads there are.
 	var out []string
-	for _, line := range strings.Split(read("status"), "\n") {
-		for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters", "SigBlk", "SigIgn"} {
-			if strings.HasPrefix(line, f+":") {
-				out = append(out, line)
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters", "SigBlk", "SigIgn"} {
+		var vals []string
+		for _, task := range tasks {
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name())) // a thread may have ended
+			for _, line := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(line, f+":"); ok && !slices.Contains(vals, v) {
+					vals = append(vals, v)
+				}
 			}
 		}
+		slices.Sort(vals)
+		out = append(out, f+": "+strings.Join(vals, " | "))
 	}
 	out = append(out, read("limits"), "environ "+strconv.Quote(read("environ")), read("cgroup"), read("uid_map"), read("gid_map"))
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
