@@ -178,7 +178,9 @@ type Config struct {
 // host directories a sandbox reading outside its workspace must not see.
 func Runtimes(dataDir string) *sandbox.Registry {
 	r := sandbox.NewRegistry()
-	r.Register(process.New(process.Options{HideDirs: []string{dataDir}}))
+	// One spare init: a cold sandbox skips the start of its init
+	// (Shutdown ends it; see internal/sandbox/process/spare_linux.go).
+	r.Register(process.New(process.Options{HideDirs: []string{dataDir}, Spares: 1}))
 	r.Register(gvisor.New(gvisor.Options{StateDir: filepath.Join(dataDir, "gvisor"), HideDirs: []string{dataDir}}))
 	r.Register(microvm.New(microvm.Options{}))
 	return r
@@ -909,6 +911,13 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			d.stopRecover()
 		}
 		errs := []error{d.mgr.Shutdown(ctx), d.ex.Close(ctx)}
+		// Runtimes that keep processes of their own (the process
+		// runtime's spare inits) end them once no sandbox is left.
+		for _, rt := range d.cfg.Runtimes.All() {
+			if c, ok := rt.(io.Closer); ok {
+				errs = append(errs, c.Close())
+			}
+		}
 		// Adapters that own shared processes (OpenCode's servers) stop them
 		// once no session is left.
 		for _, name := range d.cfg.Agents.Names() {

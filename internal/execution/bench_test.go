@@ -23,7 +23,7 @@ import (
 // HTTP handler and returns a client of it.
 func benchExecClient(b *testing.B, pool int) *client.Client {
 	b.Helper()
-	rt := process.New(process.Options{})
+	rt := process.New(process.Options{Spares: 1}) // as the daemon runs it
 	if p := rt.Probe(b.Context()); !p.Available {
 		b.Skipf("the process runtime is unavailable here: %s", p.Reason)
 	}

@@ -33,6 +33,7 @@ type box struct {
 	// for processes of its uids); uidSlot holds it host-wide until
 	// destroy.
 	slot    int
+	uidBase int // Options.UIDBase
 	uidSlot *owner.Slot
 
 	cg               cgroupGroup
@@ -42,7 +43,10 @@ type box struct {
 	cmd              *exec.Cmd
 	initFD           int        // pidfd of the init; guarded by fdMu once started
 	fdMu             sync.Mutex // a timeout's killAll races with destroy closing initFD
-	initStderr       tailBuffer
+	initStderr       *tailBuffer
+	cfgW             *os.File      // the init's config pipe, until configure
+	spare            bool          // the init was a spare (spare_linux.go)
+	dispatching      bool          // dispatch runs (set once, by configure)
 	waitDone         chan struct{} // closed when the init is reaped
 	ctl              *net.UnixConn
 	egressSock       *net.UnixConn   // until the init is ready
@@ -81,7 +85,12 @@ func (b *box) Egress() net.Listener {
 
 func (b *box) ID() string         { return b.id }
 func (b *box) Info() sandbox.Info { return b.info }
-func (b *box) stderrTail() string { return strings.TrimSpace(b.initStderr.String()) }
+func (b *box) stderrTail() string {
+	if b.initStderr == nil {
+		return ""
+	}
+	return strings.TrimSpace(b.initStderr.String())
+}
 
 // dispatch routes the init's messages to the processes they are about.
 // It ends, and marks the sandbox dead, when the init closes the socket
@@ -392,6 +401,9 @@ func (b *box) waitInit() {
 	if b.ctl != nil {
 		_ = b.ctl.Close() // ends dispatch if the init somehow survived
 	}
+	if !b.dispatching {
+		return // nothing reads the socket: the init never got its config
+	}
 	select {
 	case <-b.dead:
 	case <-t.C:
@@ -406,6 +418,10 @@ func (b *box) destroy() error {
 		b.waitInit()
 	} else if b.ctl != nil {
 		_ = b.ctl.Close()
+	}
+	if b.cfgW != nil {
+		_ = b.cfgW.Close() // the init never got a config: it exits
+		b.cfgW = nil
 	}
 	b.closersMu.Lock()
 	for _, c := range b.closers {

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if n := os.Getenv(secondProcessEnv); n != "" {
 		os.Exit(runSecondProcess(n, os.Getenv(secondWorkspaceEnv)))
 	}
+	if ws := os.Getenv(spareProcessEnv); ws != "" {
+		os.Exit(runSpareProcess(ws))
+	}
 	os.Exit(m.Run())
 }
 

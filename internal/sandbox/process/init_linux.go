@@ -54,6 +54,13 @@ func runInit() int {
 	for _, fd := range []int{fdConfig, fdControl} {
 		unix.CloseOnExec(fd)
 	}
+	// Descriptors the daemon leaked to us (it may itself have inherited
+	// some without O_CLOEXEC) must not reach a command. Done first: a
+	// spare may wait long for its config.
+	if err := unix.CloseRange(fdControl+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox init: close inherited descriptors:", err)
+		return 1
+	}
 	ctlFile := os.NewFile(fdControl, "control")
 	conn, err := net.FileConn(ctlFile)
 	ctlFile.Close()
@@ -63,6 +70,8 @@ func runInit() int {
 	}
 	in := &sandboxInit{ctl: conn.(*net.UnixConn), running: map[int]uint64{}}
 
+	// A spare waits here, with no policy applied, until a Create hands it
+	// one; a supervisor that goes away first closes the pipe empty.
 	cfgFile := os.NewFile(fdConfig, "config")
 	data, err := io.ReadAll(io.LimitReader(cfgFile, maxPacket))
 	cfgFile.Close()
@@ -74,14 +83,18 @@ func runInit() int {
 		in.reply(message{Op: opReady, Error: "read config: " + err.Error()}, -1)
 		return 1
 	}
-	// Descriptors the daemon leaked to us (it may itself have inherited
-	// some without O_CLOEXEC) must not reach a command.
-	for i := range cfg.Mounts {
-		unix.CloseOnExec(fdMounts + i)
+	want := len(cfg.Mounts)
+	if cfg.EgressPort > 0 {
+		want++
 	}
-	if err := unix.CloseRange(uint(fdMounts+len(cfg.Mounts)), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		in.reply(message{Op: opReady, Error: "close inherited descriptors: " + err.Error()}, -1)
+	fds, err := in.receiveFDs(want)
+	if err != nil {
+		in.reply(message{Op: opReady, Error: "receive mounts: " + err.Error()}, -1)
 		return 1
+	}
+	cfg.mountFDs = fds[:len(cfg.Mounts)]
+	if cfg.EgressPort > 0 {
+		cfg.EgressFD = fds[len(cfg.Mounts)]
 	}
 
 	mech, degraded, err := setup(&cfg)
@@ -119,6 +132,38 @@ func (in *sandboxInit) reply(m message, fd int) {
 	// A failed write means the supervisor is gone; serve sees that on its
 	// next read and ends the sandbox.
 	_, _, _ = in.ctl.WriteMsgUnix(data, oob, nil)
+}
+
+// receiveFDs reads "fds" packets until it has n descriptors, the
+// config's mounts and egress socket, in order.
+func (in *sandboxInit) receiveFDs(n int) ([]int, error) {
+	fds := make([]int, 0, n)
+	buf := make([]byte, 512)
+	oob := make([]byte, unix.CmsgSpace(fdBatch*4))
+	for len(fds) < n {
+		k, oobn, flags, _, err := in.ctl.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return nil, err
+		}
+		got := parseRights(oob[:oobn])
+		for _, fd := range got {
+			unix.CloseOnExec(fd)
+		}
+		fds = append(fds, got...)
+		if k == 0 {
+			return nil, errors.New("control socket closed")
+		}
+		if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 || len(got) == 0 {
+			return nil, errors.New("malformed descriptor packet")
+		}
+		if m, err := decodeMessage(buf[:k]); err != nil || m.Op != opFDs {
+			return nil, fmt.Errorf("unexpected packet before the mounts: %v", err)
+		}
+	}
+	if len(fds) != n {
+		return nil, fmt.Errorf("%d descriptors for %d mounts", len(fds), n)
+	}
+	return fds, nil
 }
 
 // request is a start packet with its descriptors.

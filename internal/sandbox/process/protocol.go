@@ -18,14 +18,17 @@ import (
 //     Start messages carry the command's stdin, stdout and stderr as
 //     SCM_RIGHTS; "started" replies carry a pidfd of the command.
 //
-// Descriptors 5.. are detached mounts made on the host side (see
-// hostMounts); their order is fixed by initConfig. With the egress proxy,
-// the descriptor after the mounts is the init's end of the egress socket
-// pair (initConfig.EgressFD).
+// The init inherits nothing else: the detached mounts made on the host
+// side (see host_linux.go) come after the config, over the control
+// socket, as "fds" packets of at most fdBatch descriptors each, in the
+// order of initConfig.Mounts; with the egress proxy, the descriptor after
+// the mounts is the init's end of the egress socket pair. So an init can
+// be started before its sandbox's policy is known (a spare, see
+// spare_linux.go), and a cold start is the same steps without the wait.
 const (
 	fdConfig  = 3
 	fdControl = 4
-	fdMounts  = 5
+	fdBatch   = 64
 )
 
 // initConfig is everything the init needs to build the sandbox.
@@ -33,8 +36,8 @@ type initConfig struct {
 	WorkspaceDir         string   `json:"workspace_dir"`
 	ReadOutsideWorkspace bool     `json:"read_outside_workspace"`
 	HideDirs             []string `json:"hide_dirs,omitempty"`
-	// Mounts are the detached host mounts passed as fds fdMounts+i, each
-	// moved to Target inside.
+	// Mounts are the detached host mounts passed over the control socket
+	// after the config, each moved to Target inside.
 	Mounts  []detachedMount `json:"mounts"`
 	Overlay *overlayConfig  `json:"overlay,omitempty"`
 	// StateOverlays are the state directories' overlays, from the
@@ -44,13 +47,16 @@ type initConfig struct {
 	Hostname      string          `json:"hostname"`
 	NetNone       bool            `json:"net_none"`
 	// EgressPort, when not 0, makes the init listen on 127.0.0.1:port
-	// and pass each connection to the supervisor over descriptor
-	// EgressFD (see egress_linux.go).
-	EgressPort int              `json:"egress_port,omitempty"`
-	EgressFD   int              `json:"egress_fd,omitempty"`
-	ShmBytes   int64            `json:"shm_bytes"`
-	ShmFiles   int64            `json:"shm_files,omitempty"`
-	Syscalls   sandbox.Syscalls `json:"syscalls"`
+	// and pass each connection to the supervisor over the descriptor
+	// sent after the mounts (EgressFD, inside the init; see
+	// egress_linux.go).
+	EgressPort int `json:"egress_port,omitempty"`
+	EgressFD   int `json:"-"`
+	// mountFDs are the init's descriptors of Mounts, as received.
+	mountFDs []int
+	ShmBytes int64            `json:"shm_bytes"`
+	ShmFiles int64            `json:"shm_files,omitempty"`
+	Syscalls sandbox.Syscalls `json:"syscalls"`
 	// Degraded lists mechanisms the supervisor already knows are missing
 	// and which the spec allowed to go without.
 	AllowDegraded bool `json:"allow_degraded"`
@@ -108,6 +114,8 @@ const (
 	opStart   = "start"
 	opStarted = "started"
 	opExit    = "exit"
+	// opFDs carries descriptors of the init's config (supervisor → init).
+	opFDs = "fds"
 )
 
 // maxPacket bounds one control packet; a start message with a large
@@ -126,7 +134,7 @@ func decodeMessage(b []byte) (message, error) {
 		return m, fmt.Errorf("decode control packet: %w", err)
 	}
 	switch m.Op {
-	case opReady, opStart, opStarted, opExit:
+	case opReady, opStart, opStarted, opExit, opFDs:
 	default:
 		return m, fmt.Errorf("unknown control op %q", m.Op)
 	}

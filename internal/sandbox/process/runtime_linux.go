@@ -18,17 +18,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
@@ -62,6 +59,13 @@ type Options struct {
 	// live sandboxes on the host never share a host uid, whichever
 	// agentbox process made them.
 	UIDBase int
+	// Spares is how many pre-started sandbox inits the runtime keeps
+	// (0: none, at most 4): each is an init started in fresh namespaces
+	// with no policy applied, which one Create adopts and turns into its
+	// sandbox, so the Create skips the init's start (see spare_linux.go).
+	// They are started after the first Create, refilled after each, and
+	// ended by Close.
+	Spares int
 }
 
 // Runtime is the process runtime. It is safe for concurrent use.
@@ -70,6 +74,8 @@ type Runtime struct {
 
 	probeOnce sync.Once
 	probe     sandbox.Probe
+
+	spares *sparePool // nil without Options.Spares
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -79,7 +85,17 @@ func New(opts Options) *Runtime {
 	if opts.UIDBase <= 0 {
 		opts.UIDBase = 100000
 	}
-	return &Runtime{opts: opts}
+	r := &Runtime{opts: opts}
+	if n := min(opts.Spares, maxSpares); n > 0 {
+		r.spares = &sparePool{max: n, start: func() (*initProc, error) {
+			slot, err := r.allocSlot()
+			if err != nil {
+				return nil, err
+			}
+			return r.startInit(slot, true)
+		}}
+	}
+	return r
 }
 
 // Name implements sandbox.Runtime.
@@ -174,17 +190,30 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil
 	}
 
-	if b.uidSlot, err = r.allocSlot(); err != nil {
-		return nil, err
+	// The init: a spare started ahead (spare_linux.go), or one started
+	// now, by the same code, before the host-side mounts are made so
+	// that its Go start-up overlaps them. Either waits on its config pipe
+	// with no policy applied until configure below.
+	newNet := spec.Network.Mode != sandbox.NetworkHost
+	in := r.spares.take(newNet)
+	b.spare = in != nil
+	if in == nil {
+		slot, err := r.allocSlot()
+		if err != nil {
+			return nil, err
+		}
+		if in, err = r.startInit(slot, newNet); err != nil {
+			return nil, err
+		}
 	}
-	b.slot = b.uidSlot.N
+	b.adopt(in)
+	b.uidBase = r.opts.UIDBase
 	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
-	rootUID := r.opts.UIDBase + b.slot
-	userUID := r.opts.UIDBase + sandboxUID + b.slot
+	rootUID, userUID := b.rootUID(), b.userUID()
 
 	// The cgroup is created while the mounts are made and the init
 	// starts (a few hundred microseconds of mkdir and writes on cgroup
-	// v1); the init joins it before it reads its config (spawn's gate).
+	// v1); the init joins it before it reads its config (configure's gate).
 	limited := spec.Limits.MemoryBytes > 0 || spec.Limits.CPUs > 0 || spec.Limits.Pids > 0
 	if newCgroup == nil {
 		if limited {
@@ -340,7 +369,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	cfg.WritableDirs = append(cfg.WritableDirs, spec.WorkspaceDir, "/tmp", sandboxHome, "/dev/shm")
 
-	if err := b.spawn(cfg, files, rootUID, userUID, joinCgroup); err != nil {
+	if err := b.configure(cfg, files, joinCgroup); err != nil {
 		return nil, err
 	}
 	ready, err := b.waitReady(ctx)
@@ -547,107 +576,67 @@ func reserved(p string) bool {
 	return false
 }
 
-// spawn starts the init with the config pipe, control socket and mounts.
-// gate runs after the init started and before it may go on (it waits for
-// its config); the init is added to b.cg, if any, after gate.
-func (b *box) spawn(cfg initConfig, mounts []*os.File, rootUID, userUID int, gate func() error) error {
-	if err := reexec.Check(initArg0); err != nil {
-		return err
+func (b *box) rootUID() int { return b.uidBase + b.slot }
+func (b *box) userUID() int { return b.uidBase + sandboxUID + b.slot }
+
+// adopt makes in the sandbox's init.
+func (b *box) adopt(in *initProc) {
+	b.cmd, b.ctl, b.cfgW, b.initFD = in.cmd, in.ctl, in.cfgW, in.pidfd
+	b.uidSlot, b.slot = in.slot, in.slot.N
+	b.initStderr, b.waitDone = in.stderr, in.waitDone
+}
+
+// configure hands the init its policy: gate runs first (it waits for the
+// cgroup), then the init joins b.cg, if any, and only then gets its
+// config and, over the control socket, the detached mounts (and the
+// egress socket), in the order of cfg.Mounts. Until its config pipe is
+// closed the init does nothing: this is the start gate (cgroup v1 has no
+// CLONE_INTO_CGROUP).
+func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) error {
+	fds := make([]int, 0, len(mounts)+1)
+	for _, f := range mounts {
+		fds = append(fds, int(f.Fd()))
 	}
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer cfgR.Close()
-	defer cfgW.Close()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
-	}
-	child := os.NewFile(uintptr(pair[1]), "control")
-	defer child.Close()
-	parent := os.NewFile(uintptr(pair[0]), "control")
-	conn, err := net.FileConn(parent)
-	parent.Close()
-	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
-	}
-	b.ctl = conn.(*net.UnixConn)
-	var extra []*os.File
 	if cfg.EgressPort > 0 {
 		parentEnd, childEnd, err := seqpacketPair("egress")
 		if err != nil {
 			return fmt.Errorf("egress socket: %w", err)
 		}
-		defer childEnd.Close()
+		defer childEnd.Close() // the init has its own once sent
 		b.egressSock = parentEnd
-		cfg.EgressFD = fdMounts + len(mounts)
-		extra = append(extra, childEnd)
+		fds = append(fds, int(childEnd.Fd()))
 	}
-
-	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
-	if cfg.NetNone {
-		flags |= syscall.CLONE_NEWNET
+	if err := checkInit(b.cmd.Process.Pid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
+		return err
 	}
-	ids := []syscall.SysProcIDMap{
-		{ContainerID: 0, HostID: rootUID, Size: 1},
-		{ContainerID: sandboxUID, HostID: userUID, Size: 1},
-	}
-	// /proc/self/exe rather than sandbox.SelfExe(): the init starts as an
-	// unprivileged host uid, which may not search the directories on the
-	// binary's path (go test builds into a 0700 dir); the magic link
-	// skips them. It also survives the binary being replaced on disk.
-	// Detached on purpose: the init is the sandbox and lives until Close,
-	// not as long as the Create call that spawns it.
-	cmd := exec.CommandContext(context.Background(), "/proc/self/exe")
-	cmd.Args = []string{initArg0}
-	cmd.Env = []string{} // nothing from the host environment, ever
-	cmd.Dir = "/"
-	cmd.Stderr = &b.initStderr
-	cmd.ExtraFiles = append(append([]*os.File{cfgR, child}, mounts...), extra...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                ids,
-		GidMappings:                ids,
-		GidMappingsEnableSetgroups: true,
-		// Required with a non-identity map: without it the child's
-		// host uid 0 is unmapped inside and execve drops every
-		// capability in the new user namespace.
-		Credential: &syscall.Credential{Uid: 0, Gid: 0},
-		Pdeathsig:  syscall.SIGKILL,
-		Setsid:     true,
-		PidFD:      &b.initFD,
-	}
-	if err := cmd.Start(); err != nil {
-
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
-			return fmt.Errorf("%w: user namespaces: %w", sandbox.ErrUnenforceable, err)
-		}
-		return fmt.Errorf("start sandbox init: %w", err)
-	}
-	b.cmd = cmd
-	b.waitDone = make(chan struct{})
-	go func() {
-		_ = b.cmd.Wait() // the init reports how things ended over ctl; this only reaps it
-		close(b.waitDone)
-	}()
 	if err := gate(); err != nil {
 		return err
 	}
 	if b.cg != nil {
-		if err := b.cg.Add(cmd.Process.Pid); err != nil {
+		if err := b.cg.Add(b.cmd.Process.Pid); err != nil {
 			return fmt.Errorf("add sandbox init to its cgroup: %w", err)
 		}
 	}
-	// The start gate opens here: the init reads its config only now.
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	if _, err := cfgW.Write(data); err != nil {
+	_, err = b.cfgW.Write(data)
+	if cerr := b.cfgW.Close(); err == nil {
+		err = cerr
+	}
+	b.cfgW = nil
+	if err != nil {
 		return fmt.Errorf("send sandbox config: %w", err)
 	}
+	for len(fds) > 0 {
+		n := min(len(fds), fdBatch)
+		if err := b.send(message{Op: opFDs}, fds[:n]); err != nil {
+			return fmt.Errorf("send sandbox mounts: %w", err)
+		}
+		fds = fds[n:]
+	}
+	b.dispatching = true
 	go b.dispatch()
 	return nil
 }

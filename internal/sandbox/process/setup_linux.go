@@ -114,7 +114,7 @@ func buildRootErr(cfg *initConfig, overlay *bool) error {
 	var ops []mountOp
 	hostRoot := false
 	for i, m := range cfg.Mounts {
-		fd := fdMounts + i
+		fd := cfg.mountFDs[i]
 		switch m.Role {
 		case "root":
 			if err := moveMount(fd, newRoot); err != nil {

@@ -1,0 +1,346 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/reexec"
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/owner"
+)
+
+// Spare inits.
+//
+// A cold Create spends about 1.8 ms starting the init in its new
+// namespaces and 2.5 ms in the Go start-up of the re-executed binary before
+// the init can read its config. Neither depends on the policy, so the
+// runtime can do both ahead of time: a spare is an init started exactly as
+// a cold Create starts one (startInit, the same code), parked on its config
+// pipe with no policy applied and nothing but its config pipe and control
+// socket from the daemon. A Create that finds a spare adopts it and goes on
+// as a cold Create does (configure: cgroup, config, mounts over the control
+// socket, then the init builds the root and applies Landlock and seccomp),
+// so a sandbox made from a spare and a cold one differ only in when their
+// init started. A spare is handed out once, never back: a sandbox that
+// fails to build, or ends, takes its init with it.
+//
+// What is fixed when the init is cloned decides which requests a spare may
+// serve: its uid map (the uid slot it holds, not the policy) and its
+// namespaces. Every spare has a network namespace of its own, so it serves
+// network modes none and proxy; a request for the host's network starts
+// cold. A spare also sees the host's mount tree as the clone copied it (the
+// minimal root binds /usr and a few /etc files from it): it is discarded
+// when older than spareMaxAge, which bounds how stale that copy can be.
+//
+// A spare is the runtime's: Close ends every spare, and a daemon that dies
+// takes its spares with it (Pdeathsig, as for every init). A spare leaves
+// nothing on the host to reap (no cgroup until it is a sandbox, no mounts
+// but its own namespace's), and its uid slot is a lock its daemon holds.
+
+// maxSpares bounds Options.Spares: each spare is a process and a uid slot.
+const maxSpares = 4
+
+// spareMaxAge is how long a spare may wait before it is replaced.
+const spareMaxAge = 5 * time.Minute
+
+// initEnv is the init's whole environment (its commands get theirs in
+// each start request). containermaxprocs=0: the Go runtime would
+// otherwise open the CPU controller files of the cgroup it starts in and
+// keep them open to adjust GOMAXPROCS: the daemon's cgroup's for a spare
+// (which joins its sandbox's cgroup only when handed out), and, by a race
+// with the cgroup join, sometimes for a cold init too.
+var initEnv = []string{"GODEBUG=containermaxprocs=0"}
+
+// initProc is a sandbox init started and waiting for its config.
+type initProc struct {
+	cmd      *exec.Cmd
+	ctl      *net.UnixConn
+	cfgW     *os.File // the config pipe: the init does nothing until it is written and closed
+	pidfd    int
+	slot     *owner.Slot
+	stderr   *tailBuffer
+	waitDone chan struct{} // closed when the init is reaped
+	born     time.Time
+}
+
+// startInit starts an init in new namespaces (a network namespace of its
+// own when newNet), as uid slot's root, parked on its config pipe. It takes
+// slot: on failure the slot is released.
+func (r *Runtime) startInit(slot *owner.Slot, newNet bool) (_ *initProc, err error) {
+	defer func() {
+		if err != nil {
+			slot.Release()
+		}
+	}()
+	if err := reexec.Check(initArg0); err != nil {
+		return nil, err
+	}
+	rootUID := r.opts.UIDBase + slot.N
+	userUID := r.opts.UIDBase + sandboxUID + slot.N
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer cfgR.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		cfgW.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	child := os.NewFile(uintptr(pair[1]), "control")
+	defer child.Close()
+	parent := os.NewFile(uintptr(pair[0]), "control")
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		cfgW.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	in := &initProc{ctl: conn.(*net.UnixConn), cfgW: cfgW, pidfd: -1, slot: slot, stderr: &tailBuffer{}}
+
+	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
+	if newNet {
+		flags |= syscall.CLONE_NEWNET
+	}
+	ids := []syscall.SysProcIDMap{
+		{ContainerID: 0, HostID: rootUID, Size: 1},
+		{ContainerID: sandboxUID, HostID: userUID, Size: 1},
+	}
+	// /proc/self/exe rather than sandbox.SelfExe(): the init starts as an
+	// unprivileged host uid, which may not search the directories on the
+	// binary's path (go test builds into a 0700 dir); the magic link
+	// skips them. It also survives the binary being replaced on disk.
+	// Detached on purpose: the init is the sandbox (or a spare) and lives
+	// until Close, not as long as the call that spawns it.
+	cmd := exec.CommandContext(context.Background(), "/proc/self/exe")
+	cmd.Args = []string{initArg0}
+	cmd.Env = initEnv // nothing from the host environment, ever
+	cmd.Dir = "/"
+	cmd.Stderr = in.stderr
+	cmd.ExtraFiles = []*os.File{cfgR, child} // fdConfig, fdControl: nothing else
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                ids,
+		GidMappings:                ids,
+		GidMappingsEnableSetgroups: true,
+		// Required with a non-identity map: without it the child's
+		// host uid 0 is unmapped inside and execve drops every
+		// capability in the new user namespace.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0},
+		Pdeathsig:  syscall.SIGKILL,
+		Setsid:     true,
+		PidFD:      &in.pidfd,
+	}
+	if err := cmd.Start(); err != nil {
+		in.ctl.Close()
+		cfgW.Close()
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
+			return nil, fmt.Errorf("%w: user namespaces: %w", sandbox.ErrUnenforceable, err)
+		}
+		return nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	in.cmd = cmd
+	in.born = time.Now()
+	in.waitDone = make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the init reports how things ended over ctl; this only reaps it
+		close(in.waitDone)
+	}()
+	return in, nil
+}
+
+// usable reports whether a parked spare may still be handed out: alive
+// and not older than spareMaxAge.
+func (in *initProc) usable() bool {
+	select {
+	case <-in.waitDone:
+		return false
+	default:
+	}
+	return time.Since(in.born) < spareMaxAge
+}
+
+// discard kills a spare that was never handed out and releases what it
+// holds.
+func (in *initProc) discard() {
+	if in.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(in.pidfd, unix.SIGKILL, nil, 0)
+	} else {
+		_ = in.cmd.Process.Kill()
+	}
+	t := time.NewTimer(10 * time.Second)
+	select {
+	case <-in.waitDone:
+	case <-t.C:
+	}
+	t.Stop()
+	_ = in.ctl.Close()  // nothing was sent on it
+	_ = in.cfgW.Close() // nor on the config pipe
+	if in.pidfd >= 0 {
+		_ = unix.Close(in.pidfd) // a pidfd: closing it loses nothing
+	}
+	in.slot.Release()
+}
+
+// sparePool keeps up to max spares started ahead of Create.
+type sparePool struct {
+	max   int
+	start func() (*initProc, error)
+
+	mu      sync.Mutex
+	parked  []*initProc
+	filling bool
+	closed  bool
+	wg      sync.WaitGroup // the filler and discards in the background
+
+	handedOut atomic.Int64 // spares adopted by Create (tests)
+}
+
+// take returns a spare for a sandbox that needs a network namespace of its
+// own (newNet) or nil, and starts refilling. A spare it returns is the
+// caller's and is never returned to the pool.
+func (p *sparePool) take(newNet bool) *initProc {
+	if p == nil {
+		return nil
+	}
+	defer p.fill()
+	if !newNet {
+		return nil // every spare has a network namespace of its own
+	}
+	for {
+		p.mu.Lock()
+		if len(p.parked) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		in := p.parked[0]
+		p.parked = p.parked[1:]
+		if !in.usable() {
+			p.wg.Add(1)
+			p.mu.Unlock()
+			go func() {
+				defer p.wg.Done()
+				in.discard()
+			}()
+			continue
+		}
+		p.mu.Unlock()
+		p.handedOut.Add(1)
+		return in
+	}
+}
+
+// fill starts spares in the background until max are parked. A spare that
+// fails to start ends the filling until the next take: Create starts cold
+// meanwhile, and reports any error that has.
+func (p *sparePool) fill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.filling || len(p.parked) >= p.max {
+		return
+	}
+	p.filling = true
+	p.wg.Add(1)
+	// Detached from every request on purpose: spares are the runtime's,
+	// and Close ends them.
+	go func() {
+		defer p.wg.Done()
+		for {
+			in, err := p.start()
+			p.mu.Lock()
+			if err != nil || p.closed {
+				p.filling = false
+				p.mu.Unlock()
+				if in != nil {
+					in.discard()
+				}
+				return
+			}
+			p.parked = append(p.parked, in)
+			if len(p.parked) >= p.max {
+				p.filling = false
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
+		}
+	}()
+}
+
+// close ends every spare and stops refilling; it returns once no spare
+// process is left.
+func (p *sparePool) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	parked := p.parked
+	p.parked = nil
+	p.mu.Unlock()
+	for _, in := range parked {
+		in.discard()
+	}
+	p.wg.Wait()
+}
+
+// Close ends the runtime's spare inits (Options.Spares) and starts no
+// more; sandboxes it made are not touched, and Create still works, cold.
+func (r *Runtime) Close() error {
+	r.spares.close()
+	return nil
+}
+
+// checkInit is the one check every init passes before it gets a policy,
+// spare or not: its namespaces are new (the network's exactly when the
+// policy wants its own) and its uid and gid maps are its slot's, as
+// configure is about to rely on. A clone-time choice that does not match
+// the policy fails the Create instead of building a sandbox around it.
+func checkInit(pid int, newNet bool, rootUID, userUID int) error {
+	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "net"} {
+		ours, err := os.Readlink("/proc/self/ns/" + ns)
+		if err != nil {
+			return fmt.Errorf("sandbox init: %w", err)
+		}
+		theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+		if err != nil {
+			return fmt.Errorf("sandbox init: %w", err)
+		}
+		if want := ns != "net" || newNet; (ours != theirs) != want {
+			return fmt.Errorf("sandbox init: its %s namespace is not what the policy needs (new: %v)", ns, want)
+		}
+	}
+	want := fmt.Sprintf("0 %d 1\n%d %d 1\n", rootUID, sandboxUID, userUID)
+	for _, m := range []string{"uid_map", "gid_map"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, m))
+		if err != nil {
+			return fmt.Errorf("sandbox init: %w", err)
+		}
+		if normalizeMap(string(b)) != want {
+			return fmt.Errorf("sandbox init: %s is %q, not its uid slot's", m, b)
+		}
+	}
+	return nil
+}
+
+// normalizeMap writes a /proc uid_map with single spaces.
+func normalizeMap(s string) string {
+	var out []byte
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		out = append(out, strings.Join(strings.Fields(line), " ")...)
+		out = append(out, '\n')
+	}
+	return string(out)
+}
