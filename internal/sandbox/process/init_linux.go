@@ -156,8 +156,12 @@ func (in *sandboxInit) receiveFDs(n int) ([]int, error) {
 		if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 || len(got) == 0 {
 			return nil, errors.New("malformed descriptor packet")
 		}
-		if m, err := decodeMessage(buf[:k]); err != nil || m.Op != opFDs {
-			return nil, fmt.Errorf("unexpected packet before the mounts: %v", err)
+		m, err := decodeMessage(buf[:k])
+		if err != nil {
+			return nil, fmt.Errorf("a packet before the mounts: %w", err)
+		}
+		if m.Op != opFDs {
+			return nil, fmt.Errorf("unexpected packet %v before the mounts", m.Op)
 		}
 	}
 	if len(fds) != n {

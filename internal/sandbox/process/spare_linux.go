@@ -144,7 +144,7 @@ func (r *Runtime) startInit(slot *owner.Slot, newNet bool) (_ *initProc, err err
 		PidFD:      &in.pidfd,
 	}
 	if err := cmd.Start(); err != nil {
-		in.ctl.Close()
+		_ = in.ctl.Close() // the start failed: that error is the one to report
 		cfgW.Close()
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
 			return nil, fmt.Errorf("%w: user namespaces: %w", sandbox.ErrUnenforceable, err)
