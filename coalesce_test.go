@@ -116,16 +116,24 @@ func TestRefusedConnectionsCoalesced(t *testing.T) {
 }
 
 // checkAudit checks the audit log's deny records of one sandbox: at most
-// bound lines, counting n refused connections.
+// bound lines, counting n refused connections. The last summaries are
+// written as the sandbox closes, which for an exec comes after its answer
+// (the teardown follows the answer): it waits up to 30 s for them.
 func checkAudit(t *testing.T, dataDir, id string, n, bound int) {
 	t.Helper()
-	lines, total := 0, 0
-	for _, r := range findAudit(auditRecords(t, dataDir), map[string]any{"type": "egress", "decision": "deny", "id": id}) {
-		lines++
-		if c, ok := r["count"].(float64); ok {
-			total += int(c)
-		} else {
-			total++
+	var lines, total int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		lines, total = 0, 0
+		for _, r := range findAudit(auditRecords(t, dataDir), map[string]any{"type": "egress", "decision": "deny", "id": id}) {
+			lines++
+			if c, ok := r["count"].(float64); ok {
+				total += int(c)
+			} else {
+				total++
+			}
+		}
+		if total >= n || time.Now().After(deadline) {
+			break
 		}
 	}
 	if lines > bound || total != n {
