@@ -66,19 +66,7 @@ func TestTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(context.Background()) }()
-	shutdown := sync.OnceFunc(func() {
-		if err := d.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	})
-	t.Cleanup(shutdown)
-	c, err := client.New(d.URL(), client.WithToken(d.Token()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, shutdown := serveTraced(t, d)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
@@ -281,19 +269,7 @@ func TestTracesRealAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(context.Background()) }()
-	shutdown := sync.OnceFunc(func() {
-		if err := d.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	})
-	t.Cleanup(shutdown)
-	c, err := client.New(d.URL(), client.WithToken(d.Token()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, shutdown := serveTraced(t, d)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, err := c.CreateSession(ctx, client.CreateSession{Agent: claude.Name, PermissionMode: "default"})
@@ -334,4 +310,24 @@ func TestTracesRealAgent(t *testing.T) {
 	if !slices.Contains(kinds, "command/completed") {
 		t.Errorf("tool spans %q, want the completed shell command", kinds)
 	}
+}
+
+// serveTraced serves d until t ends and returns its client and a shutdown
+// that may be called earlier (the spans arrive at shutdown).
+func serveTraced(t *testing.T, d *Daemon) (*client.Client, func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(context.Background()) }()
+	shutdown := sync.OnceFunc(func() {
+		if err := d.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	t.Cleanup(shutdown)
+	c, err := client.New(d.URL(), client.WithToken(d.Token()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, shutdown
 }
