@@ -3,6 +3,9 @@ package deploy
 import (
 	"bufio"
 	"crypto/sha256"
+	"debug/elf"
+	"debug/macho"
+	"debug/pe"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -14,17 +17,22 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // releaseTargets are the GOOS/GOARCH pairs scripts/release builds: the
 // daemon for Linux, the client elsewhere.
 var releaseTargets = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64", "windows/amd64"}
 
-// binDir holds the binaries built for the tests, once each.
+// testVersion is the version scripts/release stamps into the test release.
+const testVersion = "v0.0.0-deploytest"
+
+// The release directory of the tests, made once by scripts/release itself.
 var (
-	binDir   string
-	binMu    sync.Mutex
-	binBuilt = map[string]string{}
+	tmpDir     string
+	releaseMu  sync.Mutex
+	releaseDir string
+	releaseErr error
 )
 
 func TestMain(m *testing.M) {
@@ -33,51 +41,47 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binDir = dir
+	tmpDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// built is buildTarget into binDir, once per target for the whole run.
-func built(t *testing.T, target string) string {
+// release runs scripts/release (every target, as `make release` does) into
+// a directory of the test run, once for the whole run, and returns it.
+func release(t *testing.T) string {
 	t.Helper()
-	binMu.Lock()
-	defer binMu.Unlock()
-	if p, ok := binBuilt[target]; ok {
-		return p
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	if releaseDir == "" && releaseErr == nil {
+		dist := filepath.Join(tmpDir, "dist")
+		cmd := exec.Command("../scripts/release")
+		cmd.Env = append(os.Environ(), "DIST="+dist, "VERSION="+testVersion)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			releaseErr = fmt.Errorf("scripts/release: %v\n%s", err, out)
+		} else {
+			releaseDir = dist
+			t.Logf("scripts/release: %v", time.Since(start).Round(time.Millisecond))
+		}
 	}
-	p := buildTarget(t, target, binDir)
-	binBuilt[target] = p
-	return p
+	if releaseErr != nil {
+		t.Fatal(releaseErr)
+	}
+	return releaseDir
 }
 
-// buildTarget cross-compiles ./cmd/agentbox for target into dir, as
-// scripts/release does (static, same tags), and returns the binary's path.
-func buildTarget(t *testing.T, target, dir string) string {
+// nativeDaemon is the release's Linux daemon for this machine.
+func nativeDaemon(t *testing.T) string {
 	t.Helper()
-	goos, goarch, _ := strings.Cut(target, "/")
-	out := filepath.Join(dir, "agentbox-"+goos+"-"+goarch)
-	if goos == "windows" {
-		out += ".exe"
-	}
-	tags, err := exec.Command("../scripts/build", "--print-tags").Output()
-	if err != nil {
-		t.Fatalf("scripts/build --print-tags: %v", err)
-	}
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", strings.TrimSpace(string(tags)), "-o", out, "./cmd/agentbox")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build for %s: %v\n%s", target, err, b)
-	}
-	return out
+	return filepath.Join(release(t), "agentbox-linux-"+runtime.GOARCH)
 }
 
-// TestReleaseTargetsBuild: every release target compiles: the Linux
-// daemon, and the client for macOS and Windows, whose Linux-only parts
-// (serve, doctor, the sandboxes) are build-tagged out. scripts/release
-// builds the same list.
+// TestReleaseTargetsBuild: scripts/release builds every target (the Linux
+// daemon, and the client for macOS and Windows, whose Linux-only parts —
+// serve, doctor, the sandboxes — are build-tagged out), each an executable
+// of its system and architecture, lists each in SHA256SUMS with its sum, and
+// copies the deploy files and the image's rootfs/ beside them.
 func TestReleaseTargetsBuild(t *testing.T) {
 	script, err := os.ReadFile("../scripts/release")
 	if err != nil {
@@ -87,11 +91,61 @@ func TestReleaseTargetsBuild(t *testing.T) {
 	if m == nil || !slices.Equal(strings.Fields(string(m[1])), releaseTargets) {
 		t.Fatalf("scripts/release builds %q, this test %q", m, releaseTargets)
 	}
+	dist := release(t)
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]string{}
+	for line := range strings.Lines(string(sums)) {
+		if sum, name, ok := strings.Cut(strings.TrimSpace(line), "  "); ok {
+			listed[name] = sum
+		}
+	}
 	for _, target := range releaseTargets {
 		t.Run(strings.ReplaceAll(target, "/", "-"), func(t *testing.T) {
-			built(t, target)
+			goos, goarch, _ := strings.Cut(target, "/")
+			name := "agentbox-" + goos + "-" + goarch
+			if goos == "windows" {
+				name += ".exe"
+			}
+			p := filepath.Join(dist, name)
+			if got := executableKind(t, p); got != target {
+				t.Errorf("%s is an executable for %q, want %q", name, got, target)
+			}
+			if listed[name] != sha256File(t, p) {
+				t.Errorf("SHA256SUMS lists %s as %q, its sum is %s", name, listed[name], sha256File(t, p))
+			}
 		})
 	}
+	for _, f := range []string{"install.sh", "agentbox.service", "Containerfile", "rootfs/etc/ssl/certs/ca-certificates.crt"} {
+		if fi, err := os.Stat(filepath.Join(dist, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("release: %s missing or empty (%v)", f, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dist, "rootfs/tmp")); err != nil || fi.Mode()&(os.ModeDir|os.ModePerm|os.ModeSticky) != os.ModeDir|os.ModeSticky|0o777 {
+		t.Errorf("release: rootfs/tmp: %v %v, want a directory of mode 1777", fi.Mode(), err)
+	}
+}
+
+// executableKind is the GOOS/GOARCH an executable file is for, from its
+// header (ELF, Mach-O or PE).
+func executableKind(t *testing.T, p string) string {
+	t.Helper()
+	if f, err := elf.Open(p); err == nil {
+		defer f.Close()
+		return "linux/" + map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}[f.Machine]
+	}
+	if f, err := macho.Open(p); err == nil {
+		defer f.Close()
+		return "darwin/" + map[macho.Cpu]string{macho.CpuAmd64: "amd64", macho.CpuArm64: "arm64"}[f.Cpu]
+	}
+	if f, err := pe.Open(p); err == nil {
+		defer f.Close()
+		return "windows/" + map[uint16]string{pe.IMAGE_FILE_MACHINE_AMD64: "amd64", pe.IMAGE_FILE_MACHINE_ARM64: "arm64"}[f.Machine]
+	}
+	t.Fatalf("%s: not an ELF, Mach-O or PE executable", p)
+	return ""
 }
 
 // unitOptions reads a systemd unit: section.key → values.
@@ -157,7 +211,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// verify wants ExecStart's binary to exist: a built daemon stands in.
 	dir := t.TempDir()
-	bin := built(t, "linux/"+runtime.GOARCH)
+	bin := nativeDaemon(t)
 	unit, err := os.ReadFile("agentbox.service")
 	if err != nil {
 		t.Fatal(err)
@@ -196,28 +250,9 @@ func TestInstallScript(t *testing.T) {
 		t.Skip("install.sh installs the Linux daemon")
 	}
 	// A release directory as scripts/release makes it.
-	rel := t.TempDir()
-	b, err := os.ReadFile(built(t, "linux/"+runtime.GOARCH))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(rel, "agentbox-linux-"+runtime.GOARCH)
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"install.sh", "agentbox.service"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(rel, f), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rel := release(t)
+	bin := nativeDaemon(t)
 	sum := sha256File(t, bin)
-	if err := os.WriteFile(filepath.Join(rel, "SHA256SUMS"), []byte(sum+"  "+filepath.Base(bin)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command("bash", append([]string{filepath.Join(rel, "install.sh")}, args...)...)
 		cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin:/usr/sbin:/sbin")
