@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -176,10 +177,43 @@ func unitOptions(t *testing.T, path string) map[string][]string {
 	return opts
 }
 
+// keptCaps are capabilities the daemon, a sandbox's init, runsc or an
+// agent run unsandboxed use: the unit's bounding set must keep them.
+var keptCaps = []string{"CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_KILL",
+	"CAP_SYS_PTRACE", "CAP_SYS_CHROOT", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_NET_BIND_SERVICE", "CAP_CHOWN",
+	"CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_MKNOD", "CAP_SYS_RESOURCE",
+	"CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_NICE", "CAP_AUDIT_WRITE"}
+
+// exposureCeiling is `systemd-analyze security`'s overall exposure of the
+// unit as it is (8.4 before its capability deny list, PrivateMounts and
+// PrivateIPC): a change that loosens it fails here.
+const exposureCeiling = 7.7
+
+// droppedCaps is the unit's CapabilityBoundingSet deny list.
+func droppedCaps(t *testing.T, opts map[string][]string) []string {
+	t.Helper()
+	var caps []string
+	for _, v := range opts["Service.CapabilityBoundingSet"] {
+		list, ok := strings.CutPrefix(v, "~")
+		if !ok {
+			// An allowlist takes every capability it does not name,
+			// also those a future sandbox mechanism needs.
+			t.Fatalf("CapabilityBoundingSet=%s: only a deny list (~CAP_...) of unused capabilities", v)
+		}
+		caps = append(caps, strings.Fields(list)...)
+	}
+	return caps
+}
+
 // TestSystemdUnit: the unit runs `agentbox serve --config`, hardened only
 // with options that leave sandbox creation working (none of those that
 // take namespaces, cgroups, sethostname, /dev/kvm, the agents' home or the
-// owner records), and passes systemd-analyze verify where it is installed.
+// owner records; capabilities dropped only by a deny list that keeps every
+// one sandboxes use), passes `systemd-analyze verify`, and its
+// `systemd-analyze security` exposure is no worse than exposureCeiling.
+// systemd-analyze needs no running systemd; starting the unit does, and
+// the tests have no systemd as PID 1: TestUnitConfinement runs the daemon
+// under the parts of the unit that can be reproduced without it.
 func TestSystemdUnit(t *testing.T) {
 	opts := unitOptions(t, "agentbox.service")
 	want := map[string]string{
@@ -187,6 +221,8 @@ func TestSystemdUnit(t *testing.T) {
 		"Service.NoNewPrivileges": "yes",
 		"Service.ProtectSystem":   "full",
 		"Service.PrivateTmp":      "yes",
+		"Service.PrivateMounts":   "yes",
+		"Service.PrivateIPC":      "yes",
 		"Service.KillMode":        "mixed",
 		"Service.StateDirectory":  "agentbox",
 		"Install.WantedBy":        "multi-user.target",
@@ -197,19 +233,28 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"RestrictNamespaces", "ProtectControlGroups", "ProtectKernelTunables", "ProtectHostname",
-		"ProtectHome", "PrivateDevices", "ProtectProc", "ProtectClock", "CapabilityBoundingSet", "AmbientCapabilities",
+		"ProtectHome", "PrivateDevices", "ProtectProc", "ProcSubset", "ProtectClock", "AmbientCapabilities",
 		"SystemCallFilter", "RestrictAddressFamilies", "SystemCallArchitectures", "MemoryDenyWriteExecute",
 		"RestrictSUIDSGID", "RuntimeDirectory", "DynamicUser", "User", "PrivateUsers", "PrivateNetwork", "DevicePolicy", "DeviceAllow"} {
 		if v, ok := opts["Service."+k]; ok {
 			t.Errorf("Service.%s=%q breaks sandbox creation (see the unit's comment)", k, v)
 		}
 	}
+	dropped := droppedCaps(t, opts)
+	if len(dropped) == 0 {
+		t.Error("the unit drops no capability")
+	}
+	for _, c := range dropped {
+		if slices.Contains(keptCaps, c) {
+			t.Errorf("CapabilityBoundingSet drops %s, which sandboxes need", c)
+		}
+	}
+
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Log("systemd-analyze not installed: the unit was checked by this test's parser only")
-		return
+		t.Skip("systemd-analyze not installed (Debian package systemd; scripts/setup installs it): the unit was checked by this test's parser only")
 	}
-	// verify wants ExecStart's binary to exist: a built daemon stands in.
+	// verify wants ExecStart's binary to exist: the release's daemon stands in.
 	dir := t.TempDir()
 	bin := nativeDaemon(t)
 	unit, err := os.ReadFile("agentbox.service")
@@ -224,6 +269,23 @@ func TestSystemdUnit(t *testing.T) {
 	// verify exits 0 on unknown keys, with a warning naming the file.
 	if err != nil || strings.Contains(string(out), p) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	// security on the file (--offline, systemd 250 and later).
+	out, err = exec.Command(analyze, "security", "--offline=yes", "--no-pager", p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze security --offline=yes: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`Overall exposure level for agentbox.service: ([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("systemd-analyze security: no overall exposure level in\n%s", out)
+	}
+	exposure, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("systemd-analyze security: overall exposure %.1f (ceiling %.1f)", exposure, exposureCeiling)
+	if exposure > exposureCeiling {
+		t.Errorf("systemd-analyze security: exposure %.1f, above %.1f:\n%s", exposure, exposureCeiling, out)
 	}
 }
 
