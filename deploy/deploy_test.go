@@ -343,6 +343,17 @@ func TestInstallScript(t *testing.T) {
 	if got := sha256File(t, filepath.Join(dest, "usr/local/bin/agentbox")); got != sum {
 		t.Fatalf("installed binary sha256 %s, want %s", got, sum)
 	}
+	// The installed binary runs, and is the release's build.
+	if out, err := exec.Command(filepath.Join(dest, "usr/local/bin/agentbox"), "version", "--url", "unix:///nonexistent").CombinedOutput(); err != nil || !strings.Contains(string(out), "agentbox "+testVersion) {
+		t.Errorf("installed agentbox version: %v\n%s", err, out)
+	}
+	// systemd finds the unit where it was staged: by name, under the root.
+	if analyze, err := exec.LookPath("systemd-analyze"); err == nil {
+		out, err := exec.Command(analyze, "security", "--offline=yes", "--no-pager", "--root="+dest, "agentbox.service").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Overall exposure level for agentbox.service") {
+			t.Errorf("systemd-analyze security --root=DESTDIR agentbox.service: %v\n%s", err, out)
+		}
+	}
 	// The configuration it writes is one serve takes.
 	conf := filepath.Join(dest, "etc/agentbox/agentbox.yaml")
 	if out, err := exec.Command(bin, "serve", "--config", conf, "--log-level", "nonsense").CombinedOutput(); err == nil || !strings.Contains(string(out), "--log-level") {
