@@ -64,7 +64,8 @@ func (d docker) run(args ...string) string {
 
 func (d docker) try(args ...string) (string, error) {
 	// A bound on every call: a wedged daemon fails the test, not the run.
-	ctx, cancel := context.WithTimeout(d.t.Context(), 2*time.Minute)
+	// Not t.Context(): it is cancelled before the cleanups (rmi, rm) run.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	// The classic builder: part of every dockerd (no buildx plugin, nothing
