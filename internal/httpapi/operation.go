@@ -380,11 +380,12 @@ func (v *validation) decodeBody(ct string, body []byte, field reflect.Value, s *
 	if ct == "" {
 		ct = "application/json"
 	}
-	var parsed any
 	if err := checkBodyType(ct); err != nil {
-		status = http.StatusUnsupportedMediaType
 		v.errs = append(v.errs, &fieldError{Location: "body", Message: err.Error(), Value: string(body)})
-	} else if err := json.Unmarshal(body, &parsed); err != nil {
+		return http.StatusUnsupportedMediaType
+	}
+	var parsed any
+	if err := json.Unmarshal(body, &parsed); err != nil {
 		status = http.StatusBadRequest
 		v.errs = append(v.errs, &fieldError{Location: "body", Message: err.Error(), Value: string(body)})
 	} else {
@@ -396,12 +397,11 @@ func (v *validation) decodeBody(ct string, body []byte, field reflect.Value, s *
 			status = http.StatusUnprocessableEntity
 		}
 	}
-	if status > 0 {
-		return status
-	}
+	// Decoded even when invalid: the checks (checker) that run next see
+	// what encoding/json makes of it, and add their errors to the answer.
 	// What the schema accepts the Go type should too; if not (a number
 	// beyond int64), that is an error of the request as well.
-	if err := json.Unmarshal(body, field.Addr().Interface()); err != nil {
+	if err := json.Unmarshal(body, field.Addr().Interface()); err != nil && status < 0 {
 		v.errs = append(v.errs, &fieldError{Location: "body", Message: err.Error(), Value: string(body)})
 	}
 	return status
