@@ -71,6 +71,8 @@ type schema struct {
 	Pattern              string             `json:"pattern"`
 	Format               string             `json:"format"`
 
+	unknown []string // keywords the validator does not know
+
 	// Set by prepare.
 	prepared    bool
 	typ         string
@@ -104,7 +106,7 @@ func (s *schema) UnmarshalJSON(b []byte) error {
 	}
 	for k := range keys {
 		if !schemaKeywords[k] {
-			return fmt.Errorf("schema keyword %q is not supported by the validator", k)
+			s.unknown = append(s.unknown, k)
 		}
 	}
 	type plain schema
@@ -118,6 +120,10 @@ func (s *schema) prepare(c *contract) error {
 		return nil
 	}
 	s.prepared = true
+	if len(s.unknown) > 0 {
+		sort.Strings(s.unknown)
+		return fmt.Errorf("schema keyword %q is not supported by the validator", s.unknown[0])
+	}
 	if s.Ref != "" {
 		name, ok := strings.CutPrefix(s.Ref, "#/components/schemas/")
 		target := c.Components.Schemas[name]
