@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -263,13 +264,13 @@ func (p *inputPlan) decode(w http.ResponseWriter, r *http.Request, in any, limit
 	}
 	v := validation{c: p.contract}
 	if r.URL.RawQuery != "" {
-		for key := range r.URL.Query() {
+		// In order, so that the answer does not depend on map order.
+		for _, key := range slices.Sorted(maps.Keys(r.URL.Query())) {
 			if !p.query[key] {
 				v.errs = append(v.errs, &fieldError{Location: "query." + key, Message: "unknown query parameter", Value: ""})
 			}
 		}
 		if len(v.errs) > 0 {
-			sortFieldErrors(v.errs)
 			return validationProblem(r.Context(), http.StatusUnprocessableEntity, msgValidationFailed, v.errs)
 		}
 	}
@@ -467,19 +468,6 @@ func queryValue(raw, name string) string {
 		pos += tmp + 1
 	}
 	return ""
-}
-
-// sortFieldErrors orders errors by location, for answers that do not
-// depend on map order.
-func sortFieldErrors(errs []error) {
-	slices.SortStableFunc(errs, func(a, b error) int {
-		fa, _ := a.(*fieldError)
-		fb, _ := b.(*fieldError)
-		if fa == nil || fb == nil {
-			return 0
-		}
-		return strings.Compare(fa.Location, fb.Location)
-	})
 }
 
 // outputPlan is how the adapter writes an output type.
