@@ -353,6 +353,13 @@ func requireJSON(api huma.API) func(huma.Context, func(huma.Context)) {
 	}
 }
 
+// GetStatus, ContentType and GetHeaders make a problem what huma asks of
+// a handler's error (StatusError, ContentTypeFilter, HeadersError).
+
+func (p *problem) GetStatus() int            { return p.Status }
+func (p *problem) ContentType(string) string { return problemContentType }
+func (p *problem) GetHeaders() http.Header   { return p.headers }
+
 // installHumaErrors makes every error huma produces itself (validation,
 // body limits, media types) a problem, as validationProblem words it, so
 // that its answers can be compared with the adapter's byte for byte.

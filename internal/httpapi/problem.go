@@ -76,20 +76,6 @@ func (p *problem) Error() string {
 	return p.Title
 }
 
-// GetStatus, ContentType and GetHeaders are what huma asks of an error
-// (StatusError, ContentTypeFilter, HeadersError): the test that generates
-// the OpenAPI document, and checks the adapter against huma, serves the
-// same handlers with huma.
-
-// GetStatus is the problem's status.
-func (p *problem) GetStatus() int { return p.Status }
-
-// ContentType is the media type of problems.
-func (p *problem) ContentType(string) string { return problemContentType }
-
-// GetHeaders are the headers that go with the problem (Retry-After).
-func (p *problem) GetHeaders() http.Header { return p.headers }
-
 func (p *problem) withHeader(k, v string) *problem {
 	if p.headers == nil {
 		p.headers = http.Header{}
