@@ -11,8 +11,9 @@ import (
 
 // maxBinary is the ceiling on the default build's size: the product's
 // goal is 16 MiB; this fails, above the goal with a margin, when a change
-// makes the binary grow back.
-const maxBinary = 19 << 20
+// makes the binary grow back. 18 MiB since huma left the run-time binary
+// (17.63 MiB then).
+const maxBinary = 18 << 20
 
 // TestBinarySize builds the default binary with scripts/build itself (the
 // static, stripped build users get) and fails when it is larger than
@@ -31,7 +32,7 @@ func TestBinarySize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("default build: %d bytes (%.2f MiB; ceiling %.0f MiB, goal 16 MiB)", fi.Size(), mib(fi.Size()), mib(maxBinary))
+	t.Logf("default build: %d bytes (%.2f MiB; ceiling %.1f MiB, goal 16 MiB)", fi.Size(), mib(fi.Size()), mib(maxBinary))
 	if fi.Size() <= maxBinary {
 		return
 	}
@@ -50,7 +51,7 @@ func TestBinarySize(t *testing.T) {
 	} else {
 		top += "\n" + string(out)
 	}
-	t.Fatalf("the default build is %d bytes (%.2f MiB), above the %.0f MiB ceiling; the largest modules:\n%s\n"+
+	t.Fatalf("the default build is %d bytes (%.2f MiB), above the %.1f MiB ceiling; the largest modules:\n%s\n"+
 		"(a call of reflect.Value.Method/MethodByName anywhere in the linked program, e.g. text/template, keeps every exported method: see TestNoReflectMethod)",
 		fi.Size(), mib(fi.Size()), mib(maxBinary), top)
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -54,6 +55,44 @@ func BenchmarkHealthHandler(b *testing.B) {
 			for b.Loop() {
 				clear(w.h)
 				hc.h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
+
+// BenchmarkNew is the cost of building the API at start: the routes of the
+// operation table (the contract is read on the first request that needs it,
+// not here). "huma" is what building it with huma cost (reflection on every
+// operation's types), as the daemon did before the adapter.
+func BenchmarkNew(b *testing.B) {
+	b.Run("adapter", func(b *testing.B) {
+		for b.Loop() {
+			_ = newServer(Config{}, nil, nil, nil)
+		}
+	})
+	b.Run("huma", func(b *testing.B) {
+		for b.Loop() {
+			humaAPI(newServer(Config{}, nil, nil, nil), http.NewServeMux())
+		}
+	})
+}
+
+// BenchmarkValidatedRequest is one request with a body and parameters that
+// the validator checks (POST /v1/sessions/{id}/messages, answered by the
+// engine with 404), served by the adapter and by huma.
+func BenchmarkValidatedRequest(b *testing.B) {
+	s := newServer(Config{Token: testToken}, newFakeEngine(), nil, nil)
+	oracle := http.NewServeMux()
+	humaAPI(s, oracle)
+	body := []byte(`{"content":[{"type":"text","text":"hello"},{"type":"image","uri":"file:///x.png"}]}`)
+	for name, h := range map[string]http.Handler{"adapter": s.mux, "huma": oracle} {
+		b.Run(name, func(b *testing.B) {
+			w := &discardWriter{h: http.Header{}}
+			for b.Loop() {
+				clear(w.h)
+				r := httptest.NewRequest("POST", "http://127.0.0.1/v1/sessions/nope/messages", bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				h.ServeHTTP(w, r)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // requestBody is every request body as the API reads it: the one checkpoint
-// each body passes before huma decodes it.
+// each body passes before the adapter (operation.go) decodes it.
 //
 //   - A read that fails because of what the client sent (a body shorter than
 //     its Content-Length, malformed chunked framing, a connection closed in
@@ -32,7 +32,7 @@ type requestBody struct {
 	err  error // sticky, once the body is refused
 }
 
-// bodyError is a request body refused while it is read; humaProblem
+// bodyError is a request body refused while it is read; validationProblem
 // answers it with its status.
 type bodyError struct {
 	status int

@@ -8,12 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"reflect"
 	"strconv"
 	"time"
-
-	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/execution"
@@ -55,18 +51,18 @@ const (
 
 type execInput struct{ Body client.ExecRequest }
 
-// Resolve enforces what the schema cannot: exactly one of language and
+// check enforces what the schema cannot: exactly one of language and
 // argv, code only with language, one way to name the policy.
-func (in *execInput) Resolve(huma.Context) []error {
+func (in *execInput) check() []error {
 	b := in.Body
 	var errs []error
 	switch {
 	case (b.Language == "") == (len(b.Argv) == 0):
-		errs = append(errs, &huma.ErrorDetail{Location: "body", Message: "exactly one of language (with code) and argv must be set"})
+		errs = append(errs, &fieldError{Location: "body", Message: "exactly one of language (with code) and argv must be set"})
 	case len(b.Argv) > 0 && b.Code != "":
-		errs = append(errs, &huma.ErrorDetail{Location: "body.code", Message: "code goes with language, not with argv"})
+		errs = append(errs, &fieldError{Location: "body.code", Message: "code goes with language, not with argv"})
 	case len(b.Argv) > 0 && b.Argv[0] == "":
-		errs = append(errs, &huma.ErrorDetail{Location: "body.argv[0]", Message: "the command is empty"})
+		errs = append(errs, &fieldError{Location: "body.argv[0]", Message: "the command is empty"})
 	}
 	return append(errs, checkPolicy(b.Policy, b.PolicySource)...)
 }
@@ -75,9 +71,9 @@ type execOutput struct{ Body client.ExecResult }
 
 type startProcessInput struct{ Body client.StartProcess }
 
-func (in *startProcessInput) Resolve(huma.Context) []error {
+func (in *startProcessInput) check() []error {
 	if len(in.Body.Argv) == 0 || in.Body.Argv[0] == "" {
-		return []error{&huma.ErrorDetail{Location: "body.argv[0]", Message: "the command is empty"}}
+		return []error{&fieldError{Location: "body.argv[0]", Message: "the command is empty"}}
 	}
 	return checkPolicy(in.Body.Policy, in.Body.PolicySource)
 }
@@ -119,10 +115,10 @@ type processStreamInput struct {
 // both a policy and a policy source.
 func checkPolicy(raw json.RawMessage, src *client.PolicySource) []error {
 	if _, err := policyRef(raw, nil); err != nil {
-		return []error{&huma.ErrorDetail{Location: "body.policy", Message: err.Error()}}
+		return []error{&fieldError{Location: "body.policy", Message: err.Error()}}
 	}
 	if src != nil && len(bytes.TrimSpace(raw)) > 0 && string(bytes.TrimSpace(raw)) != "null" {
-		return []error{&huma.ErrorDetail{Location: "body.policy_source", Message: "set policy or policy_source, not both"}}
+		return []error{&fieldError{Location: "body.policy_source", Message: "set policy or policy_source, not both"}}
 	}
 	return nil
 }
@@ -151,7 +147,7 @@ func policyRef(raw json.RawMessage, src *client.PolicySource) (execution.PolicyR
 }
 
 func toExecRequest(b client.ExecRequest) execution.Request {
-	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in Resolve
+	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in check
 	return execution.Request{
 		Language: b.Language, Code: b.Code, Argv: b.Argv,
 		Stdin: []byte(b.Stdin), Files: toFiles(b.Files), Policy: ref,
@@ -233,108 +229,93 @@ func toProcess(in execution.ProcessInfo) client.Process {
 	return p
 }
 
-func (s *server) registerExec(api huma.API) {
-	execErrs := errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
-		http.StatusTooManyRequests, http.StatusServiceUnavailable)
-	huma.Register(api, huma.Operation{
-		OperationID: "exec", Method: http.MethodPost, Path: "/v1/exec", Tags: []string{"exec"},
+// execErrs are the errors of the operations that start a sandbox.
+func execErrs(more ...int) []int {
+	return append(errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+		http.StatusTooManyRequests, http.StatusServiceUnavailable), more...)
+}
+
+var execOps = []route{
+	&op[execInput, execOutput]{h: (*server).exec, opSpec: opSpec{
+		ID: "exec", Method: http.MethodPost, Path: "/v1/exec", Tag: "exec",
 		Summary: "Run code in a sandbox",
 		Description: "Runs code (python, node or bash) or a command in a fresh sandbox under a policy and answers when it has ended. " +
 			"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, files_limit_exceeded, output_limit_exceeded); " +
 			"a policy that is invalid, refused by the operator's global policy or not enforceable here is a 422 policy problem. " +
 			"Beyond the concurrency limit the answer is 429 with Retry-After. The process is killed if the client goes away.",
-		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
-		BodyReadTimeout: 30 * time.Second,
-		Errors:          execErrs,
-	}, s.exec)
+		Limit:       limitMessage,
+		ReadTimeout: 30 * time.Second,
+		Errors:      execErrs(),
+	}},
 
-	s.registerExecStream(api, execErrs)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "startProcess", Method: http.MethodPost, Path: "/v1/processes", Tags: []string{"processes"},
-		Summary: "Start a process in a sandbox",
-		Description: "Starts a command in a fresh sandbox and returns at once. The process runs until it exits, hits its timeout or is signalled; " +
-			"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After.",
-		DefaultStatus:   http.StatusCreated,
-		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
-		BodyReadTimeout: 30 * time.Second,
-		Errors:          append(execErrs, http.StatusConflict),
-	}, s.startProcess)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "listProcesses", Method: http.MethodGet, Path: "/v1/processes", Tags: []string{"processes"},
-		Summary: "List processes", Description: "Running processes and those that ended recently, oldest first.",
-		Errors: errs(http.StatusServiceUnavailable),
-	}, s.listProcesses)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "getProcess", Method: http.MethodGet, Path: "/v1/processes/{id}", Tags: []string{"processes"},
-		Summary: "Get a process", Description: "By ID or by tag.",
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}, s.getProcess)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "deleteProcess", Method: http.MethodDelete, Path: "/v1/processes/{id}", Tags: []string{"processes"},
-		Summary: "Kill and forget a process", Description: "Kills the process's whole tree if it runs, waits for the end and forgets it.",
-		DefaultStatus: http.StatusNoContent,
-		Errors:        errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}, s.deleteProcess)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "sendProcessInput", Method: http.MethodPost, Path: "/v1/processes/{id}/stdin", Tags: []string{"processes"},
-		Summary: "Write to a process's standard input", Description: "Needs a process started with stdin true. With close, standard input is closed after data.",
-		DefaultStatus: http.StatusNoContent,
-		MaxBodyBytes:  s.cfg.MaxMessageBytes + 1,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
-			http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}, s.processStdin)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "signalProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/signal", Tags: []string{"processes"},
-		Summary: "Signal a process", Description: "SIGKILL kills the process's whole tree; other signals go to the process itself.",
-		DefaultStatus: http.StatusNoContent,
-		MaxBodyBytes:  s.cfg.MaxBodyBytes + 1,
-		Errors:        errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}, s.signalProcess)
-
-	huma.Register(api, huma.Operation{
-		OperationID: "waitProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/wait", Tags: []string{"processes"},
-		Summary:     "Wait for a process to exit",
-		Description: "Answers when the process has exited, or after timeout_ms with the process still running (status running); call again to keep waiting.",
-		Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}, s.waitProcess)
-
-	s.registerProcessStream(api)
-}
-
-func (s *server) registerExecStream(api huma.API, execErrs []int) {
-	reg := api.OpenAPI().Components.Schemas
-	chunk := reg.Schema(reflect.TypeFor[client.OutputChunk](), true, "OutputChunk")
-	huma.Register(api, huma.Operation{
-		OperationID: "execStream", Method: http.MethodPost, Path: "/v1/exec/stream", Tags: []string{"exec"},
+	&op[execInput, streamOutput]{h: (*server).execStream, opSpec: opSpec{
+		ID: "execStream", Method: http.MethodPost, Path: "/v1/exec/stream", Tag: "exec",
 		Summary: "Run code in a sandbox, streaming its output (SSE)",
 		Description: "Like POST /v1/exec, but answers with a Server-Sent Events stream once the process runs: a start event, " +
 			"stdout and stderr events as output arrives, then one result event (or an error event with a problem if the execution failed), " +
 			"after which the stream ends. Problems found before the start (policy, validation, 429) are ordinary problem answers. " +
 			"The stream carries `: ping` comment lines while idle. It cannot be resumed; the process is killed if the client goes away.",
-		MaxBodyBytes:    s.cfg.MaxMessageBytes + 1,
-		BodyReadTimeout: 30 * time.Second,
-		Errors:          execErrs,
-		Responses: sseResponse("The execution's events.", sseOneOf(map[string]*huma.Schema{
-			"start":  {Type: huma.TypeObject, Properties: map[string]*huma.Schema{"sandbox": reg.Schema(reflect.TypeFor[client.SandboxInfo](), true, "SandboxInfo")}},
-			"stdout": chunk,
-			"stderr": chunk,
-			"result": reg.Schema(reflect.TypeFor[client.ExecResult](), true, "ExecResult"),
-			"error":  {Ref: "#/components/schemas/Problem"},
-		})),
-	}, s.execStream)
-}
+		Limit:       limitMessage,
+		ReadTimeout: 30 * time.Second,
+		Errors:      execErrs(),
+		Stream:      streamExec,
+	}},
 
-func (s *server) registerProcessStream(api huma.API) {
-	reg := api.OpenAPI().Components.Schemas
-	chunk := reg.Schema(reflect.TypeFor[client.OutputChunk](), true, "OutputChunk")
-	huma.Register(api, huma.Operation{
-		OperationID: "streamProcess", Method: http.MethodGet, Path: "/v1/processes/{id}/stream", Tags: []string{"processes"},
+	&op[startProcessInput, processCreatedOutput]{h: (*server).startProcess, opSpec: opSpec{
+		ID: "startProcess", Method: http.MethodPost, Path: "/v1/processes", Tag: "processes",
+		Summary: "Start a process in a sandbox",
+		Description: "Starts a command in a fresh sandbox and returns at once. The process runs until it exits, hits its timeout or is signalled; " +
+			"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After.",
+		Status:      http.StatusCreated,
+		Limit:       limitMessage,
+		ReadTimeout: 30 * time.Second,
+		Errors:      execErrs(http.StatusConflict),
+	}},
+
+	&op[struct{}, processListOutput]{h: (*server).listProcesses, opSpec: opSpec{
+		ID: "listProcesses", Method: http.MethodGet, Path: "/v1/processes", Tag: "processes",
+		Summary: "List processes", Description: "Running processes and those that ended recently, oldest first.",
+		Errors: errs(http.StatusServiceUnavailable),
+	}},
+
+	&op[processPath, processOutput]{h: (*server).getProcess, opSpec: opSpec{
+		ID: "getProcess", Method: http.MethodGet, Path: "/v1/processes/{id}", Tag: "processes",
+		Summary: "Get a process", Description: "By ID or by tag.",
+		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}},
+
+	&op[processPath, struct{}]{h: (*server).deleteProcess, opSpec: opSpec{
+		ID: "deleteProcess", Method: http.MethodDelete, Path: "/v1/processes/{id}", Tag: "processes",
+		Summary: "Kill and forget a process", Description: "Kills the process's whole tree if it runs, waits for the end and forgets it.",
+		Status: http.StatusNoContent,
+		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}},
+
+	&op[processStdinInput, struct{}]{h: (*server).processStdin, opSpec: opSpec{
+		ID: "sendProcessInput", Method: http.MethodPost, Path: "/v1/processes/{id}/stdin", Tag: "processes",
+		Summary: "Write to a process's standard input", Description: "Needs a process started with stdin true. With close, standard input is closed after data.",
+		Status: http.StatusNoContent,
+		Limit:  limitMessage,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
+			http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}},
+
+	&op[processSignalInput, struct{}]{h: (*server).signalProcess, opSpec: opSpec{
+		ID: "signalProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/signal", Tag: "processes",
+		Summary: "Signal a process", Description: "SIGKILL kills the process's whole tree; other signals go to the process itself.",
+		Status: http.StatusNoContent,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}},
+
+	&op[processWaitInput, processOutput]{h: (*server).waitProcess, opSpec: opSpec{
+		ID: "waitProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/wait", Tag: "processes",
+		Summary:     "Wait for a process to exit",
+		Description: "Answers when the process has exited, or after timeout_ms with the process still running (status running); call again to keep waiting.",
+		Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}},
+
+	&op[processStreamInput, streamOutput]{h: (*server).streamProcess, opSpec: opSpec{
+		ID: "streamProcess", Method: http.MethodGet, Path: "/v1/processes/{id}/stream", Tag: "processes",
 		Summary: "Follow a process's output (SSE)",
 		Description: "A Server-Sent Events stream of the process's output: what the buffer still holds after the resume point, then new output " +
 			"as it comes, then an exit event, after which the stream ends. Each event is sent as\n\n" +
@@ -342,13 +323,8 @@ func (s *server) registerProcessStream(api huma.API) {
 			"A dropped event stands for output the bounded buffer no longer holds. To resume, reconnect with Last-Event-ID " +
 			"(EventSource does this by itself) or ?after= set to the last seq received.",
 		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-		Responses: sseResponse("The process's events.", sseOneOf(map[string]*huma.Schema{
-			"stdout":  chunk,
-			"stderr":  chunk,
-			"dropped": reg.Schema(reflect.TypeFor[client.OutputGap](), true, "OutputGap"),
-			"exit":    reg.Schema(reflect.TypeFor[client.Process](), true, "Process"),
-		})),
-	}, s.streamProcess)
+		Stream: streamProcess,
+	}},
 }
 
 // execSvc returns the service or the 503 problem.
@@ -371,14 +347,13 @@ func (s *server) exec(ctx context.Context, in *execInput) (*execOutput, error) {
 	return &execOutput{Body: toExecResult(res)}, nil
 }
 
-func (s *server) execStream(ctx context.Context, in *execInput) (*huma.StreamResponse, error) {
+func (s *server) execStream(ctx context.Context, in *execInput) (*streamOutput, error) {
 	svc, err := s.execSvc()
 	if err != nil {
 		return nil, err
 	}
 	req := toExecRequest(in.Body)
-	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		_, w := humago.Unwrap(hctx)
+	return &streamOutput{Body: func(w http.ResponseWriter) {
 		c := s.newSSE(w)
 		defer c.finish()
 		// The stream opens when the process runs, so that problems found
@@ -412,7 +387,7 @@ func (s *server) startProcess(ctx context.Context, in *startProcessInput) (*proc
 		return nil, err
 	}
 	b := in.Body
-	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in Resolve
+	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in check
 	info, err := svc.Start(ctx, execution.StartRequest{
 		Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, Tag: b.Tag, Files: toFiles(b.Files),
 		Policy: ref, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
@@ -511,7 +486,7 @@ func (s *server) waitProcess(ctx context.Context, in *processWaitInput) (*proces
 	return &processOutput{Body: toProcess(info)}, nil
 }
 
-func (s *server) streamProcess(ctx context.Context, in *processStreamInput) (*huma.StreamResponse, error) {
+func (s *server) streamProcess(ctx context.Context, in *processStreamInput) (*streamOutput, error) {
 	svc, err := s.execSvc()
 	if err != nil {
 		return nil, err

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/danielgtaylor/huma/v2"
-
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
@@ -43,49 +41,47 @@ type putSecretInput struct {
 
 type secretOutput struct{ Body client.SecretInfo }
 
-func (s *server) registerNetwork(api huma.API) {
-	huma.Register(api, huma.Operation{
-		OperationID: "getSessionNetwork", Method: http.MethodGet, Path: "/v1/sessions/{id}/network", Tags: []string{"network"},
+var networkOps = []route{
+	&op[sessionPath, networkOutput]{h: (*server).getNetwork, opSpec: opSpec{
+		ID: "getSessionNetwork", Method: http.MethodGet, Path: "/v1/sessions/{id}/network", Tag: "network",
 		Summary:     "Get a session's network rules",
 		Description: "The network mode, default and allow/deny rules of the session's sandbox, and whether a running egress proxy enforces them.",
 		Errors:      errs(http.StatusNotFound, http.StatusConflict),
-	}, s.getNetwork)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "setSessionNetwork", Method: http.MethodPut, Path: "/v1/sessions/{id}/network", Tags: []string{"network"},
+	&op[setNetworkInput, networkOutput]{h: (*server).setNetwork, opSpec: opSpec{
+		ID: "setSessionNetwork", Method: http.MethodPut, Path: "/v1/sessions/{id}/network", Tag: "network",
 		Summary: "Replace a session's network allow rules",
 		Description: "Replaces the allow rules of the session's sandbox network (deny rules and the default stay). Each rule must be covered " +
 			"by the operator's global policy. A running sandbox's egress proxy decides every new connection by the new rules at once; " +
 			"connections already open stay open. The rules are stored with the session (a resumed session keeps them) and the change is audited.",
-		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}, s.setNetwork)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "listSecrets", Method: http.MethodGet, Path: "/v1/secrets", Tags: []string{"network"},
+	&op[struct{}, secretsOutput]{h: (*server).listSecrets, opSpec: opSpec{
+		ID: "listSecrets", Method: http.MethodGet, Path: "/v1/secrets", Tag: "network",
 		Summary:     "List secrets",
 		Description: "The secrets the egress proxy adds to requests for their hosts, without their values.",
 		Errors:      errs(),
-	}, s.listSecrets)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "putSecret", Method: http.MethodPut, Path: "/v1/secrets/{name}", Tags: []string{"network"},
+	&op[putSecretInput, secretOutput]{h: (*server).putSecret, opSpec: opSpec{
+		ID: "putSecret", Method: http.MethodPut, Path: "/v1/secrets/{name}", Tag: "network",
 		Summary: "Add or replace a secret",
 		Description: "The value is kept in the daemon's memory only (lost when it stops), never returned, logged or written to disk. " +
 			"A sandbox whose policy names the secret in env.secrets holds its placeholder; the egress proxy puts the value in the " +
 			"header for the secret's host.",
-		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
 		Errors: errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
 			http.StatusServiceUnavailable),
-	}, s.putSecret)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "deleteSecret", Method: http.MethodDelete, Path: "/v1/secrets/{name}", Tags: []string{"network"},
-		Summary:       "Delete a secret",
-		DefaultStatus: http.StatusNoContent,
-		Errors:        errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}, s.deleteSecret)
+	&op[secretPath, struct{}]{h: (*server).deleteSecret, opSpec: opSpec{
+		ID: "deleteSecret", Method: http.MethodDelete, Path: "/v1/secrets/{name}", Tag: "network",
+		Summary: "Delete a secret",
+		Status:  http.StatusNoContent,
+		Errors:  errs(http.StatusNotFound, http.StatusServiceUnavailable),
+	}},
 }
 
 func toNetwork(n engine.Network) client.SessionNetwork {

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/engine"
@@ -47,7 +44,7 @@ var statusTypes = map[int]string{
 }
 
 // typeForStatus is the problem type of errors that only have a status, such
-// as those huma raises itself.
+// as those of decoding and validation.
 func typeForStatus(status int) string {
 	if t, ok := statusTypes[status]; ok {
 		return t
@@ -55,9 +52,9 @@ func typeForStatus(status int) string {
 	return client.ProblemOther
 }
 
-// problem is the error type of the whole API: handlers return it, huma's own
-// errors are built as one (see installHumaErrors), middleware writes it
-// with writeProblem.
+// problem is the error type of the whole API: handlers return it, the
+// adapter (operation.go) answers with it, middleware writes it with
+// writeProblem.
 // Its JSON form is client.Problem.
 type problem struct {
 	client.Problem
@@ -79,15 +76,6 @@ func (p *problem) Error() string {
 	return p.Title
 }
 
-// GetStatus implements huma.StatusError.
-func (p *problem) GetStatus() int { return p.Status }
-
-// ContentType implements huma.ContentTypeFilter.
-func (p *problem) ContentType(string) string { return problemContentType }
-
-// GetHeaders implements huma.HeadersError.
-func (p *problem) GetHeaders() http.Header { return p.headers }
-
 func (p *problem) withHeader(k, v string) *problem {
 	if p.headers == nil {
 		p.headers = http.Header{}
@@ -96,7 +84,7 @@ func (p *problem) withHeader(k, v string) *problem {
 	return p
 }
 
-// writeProblem writes p outside huma (middleware, unknown routes).
+// writeProblem writes p from the middleware (and for unknown routes).
 func writeProblem(w http.ResponseWriter, p *problem) {
 	h := w.Header()
 	for k, v := range p.headers {
@@ -118,10 +106,6 @@ func errorProblem(ctx context.Context, err error) *problem {
 	var p *problem
 	if errors.As(err, &p) {
 		return p
-	}
-	var se huma.StatusError
-	if errors.As(err, &se) {
-		return humaProblem(ctx, se.GetStatus(), se.Error(), nil)
 	}
 	msg := err.Error()
 	if typ, sentinel := refinement(err); sentinel != nil {
@@ -237,29 +221,15 @@ func internalProblem(ctx context.Context) *problem {
 	return p
 }
 
-// installHumaErrors makes every error huma produces itself (validation,
-// body limits, media types) a problem, so it carries a stable type too.
-//
-// huma.NewError and huma.NewErrorWithContext are package variables of huma:
-// replacing them is process-wide and also changes the errors of any other
-// huma API in a program that embeds agentbox. huma offers no per-API hook for
-// the errors it raises before a handler runs, so the replacement happens
-// once, when the first server is built (newServer), not on import.
-var installHumaErrors = sync.OnceFunc(func() {
-	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-		return humaProblem(context.Background(), status, msg, errs)
-	}
-	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
-		ctx := context.Background()
-		if hctx != nil {
-			ctx = hctx.Context()
-		}
-		return humaProblem(ctx, status, msg, errs)
-	}
-})
+// msgValidationFailed is the message of a request refused for errors[],
+// which validationProblem words by the status.
+const msgValidationFailed = "validation failed"
 
-// humaProblem converts an error raised by huma into a problem.
-func humaProblem(ctx context.Context, status int, msg string, errs []error) *problem {
+// validationProblem is the problem of a request that decoding or
+// validation refused, with status and msg, and errs as errors[]: each a
+// *fieldError, or a bodyError (a body the client broke or sent as invalid
+// UTF-8, see requestBody) that decides the whole answer.
+func validationProblem(ctx context.Context, status int, msg string, errs []error) *problem {
 	for _, err := range errs {
 		// A body the client broke or sent as invalid UTF-8 (requestBody).
 		var be *bodyError
@@ -274,7 +244,7 @@ func humaProblem(ctx context.Context, status int, msg string, errs []error) *pro
 		}
 		return newProblem(status, typeForStatus(status), http.StatusText(status))
 	}
-	if msg == "validation failed" {
+	if msg == msgValidationFailed {
 		switch status {
 		case http.StatusBadRequest:
 			msg = "The request body is not valid JSON."
@@ -290,10 +260,9 @@ func humaProblem(ctx context.Context, status int, msg string, errs []error) *pro
 			continue
 		}
 		var f client.ProblemField
-		var d huma.ErrorDetailer
-		if errors.As(err, &d) {
-			ed := d.ErrorDetail()
-			f = client.ProblemField{Message: ed.Message, Location: ed.Location, Value: ed.Value}
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			f = client.ProblemField{Message: fe.Message, Location: fe.Location, Value: fe.Value}
 		} else {
 			f = client.ProblemField{Message: err.Error()}
 		}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
-
-	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
@@ -16,10 +15,11 @@ import (
 )
 
 // Inputs and outputs of the operations. Bodies are the wire types of package
-// client; huma derives the schemas, the validation and the spec from them.
+// client; the OpenAPI document's schemas are derived from them, and the
+// validator enforces those (operation.go).
 
-// The session ID path parameter. huma does not look into embedded structs
-// for parameters, so each input repeats this field.
+// The session ID path parameter. Each input repeats this field rather than
+// embedding it, as the document has always described it.
 type sessionPath struct {
 	ID string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
 }
@@ -71,12 +71,12 @@ type sendMessageInput struct {
 	Body client.SendMessage
 }
 
-// Resolve enforces what the schema cannot: exactly one of text and content,
+// check enforces what the schema cannot: exactly one of text and content,
 // and known content part types.
-func (in *sendMessageInput) Resolve(huma.Context) []error {
+func (in *sendMessageInput) check() []error {
 	m := in.Body
 	if (m.Text == "") == (len(m.Content) == 0) {
-		return []error{&huma.ErrorDetail{Location: "body", Message: "exactly one of text and content must be set"}}
+		return []error{&fieldError{Location: "body", Message: "exactly one of text and content must be set"}}
 	}
 	var errs []error
 	for i, p := range m.Content {
@@ -84,14 +84,14 @@ func (in *sendMessageInput) Resolve(huma.Context) []error {
 		switch p.Type {
 		case event.PartText:
 			if p.Text == "" {
-				errs = append(errs, &huma.ErrorDetail{Location: loc + ".text", Message: "a text part needs text"})
+				errs = append(errs, &fieldError{Location: loc + ".text", Message: "a text part needs text"})
 			}
 		case event.PartImage, event.PartFile:
 			if p.Data == "" && p.URI == "" && p.Path == "" {
-				errs = append(errs, &huma.ErrorDetail{Location: loc, Message: "an image or file part needs data, uri or path"})
+				errs = append(errs, &fieldError{Location: loc, Message: "an image or file part needs data, uri or path"})
 			}
 		default:
-			errs = append(errs, &huma.ErrorDetail{Location: loc + ".type", Message: "expected one of text, image, file", Value: string(p.Type)})
+			errs = append(errs, &fieldError{Location: loc + ".type", Message: "expected one of text, image, file", Value: string(p.Type)})
 		}
 	}
 	return errs
@@ -111,13 +111,13 @@ type questionInput struct {
 	Body client.QuestionAnswer
 }
 
-// Resolve requires an answer, an option or a cancel, and not a cancel with
+// check requires an answer, an option or a cancel, and not a cancel with
 // an answer.
-func (in *questionInput) Resolve(huma.Context) []error {
+func (in *questionInput) check() []error {
 	a := in.Body
 	answered := a.Answer != "" || a.OptionID != ""
 	if a.Cancel == answered {
-		return []error{&huma.ErrorDetail{Location: "body", Message: "set answer or option_id, or cancel alone"}}
+		return []error{&fieldError{Location: "body", Message: "set answer or option_id, or cancel alone"}}
 	}
 	return nil
 }
@@ -144,77 +144,79 @@ var commonErrors = []int{http.StatusUnauthorized, http.StatusUnprocessableEntity
 
 func errs(codes ...int) []int { return append(codes, commonErrors...) }
 
-func (s *server) register(api huma.API) {
-	huma.Register(api, huma.Operation{
-		OperationID: "getHealth", Method: http.MethodGet, Path: "/v1/health", Tags: []string{"system"},
+// operations is the API: every operation the daemon serves, as the
+// OpenAPI document describes it (operation.go).
+var operations = slices.Concat(sessionOps, execOps, networkOps)
+
+var sessionOps = []route{
+	&op[struct{}, healthOutput]{h: (*server).health, opSpec: opSpec{
+		ID: "getHealth", Method: http.MethodGet, Path: "/v1/health", Tag: "system",
 		Summary:     "Daemon health",
 		Description: "Answers as long as the daemon serves requests. Needs no token.",
-		Security:    []map[string][]string{},
+		Public:      true,
 		Errors:      []int{http.StatusInternalServerError},
-	}, s.health)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "listAgents", Method: http.MethodGet, Path: "/v1/agents", Tags: []string{"agents"},
+	&op[struct{}, agentsOutput]{h: (*server).agents, opSpec: opSpec{
+		ID: "listAgents", Method: http.MethodGet, Path: "/v1/agents", Tag: "agents",
 		Summary: "List agents", Description: "Every agent the daemon knows, with its capabilities and whether it can run here.",
 		Errors: errs(),
-	}, s.agents)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "getAgent", Method: http.MethodGet, Path: "/v1/agents/{name}", Tags: []string{"agents"},
+	&op[agentInput, agentOutput]{h: (*server).agent, opSpec: opSpec{
+		ID: "getAgent", Method: http.MethodGet, Path: "/v1/agents/{name}", Tag: "agents",
 		Summary: "Get an agent with its models and modes",
 		Description: "The agent as in the list, with the models and modes it offers (capability model_list) in its own words: " +
 			"the lists its latest session announced in session.started, and the defaults it picked for a session that asked for none. " +
 			"Before a session of the agent has started here there are no lists (catalog_note says why); the daemon never makes one up. " +
 			"Once known, a create or update naming a model or mode not on the list answers 422 (unknown-model, unknown-mode) before any process starts.",
 		Errors: errs(http.StatusNotFound),
-	}, s.agent)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "createSession", Method: http.MethodPost, Path: "/v1/sessions", Tags: []string{"sessions"},
+	&op[createSessionInput, createdOutput]{h: (*server).createSession, opSpec: opSpec{
+		ID: "createSession", Method: http.MethodPost, Path: "/v1/sessions", Tag: "sessions",
 		Summary: "Start a session",
 		Description: "Starts an agent session. The session is usable once its status leaves starting; follow its events. " +
 			"Answers 429 (too-many-live-sessions, with Retry-After) when as many sessions have a live agent process as the daemon allows.",
-		DefaultStatus: http.StatusCreated,
-		MaxBodyBytes:  s.cfg.MaxBodyBytes + 1, // huma rejects a body of exactly MaxBodyBytes
+		Status: http.StatusCreated,
 		Errors: errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
 			http.StatusTooManyRequests, http.StatusServiceUnavailable),
-	}, s.createSession)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "listSessions", Method: http.MethodGet, Path: "/v1/sessions", Tags: []string{"sessions"},
+	&op[listSessionsInput, sessionsOutput]{h: (*server).listSessions, opSpec: opSpec{
+		ID: "listSessions", Method: http.MethodGet, Path: "/v1/sessions", Tag: "sessions",
 		Summary: "List sessions", Description: "Sessions newest first, paged with before.",
 		Errors: errs(),
-	}, s.listSessions)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "getSession", Method: http.MethodGet, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
+	&op[sessionPath, sessionOutput]{h: (*server).getSession, opSpec: opSpec{
+		ID: "getSession", Method: http.MethodGet, Path: "/v1/sessions/{id}", Tag: "sessions",
 		Summary: "Get a session",
 		Errors:  errs(http.StatusNotFound),
-	}, s.getSession)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "updateSession", Method: http.MethodPatch, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
+	&op[updateSessionInput, sessionOutput]{h: (*server).updateSession, opSpec: opSpec{
+		ID: "updateSession", Method: http.MethodPatch, Path: "/v1/sessions/{id}", Tag: "sessions",
 		Summary: "Change a session's model or mode",
 		Description: "Changes the model and/or mode (an empty one stays) from the next turn on, between turns only: during a turn it answers 409 (busy); " +
 			"wait for turn.completed or interrupt the turn, then send it again. A live agent takes the change natively before the answer " +
 			"(capabilities model_switch, mode_switch; otherwise 422 switch-unsupported, also when the agent refuses); a session without a live agent " +
 			"records it and its resume starts with it. A model or mode not on the list the agent announced answers 422 (unknown-model, unknown-mode). " +
 			"The change is recorded as a session.configured event and stored with the session.",
-		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}, s.updateSession)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "deleteSession", Method: http.MethodDelete, Path: "/v1/sessions/{id}", Tags: []string{"sessions"},
-		Summary:       "End a session",
-		Description:   "Terminates the session's agent if it is live. With purge, also deletes its event log.",
-		DefaultStatus: http.StatusNoContent,
-		Errors:        errs(http.StatusNotFound),
-	}, s.deleteSession)
+	&op[deleteSessionInput, struct{}]{h: (*server).deleteSession, opSpec: opSpec{
+		ID: "deleteSession", Method: http.MethodDelete, Path: "/v1/sessions/{id}", Tag: "sessions",
+		Summary:     "End a session",
+		Description: "Terminates the session's agent if it is live. With purge, also deletes its event log.",
+		Status:      http.StatusNoContent,
+		Errors:      errs(http.StatusNotFound),
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "sendMessage", Method: http.MethodPost, Path: "/v1/sessions/{id}/messages", Tags: []string{"sessions"},
+	&op[sendMessageInput, turnOutput]{h: (*server).sendMessage, opSpec: opSpec{
+		ID: "sendMessage", Method: http.MethodPost, Path: "/v1/sessions/{id}/messages", Tag: "sessions",
 		Summary: "Send a message",
 		Description: "Starts a turn with the message and returns its ID at once; the turn's progress arrives as events. Exactly one of text and content must be set. " +
 			"A content part of a type the session's agent does not accept (its images and files capabilities) refuses the whole message " +
@@ -222,16 +224,16 @@ func (s *server) register(api huma.API) {
 			"A session whose idle agent was stopped (status stopped) is resumed first (session.started with resumed true), " +
 			"which may answer 429 (too-many-live-sessions, with Retry-After), or 422 (env-required) when it was created with env " +
 			"the daemon no longer has (after a restart): resume it with that env.",
-		DefaultStatus: http.StatusAccepted,
-		MaxBodyBytes:  s.cfg.MaxMessageBytes + 1,
+		Status: http.StatusAccepted,
+		Limit:  limitMessage,
 		// Large bodies (inline images) may come slowly.
-		BodyReadTimeout: 30 * time.Second,
+		ReadTimeout: 30 * time.Second,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
-	}, s.sendMessage)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "resumeSession", Method: http.MethodPost, Path: "/v1/sessions/{id}/resume", Tags: []string{"sessions"},
+	&op[resumeInput, sessionOutput]{h: (*server).resumeSession, opSpec: opSpec{
+		ID: "resumeSession", Method: http.MethodPost, Path: "/v1/sessions/{id}/resume", Tag: "sessions",
 		Summary: "Resume a session",
 		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended, failed or stopped), " +
 			"continuing the agent's own conversation; session.started with resumed true follows. Needs an agent with the resume capability. " +
@@ -239,54 +241,48 @@ func (s *server) register(api huma.API) {
 			"when as many sessions have a live agent process as the daemon allows. The env given at create is never stored (only its names): " +
 			"a resume without a variable the create had answers 422 (env-required) naming every one to send, " +
 			"unless the daemon holds it itself (its own environment for the agent's model API, or a secret the session's policy declares).",
-		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
-	}, s.resumeSession)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "interruptTurn", Method: http.MethodPost, Path: "/v1/sessions/{id}/interrupt", Tags: []string{"sessions"},
-		Summary:       "Interrupt the running turn",
-		Description:   "Asks the agent to stop the running turn and returns its ID; turn.completed with stop_reason interrupted follows.",
-		DefaultStatus: http.StatusAccepted,
-		Errors:        errs(http.StatusNotFound, http.StatusConflict),
-	}, s.interrupt)
+	&op[sessionPath, turnOutput]{h: (*server).interrupt, opSpec: opSpec{
+		ID: "interruptTurn", Method: http.MethodPost, Path: "/v1/sessions/{id}/interrupt", Tag: "sessions",
+		Summary:     "Interrupt the running turn",
+		Description: "Asks the agent to stop the running turn and returns its ID; turn.completed with stop_reason interrupted follows.",
+		Status:      http.StatusAccepted,
+		Errors:      errs(http.StatusNotFound, http.StatusConflict),
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "answerPermission", Method: http.MethodPost, Path: "/v1/sessions/{id}/permissions/{pid}", Tags: []string{"requests"},
-		Summary:      "Answer a permission request",
-		Description:  "Settles one pending permission.requested; returns the permission.resolved event as stored.",
-		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
+	&op[permissionInput, resolvedOutput]{h: (*server).answerPermission, opSpec: opSpec{
+		ID: "answerPermission", Method: http.MethodPost, Path: "/v1/sessions/{id}/permissions/{pid}", Tag: "requests",
+		Summary:     "Answer a permission request",
+		Description: "Settles one pending permission.requested; returns the permission.resolved event as stored.",
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
-	}, s.answerPermission)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "answerQuestion", Method: http.MethodPost, Path: "/v1/sessions/{id}/questions/{qid}", Tags: []string{"requests"},
-		Summary:      "Answer a question",
-		Description:  "Answers (or declines) one pending question.requested; returns the question.resolved event as stored.",
-		MaxBodyBytes: s.cfg.MaxBodyBytes + 1,
+	&op[questionInput, resolvedOutput]{h: (*server).answerQuestion, opSpec: opSpec{
+		ID: "answerQuestion", Method: http.MethodPost, Path: "/v1/sessions/{id}/questions/{qid}", Tag: "requests",
+		Summary:     "Answer a question",
+		Description: "Answers (or declines) one pending question.requested; returns the question.resolved event as stored.",
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
-	}, s.answerQuestion)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "listRequests", Method: http.MethodGet, Path: "/v1/sessions/{id}/requests", Tags: []string{"requests"},
+	&op[requestsInput, requestsOutput]{h: (*server).listRequests, opSpec: opSpec{
+		ID: "listRequests", Method: http.MethodGet, Path: "/v1/sessions/{id}/requests", Tag: "requests",
 		Summary: "List permission and question requests", Description: "In creation order.",
 		Errors: errs(http.StatusNotFound),
-	}, s.listRequests)
+	}},
 
-	huma.Register(api, huma.Operation{
-		OperationID: "listEvents", Method: http.MethodGet, Path: "/v1/sessions/{id}/events", Tags: []string{"events"},
+	&op[eventsInput, eventsOutput]{h: (*server).listEvents, opSpec: opSpec{
+		ID: "listEvents", Method: http.MethodGet, Path: "/v1/sessions/{id}/events", Tag: "events",
 		Summary:     "Read a session's events",
 		Description: "A page of the session's event log in seq order. Continue with after=next_after while has_more.",
 		Errors:      errs(http.StatusNotFound),
-	}, s.listEvents)
+	}},
 
-	s.registerStream(api)
-	s.registerExec(api)
-	s.registerNetwork(api)
-	registerPlainRoutes(api)
+	streamEventsOp,
 }
 
 func (s *server) fail(ctx context.Context, err error) error { return errorProblem(ctx, err) }

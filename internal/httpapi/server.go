@@ -11,12 +11,9 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
-
+	"github.com/agentbox/agentbox/api"
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/logging"
 	"github.com/agentbox/agentbox/internal/metrics"
@@ -34,52 +31,44 @@ type server struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	mux     *http.ServeMux
-	// spec renders the OpenAPI document on first use: it costs more than
-	// the rest of start-up together and most daemons never serve it.
-	spec func() []byte
 	// healthPrefix is the constant start of GET /v1/health's body (health.go).
 	healthPrefix []byte
 }
 
-// New returns the API handler. eng may be nil only to build the OpenAPI
-// document (GET /openapi.json); m and log may be nil.
-//
-// The first call replaces huma's package-level error constructors
-// (huma.NewError, huma.NewErrorWithContext), once for the whole process, so
-// that the errors huma raises itself are problem documents; this also
-// affects any other huma API in the same program.
+// New returns the API handler. eng may be nil when only the routes that do
+// not use it are served (exec, processes, the OpenAPI document); m and log
+// may be nil.
 func New(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) http.Handler {
-	s, _ := newServer(cfg, eng, m, log)
+	s := newServer(cfg, eng, m, log)
 	return traced(s, cfg.Tracer, s.route)
 }
 
-func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) (*server, huma.API) {
+func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) *server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// Records logged with a request's context carry its id (req_id).
 	log = slog.New(logging.Handler(log.Handler()))
-	installHumaErrors()
 	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
 	s.healthPrefix = healthPrefix(s.cfg.Version)
-	api := humago.New(s.mux, humaConfig())
-	api.UseMiddleware(s.requireJSON(api))
-	s.register(api)
-	s.spec = sync.OnceValue(func() []byte { return marshalSpec(api.OpenAPI()) })
-
+	for _, o := range operations {
+		sp := o.spec()
+		s.mux.Handle(sp.Method+" "+sp.Path, o.handler(s))
+	}
+	// The committed contract, as built into the binary.
 	s.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/openapi+json")
-		_, _ = w.Write(s.spec())
+		_, _ = w.Write(api.OpenAPI)
 	})
 	if cfg.ACP != nil {
-		// A plain route, not a huma operation: the handler hijacks the
-		// connection after the upgrade.
+		// A plain route, not an operation of the table: the handler
+		// hijacks the connection after the upgrade.
 		s.mux.Handle("GET /v1/acp", cfg.ACP)
 	}
 	if m != nil {
 		s.mux.Handle("GET /metrics", m.Registry)
 	}
-	return s, api
+	return s
 }
 
 // reqInfo is the request-scoped state the middleware hands down. The
@@ -166,7 +155,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if pattern == patternHealth {
 		// Needs no token. The plain request takes a plain handler
-		// (health.go); anything else gets huma's validation.
+		// (health.go); anything else gets the operation's validation.
 		if r.URL.RawQuery == "" && r.ContentLength == 0 {
 			s.serveHealth(sw)
 			return
@@ -291,25 +280,6 @@ func (w *muxErrorWriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return w.statusWriter.Write(b)
-}
-
-// requireJSON answers 415 when an operation that takes a body gets one that
-// is not JSON. huma alone would accept a missing Content-Type.
-func (s *server) requireJSON(api huma.API) func(huma.Context, func(huma.Context)) {
-	return func(ctx huma.Context, next func(huma.Context)) {
-		op := ctx.Operation()
-		if op == nil || op.RequestBody == nil {
-			next(ctx)
-			return
-		}
-		r, _ := humago.Unwrap(ctx)
-		if r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
-			_ = huma.WriteErr(api, ctx, http.StatusUnsupportedMediaType,
-				"Request bodies must be application/json; got "+strconv.Quote(r.Header.Get("Content-Type"))+".")
-			return
-		}
-		next(ctx)
-	}
 }
 
 // isJSON reports whether a Content-Type is application/json or

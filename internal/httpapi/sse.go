@@ -5,17 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/agentbox/agentbox/event"
 )
@@ -27,7 +21,8 @@ type streamInput struct {
 }
 
 // ResumeParams is the resume point of every resumable event stream. It is
-// exported only so that huma sees its fields when it is embedded.
+// exported so that its fields are parameters where it is embedded (huma,
+// which documents the operations, skips unexported embedded structs).
 type ResumeParams struct {
 	LastEventID string `header:"Last-Event-ID" maxLength:"32" doc:"Resume after this seq: the id of the last event received. Sent by EventSource clients on reconnect; wins over after."`
 	After       string `query:"after" maxLength:"32" doc:"Resume after this seq (a decimal integer, 0 or more) when there is no Last-Event-ID. Default 0: from the oldest event still held."`
@@ -35,8 +30,8 @@ type ResumeParams struct {
 	from int64
 }
 
-// Resolve parses the resume point; the header wins over the query.
-func (in *ResumeParams) Resolve(huma.Context) []error {
+// check parses the resume point; the header wins over the query.
+func (in *ResumeParams) check() []error {
 	loc, v := "query.after", in.After
 	if in.LastEventID != "" {
 		loc, v = "header.Last-Event-ID", in.LastEventID
@@ -46,7 +41,7 @@ func (in *ResumeParams) Resolve(huma.Context) []error {
 	}
 	n, err := parseSeq(v)
 	if err != nil {
-		return []error{&huma.ErrorDetail{Location: loc, Message: err.Error(), Value: v}}
+		return []error{&fieldError{Location: loc, Message: err.Error(), Value: v}}
 	}
 	in.from = n
 	return nil
@@ -75,37 +70,20 @@ func parseSeq(s string) (int64, error) {
 	return n, nil
 }
 
-func (s *server) registerStream(api huma.API) {
-	reg := api.OpenAPI().Components.Schemas
-	eventRef := reg.Schema(reflect.TypeFor[event.Event](), true, "Event")
-	types := make([]any, len(event.Types))
-	for i, t := range event.Types {
-		types[i] = string(t)
-	}
-	op := huma.Operation{
-		OperationID: "streamEvents", Method: http.MethodGet, Path: "/v1/sessions/{id}/events/stream", Tags: []string{"events"},
-		Summary: "Follow a session's events (SSE)",
-		Description: "A Server-Sent Events stream of the session's events: first those after the resume point, " +
-			"then live ones as they happen, without gaps or repeats. Each event is sent as\n\n" +
-			"    id: <seq>\n    event: <type>\n    data: <the event as JSON, on one line>\n\n" +
-			"The stream starts with a `retry:` hint and carries `: ping` comment lines while idle. " +
-			"It stays open (also after the session ends) until the client disconnects; to resume, reconnect " +
-			"with Last-Event-ID (EventSource does this by itself) or ?after= set to the last seq received.",
-		Errors: errs(http.StatusNotFound),
-		Responses: sseResponse("The event stream.", &huma.Schema{
-			Type: huma.TypeObject,
-			Properties: map[string]*huma.Schema{
-				"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq."},
-				"event": {Type: huma.TypeString, Enum: types, Description: "The event's type."},
-				"data":  eventRef,
-			},
-			Required: []string{"id", "event", "data"},
-		}),
-	}
-	huma.Register(api, op, s.streamEvents)
-}
+var streamEventsOp = &op[streamInput, streamOutput]{h: (*server).streamEvents, opSpec: opSpec{
+	ID: "streamEvents", Method: http.MethodGet, Path: "/v1/sessions/{id}/events/stream", Tag: "events",
+	Summary: "Follow a session's events (SSE)",
+	Description: "A Server-Sent Events stream of the session's events: first those after the resume point, " +
+		"then live ones as they happen, without gaps or repeats. Each event is sent as\n\n" +
+		"    id: <seq>\n    event: <type>\n    data: <the event as JSON, on one line>\n\n" +
+		"The stream starts with a `retry:` hint and carries `: ping` comment lines while idle. " +
+		"It stays open (also after the session ends) until the client disconnects; to resume, reconnect " +
+		"with Last-Event-ID (EventSource does this by itself) or ?after= set to the last seq received.",
+	Errors: errs(http.StatusNotFound),
+	Stream: streamEvents,
+}}
 
-func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.StreamResponse, error) {
+func (s *server) streamEvents(ctx context.Context, in *streamInput) (*streamOutput, error) {
 	return resumableStream(ctx, s, func(sctx context.Context) (<-chan event.Event, error) {
 		return s.eng.Subscribe(sctx, in.ID, in.from)
 	}, func(sctx context.Context, c *sseWriter, ch <-chan event.Event) {
@@ -120,16 +98,15 @@ func (s *server) streamEvents(ctx context.Context, in *streamInput) (*huma.Strea
 func resumableStream[E any](ctx context.Context, s *server,
 	subscribe func(context.Context) (<-chan E, error),
 	pump func(context.Context, *sseWriter, <-chan E),
-) (*huma.StreamResponse, error) {
+) (*streamOutput, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	ch, err := subscribe(sctx)
 	if err != nil {
 		cancel()
 		return nil, s.fail(ctx, err)
 	}
-	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+	return &streamOutput{Body: func(w http.ResponseWriter) {
 		defer cancel()
-		_, w := humago.Unwrap(hctx)
 		c := s.newSSE(w)
 		defer c.finish()
 		if c.begin(s.cfg.Retry) {
@@ -354,43 +331,4 @@ func (c *sseWriter) finish() {
 		c.ping.Stop()
 	}
 	_ = c.rc.SetWriteDeadline(time.Time{})
-}
-
-// sseResponse documents an event stream whose messages are items.
-func sseResponse(desc string, items *huma.Schema) map[string]*huma.Response {
-	return map[string]*huma.Response{
-		"200": {
-			Description: desc,
-			Headers: map[string]*huma.Header{
-				"Cache-Control":     {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no-cache"}}},
-				"X-Accel-Buffering": {Schema: &huma.Schema{Type: huma.TypeString, Examples: []any{"no"}}},
-			},
-			Content: map[string]*huma.MediaType{
-				"text/event-stream": {Schema: &huma.Schema{
-					Title:       "Server-Sent Events",
-					Description: "The stream as a sequence of messages, each serialized as UTF-8 text per the SSE specification.",
-					Type:        huma.TypeArray,
-					Items:       items,
-				}},
-			},
-		},
-	}
-}
-
-// sseOneOf is the message schema of a stream whose events are named in
-// events, each with its data schema.
-func sseOneOf(events map[string]*huma.Schema) *huma.Schema {
-	var variants []*huma.Schema
-	for _, name := range slices.Sorted(maps.Keys(events)) {
-		variants = append(variants, &huma.Schema{
-			Type: huma.TypeObject,
-			Properties: map[string]*huma.Schema{
-				"id":    {Type: huma.TypeInteger, Format: "int64", Description: "The event's seq, when it has one."},
-				"event": {Type: huma.TypeString, Enum: []any{name}},
-				"data":  events[name],
-			},
-			Required: []string{"event", "data"},
-		})
-	}
-	return &huma.Schema{OneOf: variants}
 }
