@@ -289,7 +289,7 @@ func (s *Store) open(ctx context.Context, fresh bool) error {
 	if err := migrate(ctx, conn); err != nil {
 		return err
 	}
-	first, epochDone, err := s.openEpoch(ctx, conn, fresh)
+	first, err := s.openEpoch(ctx, conn, fresh)
 	if err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (s *Store) open(ctx context.Context, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	w.epochPending = !epochDone
+	w.epochPending = true
 	w.settlePending = fresh
 
 	s.rdb, err = sql.Open("sqlite", dsn(s.path,
@@ -324,10 +324,7 @@ func (s *Store) open(ctx context.Context, fresh bool) error {
 	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
 	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
 	s.rdb.SetConnMaxIdleTime(0)
-	if err := s.reads.prepare(ctx, s.rdb); err != nil {
-		w.close()
-		return err
-	}
+	s.reads.init(s.rdb)
 	s.cdb, err = sql.Open("sqlite", dsn(s.path,
 		"busy_timeout("+busy+")",
 		"synchronous(NORMAL)", // which syncs around checkpoints
