@@ -33,18 +33,19 @@ type syncItem struct {
 	ops   []*op
 }
 
-// openEpoch syncs what an earlier run left in the files (a fresh database
-// has nothing of an earlier run: it is synced before its first write, see
-// fresh.go) and returns the first batch number of this run, in the epoch
+// openEpoch syncs what an earlier run left in the files, unless synced
+// says there is nothing to sync (a fresh database has nothing of an earlier
+// run: it is synced before its first write, see fresh.go; a database
+// closed clean was synced by its Close, see clean.go), and returns the first batch number of this run, in the epoch
 // after the one the file holds. It only reads the epoch: the writer writes
 // this run's before its first batch (startEpoch), so that a start writes
 // nothing (a run that writes nothing leaves nothing dirty for the next
 // start to sync, and a daemon started on a full disk still serves reads).
 // Nobody else writes the file, so the number read is the one the writer
 // writes.
-func (s *Store) openEpoch(ctx context.Context, conn *sql.Conn, fresh bool) (first int64, err error) {
+func (s *Store) openEpoch(ctx context.Context, conn *sql.Conn, synced bool) (first int64, err error) {
 	for _, name := range []string{s.path, s.path + "-wal"} {
-		if fresh {
+		if synced {
 			break
 		}
 		if err := s.syncPath(name); err != nil {

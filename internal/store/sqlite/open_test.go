@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -103,5 +105,70 @@ func TestEpochWithFirstWrite(t *testing.T) {
 	}
 	if c.synced.Load()>>32 <= s.synced.Load()>>32 {
 		t.Fatalf("the run after the crash wrote batch %#x, not after the crashed run's (%#x)", c.synced.Load(), s.synced.Load())
+	}
+}
+
+// TestCleanCloseSkipsSyncs checks when a start syncs what an earlier run
+// left (clean.go): not after a clean Close, which synced the files itself
+// (and then marks the lock file); after a crash (the files as a live store
+// has them, lock file included), before anything is read; after a Close
+// whose sync failed, too. What a crashed run acknowledged is there.
+func TestCleanCloseSkipsSyncs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agentbox.db")
+	files := []string{path, path + "-wal"}
+	opensWith := func(path string, fail func(string) error) (s *Store, atOpen []string) {
+		t.Helper()
+		l := &syncLog{fail: fail}
+		s = open(t, path, l.options(SyncFull))
+		return s, l.get()
+	}
+	s, _ := opensWith(path, nil)
+	createSession(t, s, "ses_1")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, synced := opensWith(path, nil)
+	if len(synced) != 0 {
+		t.Errorf("a start after a clean close synced %q", synced)
+	}
+	got, err := s.Append(t.Context(), "ses_1", delta(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash now: the files as they are, the lock file with them.
+	crashed := filepath.Join(t.TempDir(), "agentbox.db")
+	for _, suffix := range []string{"", "-wal", ".lock"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(crashed+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, synced := opensWith(crashed, nil)
+	if want := []string{crashed, crashed + "-wal"}; !slices.Equal(synced, want) {
+		t.Errorf("a start after a crash synced %q, want %q", synced, want)
+	}
+	evs, err := c.Events(t.Context(), "ses_1", 0, 0)
+	if err != nil || len(evs) != 1 || evs[0].Seq != got[0].Seq {
+		t.Errorf("after the crash: %v, seqs %v, want the acknowledged %d", err, seqsOf(evs), got[0].Seq)
+	}
+	// A close whose sync fails leaves no mark.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = opensWith(path, nil)
+	l := &syncLog{fail: func(name string) error {
+		if name == path+"-wal" {
+			return errors.New("injected")
+		}
+		return nil
+	}}
+	s.opts.fileSyncHook = l.options(SyncFull).fileSyncHook
+	_ = s.Close()
+	if _, synced = opensWith(path, nil); !slices.Equal(synced, files) {
+		t.Errorf("a start after a close whose sync failed synced %q, want %q", synced, files)
 	}
 }
