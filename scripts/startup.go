@@ -3,8 +3,11 @@
 // startup measures a daemon's start and idle footprint: it starts
 // `BINARY serve` on a fresh data directory N times (with -existing, N times
 // on one data directory a first start made) and reports, as medians, the
-// time from exec to the first 200 of GET /v1/health, and the VmRSS of the
-// daemon 1 s after its start. serve --log-level debug logs where the time
+// time from exec to the first 200 of GET /v1/health, the CPU time the
+// daemon's threads ran until then (from /proc/PID/task/*/schedstat: unlike
+// the time, it hardly depends on the machine's load), and the daemon's
+// memory 1 s after its start: VmRSS, split into RssAnon and RssFile (the
+// binary's pages), and its Pss. serve --log-level debug logs where the time
 // of a start goes ("start-up trace").
 //
 //	go run scripts/startup.go [-n 15] [-existing] BINARY
@@ -41,46 +44,75 @@ func main() {
 			os.Exit(1)
 		}
 		defer os.RemoveAll(dir)
-		if _, _, err := once(flag.Arg(0), dir, false); err != nil {
+		if _, err := once(flag.Arg(0), dir, false); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
-	var starts []time.Duration
-	var rss []int
+	var starts, cpus []time.Duration
+	var mems []memory
 	for range *n {
-		s, r, err := once(flag.Arg(0), dir, true)
+		r, err := once(flag.Arg(0), dir, true)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		starts = append(starts, s)
-		rss = append(rss, r)
+		starts = append(starts, r.start)
+		cpus = append(cpus, r.cpu)
+		mems = append(mems, r.mem)
 	}
-	slices.Sort(starts)
-	slices.Sort(rss)
-	fmt.Printf("start -> first healthy: median %.2f ms (min %.2f, max %.2f)\n",
-		ms(starts[len(starts)/2]), ms(starts[0]), ms(starts[len(starts)-1]))
-	fmt.Printf("idle RSS 1 s after start: median %.1f MiB (min %.1f, max %.1f)\n",
-		kib(rss[len(rss)/2]), kib(rss[0]), kib(rss[len(rss)-1]))
+	for _, d := range []struct {
+		name string
+		v    []time.Duration
+	}{{"start -> first healthy", starts}, {"CPU until first healthy", cpus}} {
+		slices.Sort(d.v)
+		fmt.Printf("%s: median %.2f ms (min %.2f, max %.2f)\n", d.name,
+			ms(d.v[len(d.v)/2]), ms(d.v[0]), ms(d.v[len(d.v)-1]))
+	}
+	for _, m := range []struct {
+		name string
+		kb   func(memory) int
+	}{
+		{"idle RSS 1 s after start", func(m memory) int { return m.rss }},
+		{"  of which RssAnon", func(m memory) int { return m.anon }},
+		{"  of which RssFile", func(m memory) int { return m.file }},
+		{"idle Pss 1 s after start", func(m memory) int { return m.pss }},
+	} {
+		v := make([]int, len(mems))
+		for i := range mems {
+			v[i] = m.kb(mems[i])
+		}
+		slices.Sort(v)
+		fmt.Printf("%s: median %.1f MiB (min %.1f, max %.1f)\n", m.name, kib(v[len(v)/2]), kib(v[0]), kib(v[len(v)-1]))
+	}
 }
+
+// result is what once measures.
+type result struct {
+	start, cpu time.Duration
+	mem        memory
+}
+
+// memory is a process's memory in KiB.
+type memory struct{ rss, anon, file, pss int }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func kib(k int) float64          { return float64(k) / 1024 }
 
-// once starts bin on dir (a new directory when ""), and measures when
-// idle asks for the RSS.
-func once(bin, dir string, idle bool) (time.Duration, int, error) {
+// once starts bin on dir (a new directory when ""), and measures the
+// memory when idle asks for it.
+func once(bin, dir string, idle bool) (result, error) {
+	var r result
 	if dir == "" {
 		var err error
 		if dir, err = os.MkdirTemp("", "startup-"); err != nil {
-			return 0, 0, err
+			return r, err
 		}
 		defer os.RemoveAll(dir)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
@@ -89,47 +121,75 @@ func once(bin, dir string, idle bool) (time.Duration, int, error) {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	defer func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		_ = cmd.Wait()
 	}()
-	var start time.Duration
 	for {
 		if time.Since(t0) > 10*time.Second {
-			return 0, 0, fmt.Errorf("%s: not healthy after 10 s", bin)
+			return r, fmt.Errorf("%s: not healthy after 10 s", bin)
 		}
 		resp, err := client.Get("http://" + addr + "/v1/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				start = time.Since(t0)
+				r.start = time.Since(t0)
 				break
 			}
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+	r.cpu = onCPU(cmd.Process.Pid)
 	if !idle {
-		return start, 0, nil
+		return r, nil
 	}
 	time.Sleep(time.Until(t0.Add(time.Second)))
-	r, err := vmRSS(cmd.Process.Pid)
-	return start, r, err
+	r.mem, err = memoryOf(cmd.Process.Pid)
+	return r, err
 }
 
-// vmRSS is the process's VmRSS in KiB.
-func vmRSS(pid int) (int, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+// onCPU is the time the threads of process pid ran so far (those that
+// exited are not counted: the daemon's all live at start).
+func onCPU(pid int) time.Duration {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			v, _ := strconv.ParseInt(f[0], 10, 64)
+			ns += v
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for %d", pid)
+	return time.Duration(ns)
+}
+
+// memoryOf reads process pid's VmRSS, RssAnon and RssFile (status) and
+// Pss (smaps_rollup).
+func memoryOf(pid int) (memory, error) {
+	var m memory
+	fields := map[string]*int{"VmRSS:": &m.rss, "RssAnon:": &m.anon, "RssFile:": &m.file, "Pss:": &m.pss}
+	for _, name := range []string{"status", "smaps_rollup"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/%s", pid, name))
+		if err != nil {
+			return m, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text()) // "Name:", value, "kB"
+			if p, ok := fields[f[0]]; ok && *p == 0 && len(f) > 1 {
+				*p, _ = strconv.Atoi(f[1])
+			}
+		}
+		f.Close()
+	}
+	if m.rss == 0 {
+		return m, fmt.Errorf("no VmRSS for %d", pid)
+	}
+	return m, nil
 }

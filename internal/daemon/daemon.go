@@ -320,6 +320,14 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{}), trace: trace}
 	var cu cleanup
 	defer cu.run() // a no-op once released
+	// The store opens on another goroutine from here, beside every step
+	// that does not need it (tracing, policy, audit, egress, execution,
+	// the API's routes): opening it is the longest step of a start. The
+	// engine is the first to need it, and waits for it (awaitStore).
+	awaitStore, err := d.openStore(ctx, &cu)
+	if err != nil {
+		return nil, err
+	}
 	if err := d.buildTracing(&cu); err != nil {
 		return nil, err
 	}
@@ -340,7 +348,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	api := make(chan http.Handler, 1)
 	go func() { api <- d.newHandler(eng) }()
 	cu.add(func() { <-api })
-	if err := d.openStore(ctx, &cu); err != nil {
+	if err := d.awaitStore(awaitStore); err != nil {
 		return nil, err
 	}
 	trace.step("store")
@@ -430,21 +438,51 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 	return cfg, tokenFile, nil
 }
 
-// openStore opens the SQLite store.
-func (d *Daemon) openStore(ctx context.Context, cu *cleanup) error {
+// openedStore is the outcome of openStore's goroutine.
+type openedStore struct {
+	st   *sqlite.Store
+	err  error
+	took time.Duration
+}
+
+// openStore starts opening the SQLite store on another goroutine; await
+// gives its outcome (awaitStore). The cleanup waits for the opening and
+// closes what it opened.
+func (d *Daemon) openStore(ctx context.Context, cu *cleanup) (await func() openedStore, err error) {
 	if err := failStep("store"); err != nil {
-		return err
+		return nil, err
 	}
 	opts := sqlite.Options{}
 	if d.cfg.SyncNormal {
 		opts.Sync = sqlite.SyncNormal
 	}
-	st, err := sqlite.Open(ctx, d.cfg.DBPath, opts)
-	if err != nil {
-		return fmt.Errorf("open store %s: %w", d.cfg.DBPath, err)
+	path := d.cfg.DBPath
+	c := make(chan openedStore, 1)
+	go func() {
+		start := time.Now()
+		st, err := sqlite.Open(ctx, path, opts)
+		if err != nil {
+			err = fmt.Errorf("open store %s: %w", path, err)
+		}
+		c <- openedStore{st: st, err: err, took: time.Since(start)}
+	}()
+	await = sync.OnceValue(func() openedStore { return <-c })
+	cu.add(func() {
+		if o := await(); o.st != nil {
+			_ = o.st.Close()
+		}
+	})
+	return await, nil
+}
+
+// awaitStore waits for the store openStore opens, and keeps it.
+func (d *Daemon) awaitStore(await func() openedStore) error {
+	o := await()
+	d.trace.beside("store_open", o.took)
+	if o.err != nil {
+		return o.err
 	}
-	cu.add(func() { _ = st.Close() })
-	d.st = st
+	d.st = o.st
 	return nil
 }
 
@@ -825,7 +863,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.trace.step("serve")
 	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", auth,
 		"start", d.trace.total().Round(10*time.Microsecond))
-	d.log.Debug("start-up trace", d.trace.steps...)
+	d.log.Debug("start-up trace", d.trace.attrs()...)
 	// What no request needs before the first sandbox starts now, beside
 	// the first requests. The deathwatch: the first record of an
 	// artefact waits for it (guardDeathwatch), and a daemon that cannot
@@ -845,11 +883,15 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		// built-in one) and hash, now rather than in the first session
 		// or execution that needs them.
 		d.resolver()
+		// The start is done: its garbage goes (memory.go).
+		releaseStartGarbage()
 	}()
 	d.warm.Add(1)
 	go func() {
 		defer d.warm.Done()
 		d.logProbe(ctx)
+		// And the probe's, which runs for as long as runsc takes.
+		releaseStartGarbage()
 	}()
 	select {
 	case err := <-watchErr:

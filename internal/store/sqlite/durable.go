@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"github.com/agentbox/agentbox/internal/errkind"
 )
 
 // Durability. The writer's connection runs with synchronous=NORMAL: a commit
@@ -21,9 +19,9 @@ import (
 // every event and request row carries the number of the batch that wrote it
 // (and a resolved request the number of the batch that resolved it), and
 // readers ignore what batches after Store.synced wrote. Batch numbers are
-// epoch<<32 | n, where the epoch goes up each time the store opens, after
-// syncing whatever the previous run left: rows from earlier runs are always
-// visible.
+// epoch<<32 | n, where the epoch goes up with the first batch of each run
+// (openEpoch), which a store opens after syncing whatever the previous run
+// left: rows from earlier runs are always visible.
 //
 // Checkpoints do not weaken this: SQLite syncs the log before it copies
 // pages into the database file, and starts the log over only once every
@@ -35,40 +33,34 @@ type syncItem struct {
 	ops   []*op
 }
 
-// openEpoch syncs what an earlier run left in the files (a fresh database
-// has nothing of an earlier run: it is synced before its first write, see
-// fresh.go), starts a new epoch and returns the first batch number of this
-// run. On a full disk the epoch
-// cannot be written: then done is false, first is the number the epoch will
-// have (nobody else writes the file), and the writer starts the epoch before
-// its first batch (startEpoch), so that a daemon started on a full disk
-// still serves reads.
-func (s *Store) openEpoch(ctx context.Context, conn *sql.Conn, fresh bool) (first int64, done bool, err error) {
+// openEpoch syncs what an earlier run left in the files, unless synced
+// says there is nothing to sync (a fresh database has nothing of an earlier
+// run: it is synced before its first write, see fresh.go; a database
+// closed clean was synced by its Close, see clean.go), and returns the first batch number of this run, in the epoch
+// after the one the file holds. It only reads the epoch: the writer writes
+// this run's before its first batch (startEpoch), so that a start writes
+// nothing (a run that writes nothing leaves nothing dirty for the next
+// start to sync, and a daemon started on a full disk still serves reads).
+// Nobody else writes the file, so the number read is the one the writer
+// writes.
+func (s *Store) openEpoch(ctx context.Context, conn *sql.Conn, synced bool) (first int64, err error) {
 	for _, name := range []string{s.path, s.path + "-wal"} {
-		if fresh {
+		if synced {
 			break
 		}
 		if err := s.syncPath(name); err != nil {
-			return 0, false, err
+			return 0, err
 		}
 	}
 	var epoch int64
-	err = conn.QueryRowContext(ctx,
-		"UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value").Scan(&epoch)
-	if err == nil {
-		return epoch << 32, true, nil
-	}
-	if err := classify(err); !errors.Is(err, errkind.StorageFull) {
-		return 0, false, fmt.Errorf("start epoch: %w", err)
-	}
 	if err := conn.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'epoch'").Scan(&epoch); err != nil {
-		return 0, false, fmt.Errorf("read epoch: %w", err)
+		return 0, fmt.Errorf("read epoch: %w", err)
 	}
-	return (epoch + 1) << 32, false, nil
+	return (epoch + 1) << 32, nil
 }
 
-// startEpoch is the write openEpoch could not do; the writer runs it before
-// its first batch.
+// startEpoch writes the epoch openEpoch read, plus one; the writer runs it
+// before its first batch.
 func (w *writer) startEpoch() error {
 	var epoch int64
 	if err := w.conn.QueryRowContext(w.ctx,

@@ -13,11 +13,11 @@ import (
 // host they were most of the daemon's start.
 //
 // So a new database (an empty file) is made with synchronous=OFF, which
-// syncs nothing, and switched to NORMAL once its schema and epoch are in.
+// syncs nothing, and switched to NORMAL once its schema is in.
 // The writer then syncs, before it writes its first batch (so before any
 // write is acknowledged, with SyncFull or SyncNormal): the database file
 // (page 1, which the switch to WAL wrote: SQLite discards a log beside an
-// empty database file), the log (its header, the schema, the epoch) and
+// empty database file), the log (its header, the schema) and
 // the directory (the files' names). A power loss before that loses nothing
 // anyone was told is stored, and leaves a database the next start opens:
 //   - an empty file, or a hot journal that rolls back to one: made again;

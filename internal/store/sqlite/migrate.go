@@ -53,11 +53,21 @@ func migrations() ([]migration, error) {
 
 // migrate applies the embedded migrations the database has not seen yet, all
 // in one immediate transaction, and refuses a database written by a newer
-// version of the program.
+// version of the program. A database that is up to date, as it is on
+// every start but the first after an upgrade, takes one read and no write
+// transaction.
 func migrate(ctx context.Context, conn *sql.Conn) (err error) {
 	ms, err := migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	// Only the single writer connection writes the file, so a version
+	// read here stays true; any failure (no table yet) takes the full
+	// path, which reads it again inside its transaction.
+	var current int
+	if conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&current) == nil &&
+		current == len(ms) {
+		return nil
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -77,7 +87,6 @@ func migrate(ctx context.Context, conn *sql.Conn) (err error) {
 	) STRICT`); err != nil {
 		return err
 	}
-	var current int
 	if err := conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&current); err != nil {
 		return err
 	}

@@ -204,6 +204,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
+	clean := takeCleanMark(lock)
 	s := &Store{
 		lock:        lock,
 		path:        abs,
@@ -219,14 +220,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	// An empty file is a new database (SQLite too sees no database in
 	// it, whatever else lies beside it): see fresh.go.
-	if err := s.open(ctx, fi.Size() == 0); err != nil {
-		_ = s.closeDBs() // best effort: the open error is the one to report
+	if err := s.open(ctx, fi.Size() == 0, clean); err != nil {
+		_ = s.closeDBs(false) // best effort: the open error is the one to report
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
 	return s, nil
 }
 
-func (s *Store) open(ctx context.Context, fresh bool) error {
+func (s *Store) open(ctx context.Context, fresh, clean bool) error {
 	busy := strconv.FormatInt(s.opts.BusyTimeout.Milliseconds(), 10)
 
 	pragmas := []string{"busy_timeout(" + busy + ")"}
@@ -289,7 +290,7 @@ func (s *Store) open(ctx context.Context, fresh bool) error {
 	if err := migrate(ctx, conn); err != nil {
 		return err
 	}
-	first, epochDone, err := s.openEpoch(ctx, conn, fresh)
+	first, err := s.openEpoch(ctx, conn, fresh || clean)
 	if err != nil {
 		return err
 	}
@@ -310,7 +311,7 @@ func (s *Store) open(ctx context.Context, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	w.epochPending = !epochDone
+	w.epochPending = true
 	w.settlePending = fresh
 
 	s.rdb, err = sql.Open("sqlite", dsn(s.path,
@@ -324,10 +325,7 @@ func (s *Store) open(ctx context.Context, fresh bool) error {
 	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
 	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
 	s.rdb.SetConnMaxIdleTime(0)
-	if err := s.reads.prepare(ctx, s.rdb); err != nil {
-		w.close()
-		return err
-	}
+	s.reads.init(s.rdb)
 	s.cdb, err = sql.Open("sqlite", dsn(s.path,
 		"busy_timeout("+busy+")",
 		"synchronous(NORMAL)", // which syncs around checkpoints
@@ -378,10 +376,12 @@ func (s *Store) Close() error {
 	<-s.ckptDone
 	close(s.quit)
 	s.subs.Wait()
-	return s.closeDBs()
+	return s.closeDBs(true)
 }
 
-func (s *Store) closeDBs() error {
+// closeDBs closes the connections, the log file and the lock; clean (a
+// Close, not a failed Open) marks the lock file first (clean.go).
+func (s *Store) closeDBs(clean bool) error {
 	var errs []error
 	s.reads.close()
 	if s.rdb != nil {
@@ -395,6 +395,9 @@ func (s *Store) closeDBs() error {
 	}
 	if s.wal != nil {
 		errs = append(errs, s.wal.Close())
+	}
+	if clean && errors.Join(errs...) == nil {
+		s.putCleanMark()
 	}
 	if s.lock != nil {
 		errs = append(errs, s.lock.Close())

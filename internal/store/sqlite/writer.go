@@ -115,8 +115,7 @@ type writer struct {
 	walPages, logPages, rowBytes int
 	// batch is the number of the batch being written (see durable.go).
 	batch int64
-	// epochPending: the store opened on a full disk and this run's epoch
-	// is not written yet (see openEpoch).
+	// epochPending: this run's epoch is not written yet (see openEpoch).
 	epochPending bool
 	// settlePending: the database is new and not synced yet (fresh.go).
 	settlePending bool

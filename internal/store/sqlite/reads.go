@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"sync/atomic"
+)
+
+// readStmts are the statements of the read pool, each prepared on its
+// first use rather than when the store opens: preparing parses the schema
+// and compiles the statement, work no start needs (a daemon answers its
+// first requests, GET /v1/health among them, before any of these runs).
+type readStmts struct {
+	events, sessionExists   *lazyStmt
+	session, sessionCreated *lazyStmt
+	request, requests       *lazyStmt
+	all                     []*lazyStmt
+}
+
+func (r *readStmts) init(db *sql.DB) {
+	stmt := func(query string) *lazyStmt {
+		l := &lazyStmt{db: db, query: query}
+		r.all = append(r.all, l)
+		return l
+	}
+	r.events = stmt(`SELECT ` + eventCols + ` FROM events
+		WHERE session_id = ? AND seq > ? AND batch <= ? ORDER BY seq LIMIT ?`)
+	r.sessionExists = stmt(`SELECT 1 FROM sessions WHERE id = ?`)
+	r.session = stmt(`SELECT ` + sessionCols + ` FROM sessions WHERE id = ?`)
+	r.sessionCreated = stmt(`SELECT created_at FROM sessions WHERE id = ?`)
+	r.request = stmt(`SELECT ` + requestCols + ` FROM requests
+		WHERE session_id = ?1 AND id = ?2 AND batch <= ?3`)
+	r.requests = stmt(`SELECT ` + requestCols + ` FROM requests
+		WHERE session_id = ?1 AND batch <= ?3
+		AND (?2 = '' OR ?2 = CASE WHEN resolved_batch <= ?3 THEN state ELSE 'pending' END)
+		ORDER BY seq`)
+}
+
+// close finalizes the statements prepared so far. The store calls it once
+// no call is in progress and none can start (Close).
+func (r *readStmts) close() {
+	for _, l := range r.all {
+		if st := l.st.Load(); st != nil {
+			_ = st.Close() // finalizing a statement reports nothing worth acting on
+		}
+	}
+	r.all = nil
+}
+
+// lazyStmt is a statement of the read pool prepared on first use. A
+// failed preparation is not kept: the query then runs unprepared, which
+// answers the same rows or the same error, and the next use tries again.
+type lazyStmt struct {
+	db    *sql.DB
+	query string
+	mu    sync.Mutex // serialises preparations
+	st    atomic.Pointer[sql.Stmt]
+}
+
+func (l *lazyStmt) get(ctx context.Context) (*sql.Stmt, error) {
+	if st := l.st.Load(); st != nil {
+		return st, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st := l.st.Load(); st != nil {
+		return st, nil
+	}
+	st, err := l.db.PrepareContext(ctx, l.query)
+	if err != nil {
+		return nil, err
+	}
+	l.st.Store(st)
+	return st, nil
+}
+
+// QueryContext is sql.Stmt's.
+func (l *lazyStmt) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return l.db.QueryContext(ctx, l.query, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// QueryRowContext is sql.Stmt's.
+func (l *lazyStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	st, err := l.get(ctx)
+	if err != nil {
+		return l.db.QueryRowContext(ctx, l.query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
