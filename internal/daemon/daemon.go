@@ -340,8 +340,8 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	// The API's routes are built on another goroutine while the store
-	// opens: both take milliseconds of CPU (huma reflects on the types of
-	// every operation; SQLite parses the schema), and neither needs the
+	// opens (about 0.4 ms of CPU: the operation table's handlers; the
+	// validator's schemas load on first use), and neither needs the
 	// other. The API gets the engine once it exists, before it serves
 	// anything (lateEngine).
 	eng := &lateEngine{}

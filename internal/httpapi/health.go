@@ -11,14 +11,15 @@ import (
 	"github.com/agentbox/agentbox/event"
 )
 
-// GET /v1/health is served by this plain handler, not by huma: it is the
-// route polled most (load balancers, readiness probes, clients waiting for
-// the daemon) and the one whose latency is compared with other daemons, and
-// huma's generic path (input parsing, response negotiation, a reflective
-// JSON encoding) costs several times the work itself. The operation stays
-// registered with huma, which documents it in the OpenAPI spec;
-// TestHealthFastPath checks that both agree. A request with a query or a
-// body goes to huma, which validates it.
+// GET /v1/health is served by this plain handler, not by the operation
+// adapter (operation.go): it is the route polled most (load balancers,
+// readiness probes, clients waiting for the daemon) and the one whose
+// latency is compared with other daemons, and the generic path (input
+// parsing and validation, a reflective JSON encoding) costs several times
+// the work itself. The operation stays in the table, which documents it in
+// api/openapi.json; TestHealthFastPath checks that this handler, the
+// adapter and huma (which generates the document, in tests) agree. A
+// request with a query or a body goes to the adapter, which validates it.
 //
 // The plain request is served first thing in ServeHTTP (serveHealthFast),
 // before the general middleware, with only what applies to it: the Host
@@ -35,7 +36,7 @@ import (
 // healthPrefix returns the constant start of the health body, up to the
 // uptime's value.
 func healthPrefix(version string) []byte {
-	// As huma encodes: no HTML escaping.
+	// As the adapter encodes: no HTML escaping.
 	var v bytes.Buffer
 	enc := json.NewEncoder(&v)
 	enc.SetEscapeHTML(false)
@@ -47,7 +48,7 @@ func healthPrefix(version string) []byte {
 	return append(b, `,"uptime_ms":`...)
 }
 
-// serveHealth writes the client.Health document, as huma would.
+// serveHealth writes the client.Health document, as the adapter would.
 func (s *server) serveHealth(w http.ResponseWriter) {
 	b := make([]byte, 0, len(s.healthPrefix)+24)
 	b = append(b, s.healthPrefix...)
