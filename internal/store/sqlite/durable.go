@@ -6,14 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 )
 
 // Durability. The writer's connection runs with synchronous=NORMAL: a commit
 // writes the batch's pages to the write-ahead log without waiting for the
-// disk. With SyncFull the syncer goroutine then fsyncs the log, and only then
+// disk. With SyncFull a syncer goroutine then fsyncs the log, and only then
 // are the batch's callers answered and its events published. Meanwhile the
 // writer already commits the next batch, so the disk's flush latency overlaps
 // the next batch's work instead of adding to it.
+//
+// Several syncers (syncers) run at once, each through its own file
+// description of the log: while one waits for the disk, the next batch,
+// committed meanwhile, need not wait for that sync to end before its own
+// starts (concurrent fsyncs of one file overlap on the device; with one
+// syncer a batch waited for the sync in progress, then for its own). A sync
+// that returns covers every batch committed before it started, whichever
+// syncer started it, so batches are answered strictly in commit order: the
+// committed batches wait in pending, and a syncer that returns answers those
+// up to the last one committed before its sync began. Each syncer has its own
+// file description because Linux reports a failed writeback once per file
+// description: a syncer whose fsync succeeds has not had an error taken from
+// it by another, so its success means every page written before it started
+// reached the disk. Once any sync has failed, no later success answers
+// anything (see syncLog).
 //
 // Rows committed but not yet synced are visible to other connections, so
 // every event and request row carries the number of the batch that wrote it
@@ -110,58 +127,113 @@ func syncFile(name string) error {
 	return nil
 }
 
-// durable takes a committed batch: with a syncer it queues it, without one
-// (SyncNormal) the commit is all the durability there is.
+// syncers is how many syncs of the log may be in flight at once.
+const syncers = 2
+
+// openSyncFiles opens the further syncers' file descriptions of the log
+// (s.wal is the first's) and the queue that feeds the syncers.
+func (s *Store) openSyncFiles() error {
+	for range syncers - 1 {
+		f, err := os.OpenFile(s.path+"-wal", os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		s.syncWAL = append(s.syncWAL, f)
+	}
+	s.syncQ = make(chan int64)
+	return nil
+}
+
+// startSyncers starts one syncer per file description of the log; syncDone
+// is closed when all have stopped.
+func (s *Store) startSyncers() {
+	var wg sync.WaitGroup
+	for _, f := range append([]*os.File{s.wal}, s.syncWAL...) {
+		wg.Go(func() { s.syncer(f) })
+	}
+	go func() {
+		wg.Wait()
+		close(s.syncDone)
+	}()
+}
+
+// durable takes a committed batch: with syncers it queues it (the send waits
+// while every syncer is busy, which bounds the batches committed and not yet
+// synced to syncers+1), without them (SyncNormal) the commit is all the
+// durability there is.
 func (s *Store) durable(it syncItem) {
 	if s.syncQ == nil {
 		s.synced.Store(it.batch)
 		s.finish(it.ops)
 		return
 	}
-	s.syncQ <- it
+	s.syncMu.Lock()
+	s.pending = append(s.pending, it)
+	s.syncMu.Unlock()
+	s.syncQ <- it.batch
 }
 
-// syncer syncs the log for whatever batches are queued, then makes them
-// visible, publishes their events and answers their callers, in commit
-// order.
-func (s *Store) syncer() {
-	defer close(s.syncDone)
-	var items []syncItem
-	for it := range s.syncQ {
-		items = append(items[:0], it)
+// syncer syncs the log through f for the batches committed so far, then
+// makes them visible, publishes their events and answers their callers, in
+// commit order. It stops when syncQ is closed.
+func (s *Store) syncer(f *os.File) {
+	for target := range s.syncQ {
+		// Batches committed while this syncer was busy: one sync
+		// covers them all.
 	more:
 		for {
 			select {
-			case it, ok := <-s.syncQ:
+			case b, ok := <-s.syncQ:
 				if !ok {
 					break more
 				}
-				items = append(items, it)
+				target = b
 			default:
 				break more
 			}
 		}
-		if err := s.syncLog(); err != nil {
+		err := s.syncLog(f)
+
+		s.finishMu.Lock()
+		if err == nil {
+			// Another syncer failed meanwhile: its failure may
+			// concern pages this sync saw written, so this success
+			// answers nothing either.
+			if p := s.broken.Load(); p != nil {
+				err = *p
+			}
+		}
+		s.syncMu.Lock()
+		n := 0
+		for n < len(s.pending) && s.pending[n].batch <= target {
+			n++
+		}
+		items := slices.Clone(s.pending[:n])
+		s.pending = slices.Delete(s.pending, 0, n)
+		s.syncMu.Unlock()
+		if err != nil {
 			for _, it := range items {
 				for _, o := range it.ops {
 					o.done <- err
 				}
 			}
-			clear(items)
-			continue
+		} else if n > 0 {
+			// Another syncer may have answered these batches
+			// already (its sync began later and ended sooner); then
+			// there is nothing left to do.
+			s.synced.Store(items[n-1].batch)
+			for _, it := range items {
+				s.finish(it.ops)
+			}
 		}
-		s.synced.Store(items[len(items)-1].batch)
-		for _, it := range items {
-			s.finish(it.ops)
-		}
-		clear(items)
+		s.finishMu.Unlock()
 	}
 }
 
-// syncLog syncs the write-ahead log, unless an earlier sync failed: then the
-// disk may have dropped what it was given, so nothing written since becomes
-// visible or is acknowledged, and the store refuses further writes.
-func (s *Store) syncLog() error {
+// syncLog syncs the write-ahead log through f, unless an earlier sync failed:
+// then the disk may have dropped what it was given, so nothing written since
+// becomes visible or is acknowledged, and the store refuses further writes.
+func (s *Store) syncLog(f *os.File) error {
 	if p := s.broken.Load(); p != nil {
 		return *p
 	}
@@ -170,7 +242,7 @@ func (s *Store) syncLog() error {
 		err = s.opts.syncHook()
 	}
 	if err == nil {
-		err = s.wal.Sync()
+		err = f.Sync()
 	}
 	if err != nil {
 		err = fmt.Errorf("sync write-ahead log: %w", err)

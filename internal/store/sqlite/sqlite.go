@@ -3,7 +3,7 @@
 //
 // One writer goroutine owns the only write connection. It takes whatever
 // operations are queued, never waiting for more, writes them in one
-// transaction and commits (group commit). With SyncFull the syncer goroutine
+// transaction and commits (group commit). With SyncFull a syncer goroutine
 // then syncs the write-ahead log, and only after that are the callers
 // answered and the events published to subscribers (durable.go). Checkpoints
 // run off the writer's path (checkpoint.go). Reads use a pool of read-only
@@ -103,9 +103,13 @@ type Store struct {
 
 	ops         chan *op
 	writerDone  chan struct{}
-	syncQ       chan syncItem // committed batches for the syncer; nil with SyncNormal
+	syncQ       chan int64 // the batch just committed, for a syncer; nil with SyncNormal
 	syncDone    chan struct{}
-	wal         *os.File     // the write-ahead log, for the syncer
+	wal         *os.File     // the write-ahead log, for the writer (grow.go) and the first syncer
+	syncWAL     []*os.File   // the log again, one file description per further syncer
+	syncMu      sync.Mutex   // guards pending
+	pending     []syncItem   // committed batches not yet answered, in commit order
+	finishMu    sync.Mutex   // held while answering batches, so that they are answered in order
 	synced      atomic.Int64 // the last batch whose rows readers may see
 	broken      atomic.Pointer[error]
 	ckptRequest chan bool            // the writer asks the checkpointer (see checkpoint.go)
@@ -304,7 +308,9 @@ func (s *Store) open(ctx context.Context, fresh, clean bool) error {
 		if s.wal, err = os.OpenFile(s.path+"-wal", os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 			return err
 		}
-		s.syncQ = make(chan syncItem)
+		if err := s.openSyncFiles(); err != nil {
+			return err
+		}
 	}
 	handedOver = true
 	w, err := newWriter(ctx, s, conn, first) // closes conn on failure
@@ -339,7 +345,7 @@ func (s *Store) open(ctx context.Context, fresh, clean bool) error {
 	go w.run()
 	go s.checkpointer(context.WithoutCancel(ctx))
 	if s.syncQ != nil {
-		go s.syncer()
+		s.startSyncers()
 	}
 	return nil
 }
@@ -395,6 +401,9 @@ func (s *Store) closeDBs(clean bool) error {
 	}
 	if s.wal != nil {
 		errs = append(errs, s.wal.Close())
+	}
+	for _, f := range s.syncWAL {
+		errs = append(errs, f.Close())
 	}
 	if clean && errors.Join(errs...) == nil {
 		s.putCleanMark()

@@ -23,6 +23,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(crashChildEnv); path != "" {
+		crashChild(path) // never returns
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,11 +94,13 @@ type writer struct {
 	// drained, and a statement interrupted halfway would fail its whole
 	// batch. (An operation's own context is checked before it is written,
 	// never passed to the database.)
-	ctx     context.Context
-	conn    *sql.Conn
-	st      writeStmts
-	inserts [rowsPerInsert + 1]*sql.Stmt // INSERTs of n event rows, prepared on first use
-	hook    func(batch []*op)            // tests only
+	ctx  context.Context
+	conn *sql.Conn
+	st   writeStmts
+	// inserts are the INSERTs of n event rows, prepared on first use on
+	// the driver's connection itself (see flush).
+	inserts [rowsPerInsert + 1]driver.Stmt
+	hook    func(batch []*op) // tests only
 
 	// last is the last committed seq of every session the writer has
 	// seen; a session missing here is looked up in the database.
@@ -108,7 +111,7 @@ type writer struct {
 	tent map[string]int64
 	undo []undoEntry
 	// rows holds the column values of event rows not yet written.
-	rows []any
+	rows []driver.NamedValue
 	// walPages estimates the pages committed since the last checkpoint
 	// request, logPages since the log last started over; rowBytes counts
 	// the event bytes of the transaction in progress.
@@ -191,10 +194,15 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 	return w, nil
 }
 
-// insert returns the statement inserting n event rows.
-func (w *writer) insert(n int) (*sql.Stmt, error) {
+// insert returns the statement inserting n event rows, prepared on dc, the
+// driver connection of w.conn.
+func (w *writer) insert(dc any, n int) (driver.StmtExecContext, error) {
 	if st := w.inserts[n]; st != nil {
-		return st, nil
+		return st.(driver.StmtExecContext), nil
+	}
+	pc, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, errors.New("the sqlite driver cannot prepare with a context")
 	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO events (session_id, " + eventCols + ", batch) VALUES ")
@@ -204,12 +212,17 @@ func (w *writer) insert(n int) (*sql.Stmt, error) {
 		}
 		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
-	st, err := w.conn.PrepareContext(w.ctx, b.String())
+	st, err := pc.PrepareContext(w.ctx, b.String())
 	if err != nil {
 		return nil, fmt.Errorf("prepare insert of %d events: %w", n, err)
 	}
+	ex, ok := st.(driver.StmtExecContext)
+	if !ok {
+		_ = st.Close() // unusable; nothing to report
+		return nil, errors.New("the sqlite driver cannot execute with a context")
+	}
 	w.inserts[n] = st
-	return st, nil
+	return ex, nil
 }
 
 func (w *writer) close() {
@@ -220,11 +233,16 @@ func (w *writer) close() {
 			_ = st.Close() // finalizing a statement reports nothing worth acting on
 		}
 	}
-	for _, st := range w.inserts {
-		if st != nil {
-			_ = st.Close() // likewise
+	// The inserts belong to the driver's connection, which only Raw
+	// lends.
+	_ = w.conn.Raw(func(any) error {
+		for _, st := range w.inserts {
+			if st != nil {
+				_ = st.Close() // likewise
+			}
 		}
-	}
+		return nil
+	})
 	// This returns the connection to wdb, whose Close (in closeDBs)
 	// reports what matters.
 	_ = w.conn.Close()
@@ -517,6 +535,8 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 
 // queueEvents assigns evs the seqs after last and queues their rows.
 func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, now time.Time) {
+	// Values shared by the rows are boxed once.
+	sid, batch := driver.Value(sessionID), driver.Value(w.batch)
 	for i := range evs {
 		ev := &evs[i]
 		ev.Seq = last + int64(i) + 1
@@ -525,32 +545,48 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 			ev.Time = now
 		}
 		w.rowBytes += 100 + len(ev.Data) + len(ev.Raw)
-		w.rows = append(w.rows, sessionID, ev.Seq,
-			ev.ID, ev.Time.UnixNano(), int64(ev.Schema), string(ev.Type), string(ev.Source),
-			ev.NativeSessionID, ev.TurnID, text(ev.Data), text(ev.Raw), w.batch)
+		w.rows = append(w.rows,
+			driver.NamedValue{Value: sid}, driver.NamedValue{Value: ev.Seq},
+			driver.NamedValue{Value: ev.ID}, driver.NamedValue{Value: ev.Time.UnixNano()},
+			driver.NamedValue{Value: int64(ev.Schema)}, driver.NamedValue{Value: string(ev.Type)},
+			driver.NamedValue{Value: string(ev.Source)}, driver.NamedValue{Value: ev.NativeSessionID},
+			driver.NamedValue{Value: ev.TurnID}, driver.NamedValue{Value: text(ev.Data)},
+			driver.NamedValue{Value: text(ev.Raw)}, driver.NamedValue{Value: batch})
 	}
 	w.setTent(sessionID, last+int64(len(evs)))
 }
 
-// flush writes the queued event rows.
+// flush writes the queued event rows. It runs the multi-row INSERTs on the
+// driver's connection directly: the rows are already the driver's values,
+// and database/sql would convert and copy every one of them (twelve per event)
+// again for each statement.
 func (w *writer) flush() error {
 	rows := w.rows
 	defer func() {
 		clear(rows)
 		w.rows = rows[:0]
 	}()
-	for off := 0; off < len(rows); {
-		n := min((len(rows)-off)/eventArgs, rowsPerInsert)
-		st, err := w.insert(n)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(w.ctx, rows[off:off+n*eventArgs]...); err != nil {
-			return fmt.Errorf("insert events: %w", err)
-		}
-		off += n * eventArgs
+	if len(rows) == 0 {
+		return nil
 	}
-	return nil
+	return w.conn.Raw(func(dc any) error {
+		for off := 0; off < len(rows); {
+			n := min((len(rows)-off)/eventArgs, rowsPerInsert)
+			st, err := w.insert(dc, n)
+			if err != nil {
+				return err
+			}
+			args := rows[off : off+n*eventArgs]
+			for i := range args {
+				args[i].Ordinal = i + 1
+			}
+			if _, err := st.ExecContext(w.ctx, args); err != nil {
+				return fmt.Errorf("insert events: %w", err)
+			}
+			off += n * eventArgs
+		}
+		return nil
+	})
 }
 
 // lastSeq returns the last seq of a session as seen inside the transaction
