@@ -68,10 +68,9 @@ func (e *emitter) value(indent int, at place) error {
 			// "key:" the collection starts on the next line.
 			switch {
 			case first && at == afterDash:
+				e.b.WriteByte(' ')
 			case first && at == afterKey:
 				e.b.WriteString("\n" + pad)
-			case first:
-				e.b.WriteString(pad)
 			default:
 				e.b.WriteString(pad)
 			}
@@ -100,7 +99,12 @@ func (e *emitter) value(indent int, at place) error {
 		e.b.WriteString(scalarText(t))
 	case json.Number:
 		e.space(at)
-		e.b.WriteString(t.String())
+		// 1e+21 is a string in YAML 1.1, which Parse refuses: 1.0e+21.
+		num := t.String()
+		if m, x, ok := strings.Cut(strings.ToLower(num), "e"); ok && !strings.Contains(m, ".") {
+			num = m + ".0e" + x
+		}
+		e.b.WriteString(num)
 	case bool:
 		e.space(at)
 		fmt.Fprint(&e.b, t)
@@ -121,16 +125,31 @@ func (e *emitter) space(at place) {
 }
 
 // scalarText writes s plain when it reads back as the same string, and
-// double-quoted (with JSON's escapes, which YAML shares) otherwise.
+// double-quoted otherwise, every character Parse refuses raw (controls,
+// a BOM) escaped.
 func scalarText(s string) string {
 	if plainSafe(s) {
 		return s
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r >= 0x7f && r < 0xa0 || r == '\uFEFF' || r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // plainSafe reports a string that a plain scalar holds as it is: made of

@@ -989,7 +989,12 @@ func (p *parser) float(n *Node) {
 	if err != nil || math.IsInf(f, 0) {
 		p.failAt(n.Line, n.Col, "%s: number out of range", n.Text)
 	}
-	n.Tag, n.Text = Float, strconv.FormatFloat(f, 'g', -1, 64)
+	// Canonical, and read back the same: 1.0e+21, not 1e+21.
+	t := strconv.FormatFloat(f, 'g', -1, 64)
+	if m, e, ok := strings.Cut(t, "e"); ok && !strings.Contains(m, ".") {
+		t = m + ".0e" + e
+	}
+	n.Tag, n.Text = Float, t
 }
 
 func isDigits(s string, base int) bool {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -81,7 +82,7 @@ func DecodeNode(n *Node, v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return errors.New("yamldoc: Decode needs a non-nil pointer")
 	}
-	tree, err := typed(n, rv.Type().Elem())
+	tree, err := typed(n, rv.Type().Elem(), "")
 	if err != nil {
 		return err
 	}
@@ -106,13 +107,26 @@ var (
 // place, a key that names no field of the struct its mapping decodes
 // into, and turns a number or boolean where t takes a string into the
 // string as written.
-func typed(n *Node, t reflect.Type) (any, error) {
+func typed(n *Node, t reflect.Type, path string) (any, error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	pt := reflect.PointerTo(t)
 	if pt.Implements(jsonUnmarshaler) {
 		return Value(n)
+	}
+	if !fits(n, t) && !pt.Implements(textUnmarshaler) {
+		where := ""
+		if path != "" {
+			where = path + ": "
+		}
+		return nil, &Error{Line: n.Line, Column: n.Col, Message: fmt.Sprintf("%swant %s, not %s", where, t, n)}
+	}
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
 	}
 	switch {
 	case n.Kind == Scalar && (t.Kind() == reflect.String || pt.Implements(textUnmarshaler)):
@@ -129,7 +143,7 @@ func typed(n *Node, t reflect.Type) (any, error) {
 			if !ok {
 				return nil, &Error{Line: kv.Key.Line, Column: kv.Key.Col, Message: fmt.Sprintf("unknown field %q (known: %s)", kv.Key.Text, strings.Join(fieldNames(t), ", "))}
 			}
-			v, err := typed(kv.Value, f.Type)
+			v, err := typed(kv.Value, f.Type, join(kv.Key.Text))
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +153,7 @@ func typed(n *Node, t reflect.Type) (any, error) {
 	case n.Kind == Mapping && t.Kind() == reflect.Map:
 		m := make(map[string]any, len(n.Pairs))
 		for _, kv := range n.Pairs {
-			v, err := typed(kv.Value, t.Elem())
+			v, err := typed(kv.Value, t.Elem(), join(kv.Key.Text))
 			if err != nil {
 				return nil, err
 			}
@@ -149,7 +163,7 @@ func typed(n *Node, t reflect.Type) (any, error) {
 	case n.Kind == Sequence && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
 		s := make([]any, len(n.Items))
 		for i, it := range n.Items {
-			v, err := typed(it, t.Elem())
+			v, err := typed(it, t.Elem(), path+"["+strconv.Itoa(i)+"]")
 			if err != nil {
 				return nil, err
 			}
@@ -158,6 +172,30 @@ func typed(n *Node, t reflect.Type) (any, error) {
 		return s, nil
 	}
 	return Value(n)
+}
+
+// fits reports whether n can be decoded into a t: null always, a
+// number only into a number, a collection only into its kind.
+func fits(n *Node, t reflect.Type) bool {
+	if n.Kind == Scalar && n.Tag == Null || t.Kind() == reflect.Interface {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return n.Kind == Scalar && n.Tag == Bool
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return n.Kind == Scalar && n.Tag == Int
+	case reflect.Float32, reflect.Float64:
+		return n.Kind == Scalar && (n.Tag == Int || n.Tag == Float)
+	case reflect.String:
+		return n.Kind == Scalar
+	case reflect.Struct, reflect.Map:
+		return n.Kind == Mapping
+	case reflect.Slice, reflect.Array:
+		return n.Kind == Sequence
+	}
+	return true
 }
 
 // field finds the exported field of t whose json name is name.

@@ -175,3 +175,44 @@ func TestPositions(t *testing.T) {
 		t.Errorf("positions %v, want %v", got, want)
 	}
 }
+
+func TestDecode(t *testing.T) {
+	type entry struct {
+		Name string            `json:"name"`
+		Args []string          `json:"args"`
+		Env  map[string]string `json:"env"`
+		On   bool              `json:"on"`
+		N    int               `json:"n"`
+	}
+	type file struct {
+		Entries []entry `json:"entries"`
+	}
+	var f file
+	src := "entries:\n  - name: a\n    args: [--port, 8080, true, 1.5]\n    env: {K: 1}\n    on: true\n    n: 0x10\n"
+	if err := Decode([]byte(src), &f, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	want := file{Entries: []entry{{Name: "a", Args: []string{"--port", "8080", "true", "1.5"}, Env: map[string]string{"K": "1"}, On: true, N: 16}}}
+	if !reflect.DeepEqual(f, want) {
+		t.Errorf("Decode = %+v, want %+v", f, want)
+	}
+	for _, tt := range []struct{ src, want string }{
+		{"entries:\n  - name: a\n    nmae: b\n", `3:5: unknown field "nmae" (known: name, args, env, on, n)`},
+		{"Entries: []\n", `1:1: unknown field "Entries" (known: entries)`},
+		{"entries:\n  - on: 'yes'\n", "2:9: entries[0].on: want bool, not a string"},
+		{"entries:\n  - n: [1]\n", "2:8: entries[0].n: want int, not a sequence"},
+		{"entries:\n  - n: 1.5\n", "2:8: entries[0].n: want int, not a number"},
+		{"entries: {a: 1}\n", "1:10: entries: want []yamldoc.entry, not a mapping"},
+		{"entries:\n  - env: {A: [x]}\n", "2:14: entries[0].env.A: want string, not a sequence"},
+	} {
+		var f file
+		if err := Decode([]byte(tt.src), &f, Limits{}); err == nil || err.Error() != tt.want {
+			t.Errorf("Decode(%q) = %v, want %s", tt.src, err, tt.want)
+		}
+	}
+	// An empty document leaves the value as it is.
+	f = file{Entries: []entry{{Name: "kept"}}}
+	if err := Decode([]byte("# nothing\n"), &f, Limits{}); err != nil || f.Entries[0].Name != "kept" {
+		t.Errorf("empty document: %v %+v", err, f)
+	}
+}
