@@ -94,6 +94,12 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", "version: 1\nversion: 1\n", []string{`p.yaml:2:1: key "version" given twice (first at 1:1)`}},
 		{"anchor", "version: 1\nresources: &r {pids: 3}\n", []string{
 			"p.yaml:2:12: resources: YAML anchors (&name) are not accepted"}},
+		{"octal or decimal", "version: 1\nresources:\n  pids: 010\n", []string{
+			"p.yaml:3:9: resources.pids: 010: a number with a leading zero is octal in YAML 1.1 and decimal in 1.2: quote it, or write it without the zero (or as 0o...)"}},
+		{"tab indentation", "version: 1\nresources:\n\tpids: 10\n", []string{
+			"p.yaml:3:1: resources: a tab in indentation: YAML indents with spaces only"}},
+		{"key twice in a flow", "version: 1\nenv: {set: {A: x, A: y}}\n", []string{
+			`p.yaml:2:19: env.set: key "A" given twice (first at 2:13)`}},
 		{"tag", "version: 1\nisolation: !!str process\n", []string{"p.yaml:2:12: isolation: YAML tags (!tag) are not accepted"}},
 		{"semantic", "version: 1\nfilesystem:\n  protected: [/abs, 'a**']\n  write: [/, /proc/x, /a/../b]\nnetwork:\n  deny: [10.0.0.1/8, 'x:0']\n", []string{
 			`p.yaml:3:15: filesystem.protected[0]: pattern "/abs": patterns are relative to the workspace; drop the leading /`,
