@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
 	"github.com/agentbox/agentbox/internal/credential"

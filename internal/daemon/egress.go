@@ -13,11 +13,10 @@ import (
 	"syscall"
 	"time"
 
-
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/yamldoc"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
 
 // DefaultNetworkAskTimeout is how long a sandboxed connection waits for a

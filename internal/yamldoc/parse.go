@@ -364,6 +364,9 @@ func (p *parser) scalar(flow bool) (n *Node, plainEnd bool) {
 		p.fail("unexpected %s", p.what())
 	case '-', ':':
 		if p.blankAt(1) || flow && strings.IndexByte(",[]{}", p.peek(1)) >= 0 {
+			if p.cur() == ':' {
+				p.fail("a null key (nothing before the colon)")
+			}
 			p.fail("unexpected %s", p.what())
 		}
 	case '#':
@@ -473,8 +476,13 @@ func (p *parser) quoted(n *Node) {
 		case c == '\\' && q == '"':
 			p.adv()
 			if p.cur() == '\n' {
+				// An escaped line break: nothing, but the empty lines
+				// after it are line feeds.
 				p.adv()
-				p.skipSpaces()
+				for p.skipSpaces(); p.cur() == '\n'; p.skipSpaces() {
+					b = append(b, '\n')
+					p.adv()
+				}
 				keep = len(b)
 				continue
 			}
@@ -589,6 +597,7 @@ func (p *parser) blockScalar(parent int) *Node {
 		more bool // more indented (or starting with a tab): kept as is when folded
 	}
 	var lines []textLine
+	lastBreak := false // the last text line ends with a line break
 	for !p.eof() {
 		si, sl, sc, sf := p.i, p.line, p.col, p.fresh
 		spaces := 0
@@ -623,6 +632,7 @@ func (p *parser) blockScalar(parent int) *Node {
 		}
 		text := string(p.src[start:p.i])
 		lines = append(lines, textLine{text: text, more: text[0] == ' ' || text[0] == '\t'})
+		lastBreak = !p.eof()
 		if !p.eof() {
 			p.adv()
 		}
@@ -657,11 +667,11 @@ func (p *parser) blockScalar(parent int) *Node {
 	switch {
 	case chomp == '-':
 	case chomp == '+':
-		if last >= 0 {
+		if last >= 0 && lastBreak {
 			b.WriteByte('\n')
 		}
 		b.WriteString(strings.Repeat("\n", trailing))
-	case last >= 0:
+	case last >= 0 && lastBreak:
 		b.WriteByte('\n')
 	}
 	n.Text = b.String()
@@ -774,7 +784,7 @@ func (p *parser) key(flow bool) *Node {
 	if p.cur() == ':' && !flow && !p.blankAt(1) && k.Style != Plain {
 		p.fail("a space must follow the colon after a key")
 	}
-	if p.cur() != ':' || k.Style == Plain && !p.blankAt(1) && !(flow && strings.IndexByte(",[]{}", p.peek(1)) >= 0) {
+	if p.cur() != ':' || k.Style == Plain && !p.blankAt(1) && !(flow && strings.IndexByte(",]}", p.peek(1)) >= 0) {
 		p.failAt(line, col, "want key: value")
 	}
 	return k

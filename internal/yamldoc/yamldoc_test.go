@@ -87,6 +87,7 @@ var refusalTests = []struct{ name, src, at, msg string }{
 	{"duplicate key, quoted", "a: 1\n'a': 2\n", "2:1", `key "a" given twice`},
 	{"duplicate key in a flow", "{a: 1, a: 2}", "1:8", `key "a" given twice (first at 1:2)`},
 	{"number key not as its value", "0x10: a\n", "1:1", "the key 0x10 reads as an integer 16: quote it"},
+	{"empty key", "[:]", "1:2", "a null key (nothing before the colon)"},
 	{"null key", "~: 1\n", "1:1", `a null key ("~")`},
 	{"tab indentation", "a:\n\tb: 1\n", "2:1", "a tab in indentation"},
 	{"tab after spaces", "a:\n  \tb: 1\n", "2:3", "a tab in indentation"},
