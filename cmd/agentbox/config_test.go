@@ -106,7 +106,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"bad duration", 0o600, "idle-timeout: 5\n", nil, ":1: idle-timeout"},
 		{"bad bool", 0o600, "sync-normal: perhaps\n", nil, ":1: sync-normal"},
 		{"list", 0o600, "cors-origins:\n  - a\n  - b\n", nil, ":1: cors-origins: want a single value"},
-		{"twice", 0o600, "listen: a\nlisten: b\n", nil, ":2:1: mapping key \"listen\" already defined"},
+		{"twice", 0o600, "listen: a\nlisten: b\n", nil, ":2:1: key \"listen\" given twice (first at 1:1)"},
 		{"not a mapping", 0o600, "- listen\n", nil, ":1: want a mapping"},
 		{"readable token", 0o644, "token: s3cret\n", nil, ":1: token in a file other users can read"},
 		{"bad env", 0o600, "", map[string]string{"AGENTBOX_MAX_LIVE_SESSIONS": "abc"}, "AGENTBOX_MAX_LIVE_SESSIONS=\"abc\""},

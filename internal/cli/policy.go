@@ -7,10 +7,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
 
 // policyCmd checks and shows sandbox policies. It works on local files and
@@ -170,7 +170,7 @@ global policy grants is an error naming the field and the global rule.`,
 			if a.json {
 				return printJSON(cmd.OutOrStdout(), p)
 			}
-			out, err := yaml.MarshalWithOptions(p, yaml.IndentSequence(true))
+			out, err := yamldoc.Marshal(p)
 			if err != nil {
 				return fmt.Errorf("print policy: %w", err)
 			}

@@ -1,21 +1,16 @@
 package daemon
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/acp"
 	"github.com/agentbox/agentbox/internal/credential"
-	"github.com/agentbox/agentbox/internal/doclimit"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
 
 // agentsFile is the file of --agents-file: agents added by configuration.
@@ -27,18 +22,18 @@ import (
 //	    args: [--acp]
 //	    env: {MY_AGENT_MODEL: fast}
 type agentsFile struct {
-	ACP []customACP `yaml:"acp"`
+	ACP []customACP `json:"acp"`
 }
 
 type customACP struct {
-	Name    string            `yaml:"name"`
-	Title   string            `yaml:"title"`
-	Command string            `yaml:"command"`
-	Args    []string          `yaml:"args"`
-	Env     map[string]string `yaml:"env"`
+	Name    string            `json:"name"`
+	Title   string            `json:"title"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
 	// FS lets the agent read and write files of the session's directory
 	// through agentbox (ACP fs/*), for agents that need it.
-	FS bool `yaml:"fs"`
+	FS bool `json:"fs"`
 }
 
 // loadAgentsFile reads path and returns its ACP agents; "" means none.
@@ -50,12 +45,9 @@ func loadAgentsFile(path string) ([]acp.Custom, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agents file: %w", err)
 	}
-	if err := doclimit.Check(b, doclimit.Default); err != nil {
-		return nil, fmt.Errorf("agents file %s:%w", path, err)
-	}
 	var f agentsFile
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("agents file %s: %w", path, err)
+	if err := yamldoc.Decode(b, &f, yamldoc.Default); err != nil {
+		return nil, fmt.Errorf("agents file %s:%w", path, err)
 	}
 	out := make([]acp.Custom, 0, len(f.ACP))
 	for i, a := range f.ACP {

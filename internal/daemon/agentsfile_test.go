@@ -25,11 +25,11 @@ func TestAgentsFile(t *testing.T) {
 		{name: "taken name", src: "acp:\n  - name: mock\n    command: /bin/true\n", wantErr: `agent "mock" is already defined`},
 		{name: "name not plain", src: "acp:\n  - name: ../x\n    command: /bin/true\n", wantErr: "not a plain name"},
 		{name: "twice", src: "acp:\n  - name: a\n    command: x\n  - name: a\n    command: y\n", wantErr: `agent "a" is already defined`},
-		{name: "nesting bomb", src: "acp: " + strings.Repeat("[{a: ", 50_000), wantErr: "agents.yaml:1:166: collections are nested more than 64 levels deep"},
+		{name: "nesting bomb", src: "acp: " + strings.Repeat("[{a: ", 50_000), wantErr: "agents.yaml:1:162: collections are nested more than 64 levels deep"},
 		{name: "a credential in env", src: "acp:\n  - name: a\n    command: x\n    env: {MY_LLM_TOKEN: abc, GITHUB: ghp_0123456789abcdefghijklmnopqrstuvwxyz01}\n",
 			wantErr: "acp[0] (a): env GITHUB (its value looks like a GitHub token (gh?_…)), MY_LLM_TOKEN (its name holds TOKEN): a credential here would enter"},
 		{name: "a routed model key", src: "acp:\n  - name: a\n    command: x\n    env: {ANTHROPIC_API_KEY: sk-ant-x, OPENAI_API_KEY: sk-y}\n", want: []string{"a", "mock"}},
-		{name: "block staircase", src: staircase(100), wantErr: "agents.yaml:65:65: block collections are nested more than 64 levels deep"},
+		{name: "block staircase", src: staircase(100), wantErr: "agents.yaml:65:65: collections are nested more than 64 levels deep"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,12 +1,9 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/url"
 	"os"
@@ -16,12 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/agentbox/agentbox/internal/agent"
-	"github.com/agentbox/agentbox/internal/doclimit"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
 
 // DefaultNetworkAskTimeout is how long a sandboxed connection waits for a
@@ -41,18 +36,18 @@ const DefaultNetworkAskTimeout = time.Minute
 //	    value_env: GITHUB_TOKEN          # or value_file: /run/secrets/github
 //	    intercept_tls: true              # add it to HTTPS requests too (opt-in)
 type secretsFile struct {
-	Secrets []secretEntry `yaml:"secrets"`
+	Secrets []secretEntry `json:"secrets"`
 }
 
 type secretEntry struct {
-	Name      string `yaml:"name"`
-	Host      string `yaml:"host"`
-	Header    string `yaml:"header"`
-	Format    string `yaml:"format"`
-	ValueEnv  string `yaml:"value_env"`
-	ValueFile string `yaml:"value_file"`
+	Name      string `json:"name"`
+	Host      string `json:"host"`
+	Header    string `json:"header"`
+	Format    string `json:"format"`
+	ValueEnv  string `json:"value_env"`
+	ValueFile string `json:"value_file"`
 	// InterceptTLS opts the secret in to TLS interception.
-	InterceptTLS bool `yaml:"intercept_tls"`
+	InterceptTLS bool `json:"intercept_tls"`
 }
 
 // loadSecrets reads path ("" means none) into a new in-memory store,
@@ -66,12 +61,9 @@ func loadSecrets(path string, getenv func(string) (string, bool)) (*egress.Secre
 	if err != nil {
 		return nil, fmt.Errorf("secrets file: %w", err)
 	}
-	if err := doclimit.Check(b, doclimit.Default); err != nil {
-		return nil, fmt.Errorf("secrets file %s:%w", path, err)
-	}
 	var f secretsFile
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("secrets file %s: %w", path, err)
+	if err := yamldoc.Decode(b, &f, yamldoc.Default); err != nil {
+		return nil, fmt.Errorf("secrets file %s:%w", path, err)
 	}
 	for i, e := range f.Secrets {
 		where := fmt.Sprintf("secrets file %s: secrets[%d] (%s)", path, i, e.Name)

@@ -56,8 +56,9 @@ func TestLoadSecrets(t *testing.T) {
 		"missing file":      {"secrets: [{name: x, host: a.example, header: X, value_file: /nonexistent/x}]", "no such file"},
 		"bad host":          {"secrets: [{name: x, host: 'a b', header: X, value_env: GITHUB_TOKEN}]", "host"},
 		"twice":             {"secrets: [{name: x, host: a.example, header: X, value_env: GITHUB_TOKEN}, {name: x, host: b.example, header: X, value_env: GITHUB_TOKEN}]", "defined twice"},
-		"nesting bomb":      {"secrets: " + strings.Repeat("[", 200_000), ":1:74: collections are nested more than 64 levels deep"},
-		"alias":             {"x: &a [1]\nsecrets: *a\n", ":2:10: YAML aliases (*name) are not accepted"},
+		"nesting bomb":      {"secrets: " + strings.Repeat("[", 200_000), ":1:73: collections are nested more than 64 levels deep"},
+		"anchor":            {"x: &a [1]\nsecrets: *a\n", ":1:4: YAML anchors (&name) are not accepted"},
+		"alias":             {"secrets: *a\n", ":1:10: YAML aliases (*name) are not accepted"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadSecrets(write(tc.body), getenv)

@@ -2,7 +2,6 @@ package policy
 
 import (
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -12,21 +11,17 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
-
-	"github.com/agentbox/agentbox/internal/doclimit"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
 
 // MaxSize is the largest policy document Parse reads. Policies come in
 // HTTP requests too; nothing legitimate comes near it.
 const MaxSize = 1 << 20
 
-// Limits are the bounds a policy document is checked against before it is
-// parsed (see package doclimit): its size, its nesting and its number of
-// tokens. A policy is a few levels deep and a few thousand tokens at most.
-var Limits = doclimit.Limits{Bytes: MaxSize, Depth: 32, Tokens: 1 << 15}
+// Limits bound a policy document as it is parsed (see package yamldoc):
+// its size, its nesting, its number of values and the length of its keys.
+// A policy is a few levels deep and a few thousand values at most.
+var Limits = yamldoc.Limits{Bytes: MaxSize, Depth: 32, Nodes: 1 << 14, KeyBytes: 1 << 10}
 
 // maxErrors caps the problems Parse reports for one document.
 const maxErrors = 50
@@ -75,9 +70,10 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Parse reads a policy in YAML or JSON (JSON is read as the YAML it is).
-// A document over Limits is refused before it is parsed. Anchors, aliases,
-// tags, merge keys, duplicate keys and multiple documents are refused. The
+// Parse reads a policy in YAML or JSON (JSON is read as the YAML it is),
+// in the strict subset of package yamldoc: a document over Limits, and
+// anchors, aliases, tags, merge keys, duplicate keys and multiple
+// documents are refused. The
 // document is then checked against Schema and decoded strictly (unknown
 // fields are errors), and finally checked for what a schema cannot say
 // (sizes in range, absolute clean paths, valid patterns and network rules).
@@ -85,27 +81,13 @@ func (es Errors) Error() string {
 // read "file:line:col: field.path: message".
 func Parse(filename string, data []byte) (*Policy, error) {
 	d := &doc{file: filename, root: &posNode{}}
-	if err := doclimit.Check(data, Limits); err != nil { // MaxSize too: Limits.Bytes
-		le := err.(*doclimit.Error) //nolint:errorlint,forcetypeassert // Check returns only an unwrapped *doclimit.Error (its contract, tested there)
-		return nil, Errors{{File: filename, Line: le.Line, Column: le.Column, Message: le.Message}}
-	}
-	f, err := parser.ParseBytes(data, 0)
+	body, err := yamldoc.Parse(data, Limits) // MaxSize too: Limits.Bytes
 	if err != nil {
 		return nil, Errors{d.yamlError(err)}
 	}
-	var bodies []ast.Node
-	for _, doc := range f.Docs {
-		if doc != nil && doc.Body != nil {
-			bodies = append(bodies, doc.Body)
-		}
-	}
-	switch {
-	case len(bodies) == 0:
+	if body == nil {
 		return nil, Errors{{File: filename, Line: 1, Column: 1, Message: "empty policy (it needs at least \"version: 1\")"}}
-	case len(bodies) > 1:
-		return nil, Errors{d.at(bodies[1], "", "a policy file holds one document; found another here")}
 	}
-	body := bodies[0]
 
 	value := d.value(body, d.root, nil)
 	if len(d.errs) > 0 {
@@ -138,7 +120,7 @@ func Parse(filename string, data []byte) (*Policy, error) {
 	}
 
 	var p Policy
-	if err := yaml.NodeToValue(body, &p, yaml.Strict()); err != nil {
+	if err := yamldoc.DecodeNode(body, &p); err != nil {
 		return nil, Errors{d.yamlError(err)}
 	}
 	for _, pr := range p.problems() {
@@ -274,27 +256,14 @@ func fieldPath(path []string) string {
 	return b.String()
 }
 
-func nodePos(n ast.Node) pos {
+func nodePos(n *yamldoc.Node) pos {
 	if n == nil {
 		return pos{}
 	}
-	// A block mapping's own token is its first ':'; its first key is
-	// where a reader looks.
-	switch m := n.(type) {
-	case *ast.MappingNode:
-		if !m.IsFlowStyle && len(m.Values) > 0 {
-			return nodePos(m.Values[0].Key)
-		}
-	case *ast.MappingValueNode:
-		return nodePos(m.Key)
-	}
-	if tk := n.GetToken(); tk != nil && tk.Position != nil {
-		return pos{tk.Position.Line, tk.Position.Column}
-	}
-	return pos{}
+	return pos{n.Line, n.Col}
 }
 
-func (d *doc) at(n ast.Node, field, msg string) *FieldError {
+func (d *doc) at(n *yamldoc.Node, field, msg string) *FieldError {
 	p := nodePos(n)
 	return &FieldError{File: d.file, Line: p.line, Column: p.col, Field: field, Message: msg}
 }
@@ -331,15 +300,11 @@ func (d *doc) sorted() Errors {
 	return d.errs
 }
 
-// yamlError turns a go-yaml error into a FieldError at its token.
+// yamlError turns a yamldoc error into a FieldError at its place.
 func (d *doc) yamlError(err error) *FieldError {
-	var ye yaml.Error
+	var ye *yamldoc.Error
 	if errors.As(err, &ye) {
-		fe := &FieldError{File: d.file, Message: ye.GetMessage()}
-		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-			fe.Line, fe.Column = tk.Position.Line, tk.Position.Column
-		}
-		return fe
+		return &FieldError{File: d.file, Line: ye.Line, Column: ye.Column, Field: fieldPath(ye.Path), Message: ye.Message}
 	}
 	return &FieldError{File: d.file, Message: err.Error()}
 }
@@ -347,74 +312,46 @@ func (d *doc) yamlError(err error) *FieldError {
 // value converts n into a JSON value: map[string]any, []any, string,
 // json.Number, bool or nil, and records where it and its children are in
 // pn.
-func (d *doc) value(n ast.Node, pn *posNode, p *valuePath) any {
+func (d *doc) value(n *yamldoc.Node, pn *posNode, p *valuePath) any {
 	pn.at = nodePos(n)
-	problem := func(msg string) { d.add(d.at(n, fieldPath(p.segments()), msg)) }
-	switch n := n.(type) {
-	case *ast.MappingNode:
-		m := make(map[string]any, len(n.Values))
-		pn.fields = make(map[string]*posNode, len(n.Values))
-		for _, mv := range n.Values {
-			d.mapValue(m, mv, pn, p)
+	switch n.Kind {
+	case yamldoc.Mapping:
+		m := make(map[string]any, len(n.Pairs))
+		pn.fields = make(map[string]*posNode, len(n.Pairs))
+		for _, kv := range n.Pairs {
+			d.mapValue(m, kv, pn, p)
 		}
 		return m
-	case *ast.MappingValueNode: // a one-pair mapping
-		m := map[string]any{}
-		pn.fields = map[string]*posNode{}
-		d.mapValue(m, n, pn, p)
-		return m
-	case *ast.SequenceNode:
-		s := make([]any, 0, len(n.Values))
-		pn.items = make([]*posNode, len(n.Values))
-		for i, v := range n.Values {
+	case yamldoc.Sequence:
+		s := make([]any, 0, len(n.Items))
+		pn.items = make([]*posNode, len(n.Items))
+		for i, v := range n.Items {
 			pn.items[i] = &posNode{}
 			s = append(s, d.value(v, pn.items[i], p.with(strconv.Itoa(i))))
 		}
 		return s
-	case *ast.StringNode:
-		return n.Value
-	case *ast.LiteralNode:
-		return n.Value.Value
-	case *ast.IntegerNode:
-		return json.Number(fmt.Sprint(n.Value))
-	case *ast.FloatNode:
-		return json.Number(strconv.FormatFloat(n.Value, 'g', -1, 64))
-	case *ast.BoolNode:
-		return n.Value
-	case *ast.NullNode:
-		return nil
-	case *ast.InfinityNode, *ast.NanNode:
-		problem("infinity and NaN are not allowed")
-	case *ast.AnchorNode, *ast.AliasNode, *ast.MergeKeyNode:
-		problem("YAML anchors, aliases and merge keys are not allowed in a policy")
-	case *ast.TagNode:
-		problem("YAML tags are not allowed in a policy")
-	default:
-		problem(fmt.Sprintf("unsupported YAML node %s", n.Type()))
 	}
-	return nil
+	if yamldoc.IsInfOrNaN(n) {
+		d.add(d.at(n, fieldPath(p.segments()), "infinity and NaN are not allowed"))
+		return nil
+	}
+	v, err := yamldoc.Value(n)
+	if err != nil {
+		d.add(d.at(n, fieldPath(p.segments()), err.Error()))
+	}
+	return v
 }
 
-func (d *doc) mapValue(m map[string]any, mv *ast.MappingValueNode, pn *posNode, p *valuePath) {
-	var key string
-	switch k := mv.Key.(type) {
-	case *ast.StringNode:
-		key = k.Value
-	case *ast.MergeKeyNode:
-		d.add(d.at(k, fieldPath(p.segments()), "YAML merge keys are not allowed in a policy"))
-		return
-	default:
-		d.add(d.at(mv.Key, fieldPath(p.segments()), "mapping keys must be plain strings"))
+func (d *doc) mapValue(m map[string]any, kv yamldoc.Pair, pn *posNode, p *valuePath) {
+	if kv.Key.Tag != yamldoc.Str {
+		d.add(d.at(kv.Key, fieldPath(p.segments()), "mapping keys must be plain strings"))
 		return
 	}
+	key := kv.Key.Text
 	child := p.with(key)
-	if _, dup := m[key]; dup {
-		d.add(d.at(mv.Key, fieldPath(child.segments()), "duplicate key"))
-		return
-	}
-	cn := &posNode{key: nodePos(mv.Key), hasKey: true}
+	cn := &posNode{key: nodePos(kv.Key), hasKey: true}
 	pn.fields[key] = cn
-	m[key] = d.value(mv.Value, cn, child)
+	m[key] = d.value(kv.Value, cn, child)
 }
 
 // schemaErrors reports schema validation errors at their places.

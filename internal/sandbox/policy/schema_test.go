@@ -12,13 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
-	"github.com/agentbox/agentbox/internal/doclimit"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
 
 func TestSchemaCompiles(t *testing.T) {
@@ -133,24 +131,12 @@ func ourErrors(v any) []string {
 // instance converts a policy document the way Parse does before
 // validation; ok is false when Parse would stop earlier.
 func instance(data []byte) (v any, ok bool) {
-	if doclimit.Check(data, Limits) != nil {
-		return nil, false
-	}
-	f, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		return nil, false
-	}
-	var bodies []ast.Node
-	for _, doc := range f.Docs {
-		if doc != nil && doc.Body != nil {
-			bodies = append(bodies, doc.Body)
-		}
-	}
-	if len(bodies) != 1 {
+	body, err := yamldoc.Parse(data, Limits)
+	if err != nil || body == nil {
 		return nil, false
 	}
 	d := &doc{file: "f.yaml", root: &posNode{}}
-	v = d.value(bodies[0], d.root, nil)
+	v = d.value(body, d.root, nil)
 	return v, len(d.errs) == 0
 }
 
