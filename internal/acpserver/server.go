@@ -60,7 +60,7 @@ func Serve(ctx context.Context, b Backend, cfg Config, r io.Reader, w io.Writer)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &acpAgent{b: b, cfg: cfg, sessions: map[string]*sessionState{}, prompts: map[acp.SessionId]context.CancelFunc{}, ready: make(chan struct{})}
+	a := &acpAgent{b: b, cfg: cfg, sessions: map[string]*sessionState{}, prompts: map[acp.SessionId]*promptRun{}, ready: make(chan struct{})}
 	conn := acp.NewConn(a.handle, w, r, acp.Options{Logger: cfg.Logger})
 	// The connection reads (and calls a) from the start; a's handlers
 	// wait for it to be known.
@@ -82,9 +82,12 @@ type acpAgent struct {
 	ready chan struct{} // closed once conn is set
 
 	mu       sync.Mutex
-	sessions map[string]*sessionState             // the sessions this connection created or loaded
-	prompts  map[acp.SessionId]context.CancelFunc // the running prompt of a session, cancelled by session/cancel
+	sessions map[string]*sessionState     // the sessions this connection created or loaded
+	prompts  map[acp.SessionId]*promptRun // the running prompt of a session, cancelled by session/cancel
 }
+
+// promptRun is a running session/prompt.
+type promptRun struct{ cancel context.CancelFunc }
 
 // sessionState is one ACP session (an agentbox session).
 type sessionState struct {
@@ -157,20 +160,7 @@ func (a *acpAgent) handle(ctx context.Context, method string, params json.RawMes
 		if rerr != nil {
 			return nil, rerr
 		}
-		// A new prompt of the session replaces (cancels) the one running;
-		// session/cancel cancels it.
-		pctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		a.mu.Lock()
-		if prev := a.prompts[p.SessionId]; prev != nil {
-			prev()
-		}
-		a.prompts[p.SessionId] = cancel
-		a.mu.Unlock()
-		res, err := a.prompt(pctx, p)
-		a.mu.Lock()
-		delete(a.prompts, p.SessionId)
-		a.mu.Unlock()
+		res, err := a.prompt(ctx, p)
 		return answer(res, err)
 	case acp.AgentMethodSessionCancel:
 		p, rerr := decode[acp.CancelNotification](params, nil)
@@ -180,8 +170,8 @@ func (a *acpAgent) handle(ctx context.Context, method string, params json.RawMes
 		// The running prompt's context ends, which interrupts its turn
 		// (see follow).
 		a.mu.Lock()
-		if cancel := a.prompts[p.SessionId]; cancel != nil {
-			cancel()
+		if run := a.prompts[p.SessionId]; run != nil {
+			run.cancel()
 			delete(a.prompts, p.SessionId)
 		}
 		a.mu.Unlock()
@@ -302,6 +292,21 @@ func (a *acpAgent) prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 		return acp.PromptResponse{}, acp.NewInvalidRequest(map[string]any{"error": "a prompt is already running in this session"})
 	}
 	defer ss.turn.Unlock()
+	// session/cancel cancels the running prompt (there is one at a time:
+	// a second one is refused above, and does not disturb the first).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run := &promptRun{cancel: cancel}
+	a.mu.Lock()
+	a.prompts[p.SessionId] = run
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		if a.prompts[p.SessionId] == run {
+			delete(a.prompts, p.SessionId)
+		}
+		a.mu.Unlock()
+	}()
 	sid := string(p.SessionId)
 	parts, err := contentParts(p.Prompt)
 	if err != nil {
