@@ -212,7 +212,12 @@ func (c *Conn) receive() {
 			c.shutdown(err)
 			return
 		}
+		// Decoding copies what it keeps: the buffer is reused, unless a
+		// large message grew it.
 		buf = line[:0]
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
