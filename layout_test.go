@@ -106,8 +106,9 @@ var layers = []layer{
 		why: "code execution knows sandboxes and policies, not sessions"},
 	{from: "internal/store/...", deny: []string{"internal/engine/...", "internal/agent/...", "internal/httpapi/...", "internal/daemon/...", "internal/sandbox/..."},
 		why: "the store keeps records and events, nothing above them"},
-	{from: "internal/acpserver", only: []string{"client", "event", "internal/version"},
+	{from: "internal/acpserver", only: []string{"client", "event", "internal/acpwire", "internal/version"},
 		why: "agentbox as an ACP agent is an API client"},
+	{from: "internal/acpwire", only: []string{}, why: "the ACP wire format is a leaf"},
 	{from: "internal/cli/...", deny: []string{"internal/daemon/...", "internal/engine/...", "internal/httpapi/...", "internal/store/..."},
 		why: "every command is an API client or a local tool"},
 }

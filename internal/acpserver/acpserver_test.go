@@ -149,6 +149,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Run(name, func(t *testing.T) { testPermissionPrompt(t, s, tr.dial, allow) })
 			}
 			t.Run("cancel", func(t *testing.T) { testCancel(t, s, tr.dial) })
+			t.Run("second prompt", func(t *testing.T) { testSecondPrompt(t, s, tr.dial) })
 			t.Run("question", func(t *testing.T) { testQuestionDeclined(t, s, tr.dial) })
 		})
 	}
@@ -296,6 +297,42 @@ func testPermissionPrompt(t *testing.T, s *agenttest.Stack, dial transport, allo
 	resp, err = c2.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("hello again")}})
 	if err != nil || resp.StopReason != acp.StopReasonEndTurn {
 		t.Errorf("prompt after load: %+v, %v", resp, err)
+	}
+}
+
+// testSecondPrompt sends a prompt while one runs in the session: it is
+// refused, and the running one is not disturbed (it ends its turn).
+func testSecondPrompt(t *testing.T, s *agenttest.Stack, dial transport) {
+	ed := &editor{answer: acp.PermissionOptionKindAllowOnce}
+	c, sid, _ := start(t, s, dial, ed)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type result struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		r, err := c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("/scenario slow 300ms")}})
+		res <- result{r, err}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ups, _ := ed.snapshot()
+		if len(ups) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no update within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err := c.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("/scenario text")}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != -32600 || !strings.Contains(re.Error(), "already running") {
+		t.Fatalf("second prompt: %v, want it refused", err)
+	}
+	if r := <-res; r.err != nil || r.resp.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("the first prompt: %+v, %v; want it to end its turn", r.resp, r.err)
 	}
 }
 

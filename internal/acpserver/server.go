@@ -2,6 +2,7 @@ package acpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	acp "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
+	acp "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
@@ -60,9 +60,8 @@ func Serve(ctx context.Context, b Backend, cfg Config, r io.Reader, w io.Writer)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &acpAgent{b: b, cfg: cfg, sessions: map[string]*sessionState{}, ready: make(chan struct{})}
-	conn := acp.NewAgentSideConnection(a, w, r)
-	conn.SetLogger(cfg.Logger)
+	a := &acpAgent{b: b, cfg: cfg, sessions: map[string]*sessionState{}, prompts: map[acp.SessionId]*promptRun{}, ready: make(chan struct{})}
+	conn := acp.NewConn(a.handle, w, r, acp.Options{Logger: cfg.Logger})
 	// The connection reads (and calls a) from the start; a's handlers
 	// wait for it to be known.
 	a.conn = conn
@@ -75,31 +74,129 @@ func Serve(ctx context.Context, b Backend, cfg Config, r io.Reader, w io.Writer)
 	}
 }
 
-// acpAgent implements acp.Agent over a Backend.
+// acpAgent serves the ACP agent methods over a Backend.
 type acpAgent struct {
 	b     Backend
 	cfg   Config
-	conn  *acp.AgentSideConnection
+	conn  *acp.Conn
 	ready chan struct{} // closed once conn is set
 
 	mu       sync.Mutex
-	sessions map[string]*sessionState // the sessions this connection created or loaded
+	sessions map[string]*sessionState     // the sessions this connection created or loaded
+	prompts  map[acp.SessionId]*promptRun // the running prompt of a session, cancelled by session/cancel
 }
+
+// promptRun is a running session/prompt.
+type promptRun struct{ cancel context.CancelFunc }
 
 // sessionState is one ACP session (an agentbox session).
 type sessionState struct {
 	turn sync.Mutex // one prompt at a time
 }
 
-var (
-	_ acp.Agent       = (*acpAgent)(nil)
-	_ acp.AgentLoader = (*acpAgent)(nil)
-)
-
 // c returns the connection, once it is set.
-func (a *acpAgent) c() *acp.AgentSideConnection {
+func (a *acpAgent) c() *acp.Conn {
 	<-a.ready
 	return a.conn
+}
+
+// decode reads a request's params; check says what is missing, if anything.
+func decode[T any](params json.RawMessage, check func(*T) string) (T, *acp.RequestError) {
+	var p T
+	if err := json.Unmarshal(params, &p); err != nil {
+		return p, acp.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	if check != nil {
+		if missing := check(&p); missing != "" {
+			return p, acp.NewInvalidParams(map[string]any{"error": missing + " is required"})
+		}
+	}
+	return p, nil
+}
+
+// answer is a handler's result, or its error as a JSON-RPC error.
+func answer[T any](res T, err error) (any, *acp.RequestError) {
+	if err != nil {
+		return nil, acp.ToRequestError(err)
+	}
+	return res, nil
+}
+
+// handle serves the client's requests and notifications. Methods agentbox
+// does not offer (modes, config options, session/list and resume,
+// extension methods) are not found.
+func (a *acpAgent) handle(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
+	switch method {
+	case acp.AgentMethodInitialize:
+		if _, rerr := decode[acp.InitializeRequest](params, nil); rerr != nil {
+			return nil, rerr
+		}
+		return a.initialize(), nil
+	case acp.AgentMethodAuthenticate:
+		if _, rerr := decode(params, func(p *acp.AuthenticateRequest) string { return orMissing(p.MethodId == "", "methodId") }); rerr != nil {
+			return nil, rerr
+		}
+		// There is nothing to authenticate: the daemon's token is the
+		// transport's business.
+		return acp.AuthenticateResponse{}, nil
+	case acp.AgentMethodSessionNew:
+		p, rerr := decode(params, func(p *acp.NewSessionRequest) string {
+			return orMissing(p.Cwd == "", "cwd") + orMissing(p.Cwd != "" && p.McpServers == nil, "mcpServers")
+		})
+		if rerr != nil {
+			return nil, rerr
+		}
+		return answer(a.newSession(ctx, p))
+	case acp.AgentMethodSessionLoad:
+		p, rerr := decode(params, func(p *acp.LoadSessionRequest) string {
+			return orMissing(p.Cwd == "", "cwd") + orMissing(p.Cwd != "" && p.McpServers == nil, "mcpServers")
+		})
+		if rerr != nil {
+			return nil, rerr
+		}
+		return answer(a.loadSession(ctx, p))
+	case acp.AgentMethodSessionPrompt:
+		p, rerr := decode(params, func(p *acp.PromptRequest) string { return orMissing(p.Prompt == nil, "prompt") })
+		if rerr != nil {
+			return nil, rerr
+		}
+		res, err := a.prompt(ctx, p)
+		return answer(res, err)
+	case acp.AgentMethodSessionCancel:
+		p, rerr := decode[acp.CancelNotification](params, nil)
+		if rerr != nil {
+			return nil, rerr
+		}
+		// The running prompt's context ends, which interrupts its turn
+		// (see follow).
+		a.mu.Lock()
+		if run := a.prompts[p.SessionId]; run != nil {
+			run.cancel()
+			delete(a.prompts, p.SessionId)
+		}
+		a.mu.Unlock()
+		return nil, nil
+	case acp.AgentMethodSessionClose:
+		p, rerr := decode[acp.CloseSessionRequest](params, nil)
+		if rerr != nil {
+			return nil, rerr
+		}
+		// Not advertised: the session is forgotten by this connection;
+		// the agentbox session stays.
+		a.mu.Lock()
+		delete(a.sessions, string(p.SessionId))
+		a.mu.Unlock()
+		return acp.CloseSessionResponse{}, nil
+	}
+	return nil, acp.NewMethodNotFound(method)
+}
+
+// orMissing is name when missing is true, else "".
+func orMissing(missing bool, name string) string {
+	if missing {
+		return name
+	}
+	return ""
 }
 
 func (a *acpAgent) session(id acp.SessionId) (*sessionState, error) {
@@ -120,8 +217,8 @@ func (a *acpAgent) add(id string) {
 	a.mu.Unlock()
 }
 
-// Initialize implements acp.Agent.
-func (a *acpAgent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
+// initialize answers initialize: session/load, images and embedded context.
+func (a *acpAgent) initialize() acp.InitializeResponse {
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
@@ -129,20 +226,14 @@ func (a *acpAgent) Initialize(context.Context, acp.InitializeRequest) (acp.Initi
 			PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
 		},
 		AgentInfo:   &acp.Implementation{Name: "agentbox", Title: acp.Ptr("agentbox (" + a.cfg.Agent + ")"), Version: version.String()},
-		AuthMethods: []acp.AuthMethod{},
-	}, nil
+		AuthMethods: []json.RawMessage{},
+	}
 }
 
-// Authenticate implements acp.Agent: there is nothing to authenticate (the
-// daemon's token is the transport's business).
-func (a *acpAgent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
-	return acp.AuthenticateResponse{}, nil
-}
-
-// NewSession implements acp.Agent: a new agentbox session of the
+// newSession serves session/new: a new agentbox session of the
 // configured agent in the client's directory. MCP servers are not passed
 // on (agentbox's agents get their tools from their own configuration).
-func (a *acpAgent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+func (a *acpAgent) newSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	s, err := a.b.CreateSession(ctx, client.CreateSession{Agent: a.cfg.Agent, Cwd: p.Cwd, Model: a.cfg.Model,
@@ -154,11 +245,11 @@ func (a *acpAgent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	return acp.NewSessionResponse{SessionId: acp.SessionId(s.ID)}, nil
 }
 
-// LoadSession implements acp.AgentLoader: the agentbox session's log is
+// loadSession serves session/load: the agentbox session's log is
 // replayed as session updates, and a session whose agent is no longer
 // running is resumed (its agent continues its own conversation when it
 // supports resume).
-func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+func (a *acpAgent) loadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	id := string(p.SessionId)
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -169,7 +260,7 @@ func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	tr := newTranslator(true)
 	err = a.b.EventsAll(cctx, id, 0, func(e event.Event) error {
 		for _, u := range tr.updates(e) {
-			if err := a.c().SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
+			if err := a.c().Notify(ctx, acp.ClientMethodSessionUpdate, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
 				return err
 			}
 		}
@@ -188,11 +279,11 @@ func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	return acp.LoadSessionResponse{}, nil
 }
 
-// Prompt implements acp.Agent: the prompt becomes one agentbox turn, whose
+// prompt serves session/prompt: the prompt becomes one agentbox turn, whose
 // events are sent back as session updates until it completes. Permission
 // requests go to the client; questions, which ACP cannot ask, are
 // declined.
-func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+func (a *acpAgent) prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	ss, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.PromptResponse{}, err
@@ -201,6 +292,21 @@ func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 		return acp.PromptResponse{}, acp.NewInvalidRequest(map[string]any{"error": "a prompt is already running in this session"})
 	}
 	defer ss.turn.Unlock()
+	// session/cancel cancels the running prompt (there is one at a time:
+	// a second one is refused above, and does not disturb the first).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run := &promptRun{cancel: cancel}
+	a.mu.Lock()
+	a.prompts[p.SessionId] = run
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		if a.prompts[p.SessionId] == run {
+			delete(a.prompts, p.SessionId)
+		}
+		a.mu.Unlock()
+	}()
 	sid := string(p.SessionId)
 	parts, err := contentParts(p.Prompt)
 	if err != nil {
@@ -257,7 +363,7 @@ func (a *acpAgent) follow(ctx, follow context.Context, sid, turnID string, after
 		wg.Wait()
 	}()
 	send := func(u acp.SessionUpdate) {
-		if err := a.c().SessionUpdate(follow, acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u}); err != nil {
+		if err := a.c().Notify(follow, acp.ClientMethodSessionUpdate, acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u}); err != nil {
 			a.cfg.Logger.Debug("acp: session update", "session", sid, "err", err)
 		}
 	}
@@ -275,7 +381,7 @@ func (a *acpAgent) follow(ctx, follow context.Context, sid, turnID string, after
 			if toolCallID == "" || tr.items[toolCallID] == nil {
 				// No tool call to attach it to: announce one.
 				toolCallID = p.ID
-				send(acp.StartToolCall(acp.ToolCallId(p.ID), p.Title, acp.WithStartStatus(acp.ToolCallStatusPending)))
+				send(acp.SessionUpdate{ToolCall: &acp.SessionUpdateToolCall{ToolCallId: acp.ToolCallId(p.ID), Title: p.Title, Status: acp.ToolCallStatusPending}})
 			}
 			rctx, rcancel := context.WithCancel(ctx)
 			mu.Lock()
@@ -326,7 +432,7 @@ func (a *acpAgent) follow(ctx, follow context.Context, sid, turnID string, after
 // agentbox with its choice (deny when the client cancels or fails).
 func (a *acpAgent) askPermission(ctx context.Context, sid string, p *event.PermissionRequested, toolCallID string) {
 	req := permissionRequest(sid, p, toolCallID)
-	resp, err := a.c().RequestPermission(ctx, req)
+	resp, err := acp.Request[acp.RequestPermissionResponse](ctx, a.c(), acp.ClientMethodSessionRequestPermission, req)
 	if err != nil && ctx.Err() != nil {
 		return // withdrawn: settled elsewhere, or the turn is over
 	}
@@ -342,39 +448,6 @@ func (a *acpAgent) askPermission(ctx context.Context, sid string, p *event.Permi
 	if _, err := a.b.AnswerPermission(actx, sid, p.ID, ans); err != nil && !client.IsConflict(err) && !client.IsAlreadyResolved(err) && !client.IsNotFound(err) {
 		a.cfg.Logger.Warn("acp: answer permission", "session", sid, "permission", p.ID, "err", err)
 	}
-}
-
-// Cancel implements acp.Agent. The connection has already cancelled the
-// session's running prompt, which interrupts its turn (see follow).
-func (a *acpAgent) Cancel(context.Context, acp.CancelNotification) error { return nil }
-
-// CloseSession implements acp.Agent (not advertised): the session is
-// forgotten by this connection; the agentbox session stays.
-func (a *acpAgent) CloseSession(_ context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	a.mu.Lock()
-	delete(a.sessions, string(p.SessionId))
-	a.mu.Unlock()
-	return acp.CloseSessionResponse{}, nil
-}
-
-// ListSessions implements acp.Agent (not advertised).
-func (a *acpAgent) ListSessions(context.Context, acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
-}
-
-// ResumeSession implements acp.Agent (not advertised; use session/load).
-func (a *acpAgent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
-}
-
-// SetSessionConfigOption implements acp.Agent (no options are offered).
-func (a *acpAgent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
-}
-
-// SetSessionMode implements acp.Agent (no modes are offered).
-func (a *acpAgent) SetSessionMode(context.Context, acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
 }
 
 // contentParts converts an ACP prompt into agentbox content parts: text,

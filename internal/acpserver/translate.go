@@ -5,9 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	acp "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/event"
+	acp "github.com/agentbox/agentbox/internal/acpwire"
 )
 
 // translator turns one session's universal events into ACP session
@@ -88,9 +87,9 @@ func (t *translator) updates(e event.Event) []acp.SessionUpdate {
 			return []acp.SessionUpdate{acp.UpdateAgentThoughtText(p.Delta)}
 		case p.Field == event.DeltaOutput && isTool(st.kind):
 			t.output[p.ItemID] += p.Delta
-			return []acp.SessionUpdate{acp.UpdateToolCall(acp.ToolCallId(p.ItemID),
-				acp.WithUpdateStatus(acp.ToolCallStatusInProgress),
-				acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(t.output[p.ItemID]))}))}
+			return []acp.SessionUpdate{{ToolCallUpdate: &acp.SessionToolCallUpdate{ToolCallId: acp.ToolCallId(p.ItemID),
+				Status:  acp.Ptr(acp.ToolCallStatusInProgress),
+				Content: []acp.ToolCallContent{acp.ToolContent(acp.TextBlock(t.output[p.ItemID]))}}}}
 		}
 	case *event.ItemCompleted:
 		it := p.Item
@@ -213,12 +212,8 @@ func rawInput(it event.Item) any {
 }
 
 func toolCallStart(it event.Item) *acp.SessionUpdateToolCall {
-	u := acp.StartToolCall(acp.ToolCallId(it.ID), toolTitle(it),
-		acp.WithStartKind(toolKind(it)),
-		acp.WithStartStatus(acp.ToolCallStatusInProgress),
-		acp.WithStartLocations(locations(it)),
-		acp.WithStartRawInput(rawInput(it)))
-	return u.ToolCall
+	return &acp.SessionUpdateToolCall{ToolCallId: acp.ToolCallId(it.ID), Title: toolTitle(it), Kind: toolKind(it),
+		Status: acp.ToolCallStatusInProgress, Locations: locations(it), RawInput: rawInput(it)}
 }
 
 // toolCallEnd is the final update of a tool item: its status, its output
@@ -254,16 +249,12 @@ func toolCallEnd(it event.Item) acp.SessionUpdate {
 	if text != "" {
 		content = append(content, acp.ToolContent(acp.TextBlock(text)))
 	}
-	opts := []acp.ToolCallUpdateOpt{acp.WithUpdateStatus(status), acp.WithUpdateContent(content)}
-	if locs := locations(it); len(locs) > 0 {
-		opts = append(opts, acp.WithUpdateLocations(locs))
-	}
 	raw := map[string]any{"status": string(it.Status)}
 	if it.ExitCode != nil {
 		raw["exit_code"] = *it.ExitCode
 	}
-	opts = append(opts, acp.WithUpdateRawOutput(raw))
-	return acp.UpdateToolCall(acp.ToolCallId(it.ID), opts...)
+	return acp.SessionUpdate{ToolCallUpdate: &acp.SessionToolCallUpdate{ToolCallId: acp.ToolCallId(it.ID),
+		Status: acp.Ptr(status), Content: content, Locations: locations(it), RawOutput: raw}}
 }
 
 // diffTexts splits a unified diff into the old and new text of its hunks

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	acp "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/event"
+	acp "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/golden"
 )
 

@@ -3,14 +3,14 @@ package acp
 import (
 	"testing"
 
-	sdk "github.com/coder/acp-go-sdk"
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 )
 
 // TestCatalogFollowsModeUpdates: a mode the agent switches to by itself
 // (current_mode_update) is the mode Catalog reports; other updates and
 // unreadable ones change nothing.
 func TestCatalogFollowsModeUpdates(t *testing.T) {
-	s := &session{modes: &sdk.SessionModeState{CurrentModeId: "plan", AvailableModes: []sdk.SessionMode{{Id: "build", Name: "build"}, {Id: "plan", Name: "plan"}}}}
+	s := &session{modes: &wire.SessionModeState{CurrentModeId: "plan", AvailableModes: []wire.SessionMode{{Id: "build", Name: "build"}, {Id: "plan", Name: "plan"}}}}
 	for _, tc := range []struct {
 		params, want string
 	}{

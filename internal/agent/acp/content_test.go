@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	sdk "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/event"
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/agent"
 )
 
@@ -20,25 +19,25 @@ import (
 // initialize, and a part it did not declare refuses the whole message
 // (agent.ErrUnsupportedContent naming the part) instead of being dropped.
 func TestPromptBlocks(t *testing.T) {
-	all := sdk.PromptCapabilities{Image: true, EmbeddedContext: true}
+	all := wire.PromptCapabilities{Image: true, EmbeddedContext: true}
 	img := event.ContentPart{Type: event.PartImage, MimeType: "image/png", Data: "iVBORw0KGgo="}
 	text := event.ContentPart{Type: event.PartFile, MimeType: "text/plain", Data: "aGVsbG8=", Path: "notes.txt"} // "hello"
 	blob := event.ContentPart{Type: event.PartFile, MimeType: "application/octet-stream", Data: "AAEC"}
 	link := event.ContentPart{Type: event.PartFile, URI: "https://example.com/a.txt"}
 	tests := []struct {
 		name  string
-		pc    sdk.PromptCapabilities
+		pc    wire.PromptCapabilities
 		part  event.ContentPart
 		want  string // the part's block, JSON
 		error string
 	}{
 		{"image", all, img, `{"data":"iVBORw0KGgo=","mimeType":"image/png","type":"image"}`, ""},
-		{"image undeclared", sdk.PromptCapabilities{EmbeddedContext: true}, img, "", "content[1]: content the agent cannot take: the agent did not declare image"},
+		{"image undeclared", wire.PromptCapabilities{EmbeddedContext: true}, img, "", "content[1]: content the agent cannot take: the agent did not declare image"},
 		{"text file embedded", all, text, `{"resource":{"mimeType":"text/plain","text":"hello","uri":"file:///ws/notes.txt"},"type":"resource"}`, ""},
 		{"binary file embedded", all, blob, `{"resource":{"blob":"AAEC","mimeType":"application/octet-stream","uri":"attachment:content-1"},"type":"resource"}`, ""},
-		{"file linked without embeddedContext", sdk.PromptCapabilities{Image: true}, text, `{"name":"notes.txt","type":"resource_link","uri":"file:///ws/notes.txt"}`, ""},
-		{"data without path nor embeddedContext", sdk.PromptCapabilities{Image: true}, blob, "", "content[1]: content the agent cannot take: the agent did not declare embeddedContext"},
-		{"uri linked", sdk.PromptCapabilities{}, link, `{"name":"https://example.com/a.txt","type":"resource_link","uri":"https://example.com/a.txt"}`, ""},
+		{"file linked without embeddedContext", wire.PromptCapabilities{Image: true}, text, `{"name":"notes.txt","type":"resource_link","uri":"file:///ws/notes.txt"}`, ""},
+		{"data without path nor embeddedContext", wire.PromptCapabilities{Image: true}, blob, "", "content[1]: content the agent cannot take: the agent did not declare embeddedContext"},
+		{"uri linked", wire.PromptCapabilities{}, link, `{"name":"https://example.com/a.txt","type":"resource_link","uri":"https://example.com/a.txt"}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

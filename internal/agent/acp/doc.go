@@ -4,10 +4,10 @@
 // configuration (FromConfig).
 //
 // One agent process runs per session, run by internal/agent/procrt (an
-// agent.Proc, so inside the session's sandbox when it has one). The adapter speaks JSON-RPC
-// through github.com/coder/acp-go-sdk's Connection but handles the agent's
-// messages itself: initialize (advertising only the client methods it
-// serves), session/new or session/load, session/set_mode and the model,
+// agent.Proc, so inside the session's sandbox when it has one). The
+// adapter speaks JSON-RPC through internal/acpwire's Conn and handles the
+// agent's messages itself: initialize (advertising only the client
+// methods it serves), session/new or session/load, session/set_mode and the model,
 // session/prompt, session/cancel on an interrupt. Translator turns every
 // session/update into universal events: message and thought chunks into
 // streamed message and reasoning items, tool calls into tool_call, command

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	sdk "github.com/coder/acp-go-sdk"
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 )
 
 // TestFSConfinement: fs/read_text_file and fs/write_text_file, as the
@@ -27,7 +27,7 @@ func TestFSConfinement(t *testing.T) {
 	must(t, os.Symlink("in.txt", filepath.Join(cwd, "link-in")))
 	s := &session{fs: &confinedFS{dir: cwd}}
 
-	read := func(path string, line, limit int) (string, *sdk.RequestError) {
+	read := func(path string, line, limit int) (string, *wire.RequestError) {
 		req := map[string]any{"sessionId": "s", "path": path}
 		if line > 0 {
 			req["line"] = line
@@ -36,15 +36,15 @@ func TestFSConfinement(t *testing.T) {
 			req["limit"] = limit
 		}
 		b, _ := json.Marshal(req)
-		res, rerr := s.handle(t.Context(), sdk.ClientMethodFsReadTextFile, b)
+		res, rerr := s.handle(t.Context(), wire.ClientMethodFsReadTextFile, b)
 		if rerr != nil {
 			return "", rerr
 		}
-		return res.(sdk.ReadTextFileResponse).Content, nil
+		return res.(wire.ReadTextFileResponse).Content, nil
 	}
-	write := func(path, content string) *sdk.RequestError {
+	write := func(path, content string) *wire.RequestError {
 		b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": path, "content": content})
-		_, rerr := s.handle(t.Context(), sdk.ClientMethodFsWriteTextFile, b)
+		_, rerr := s.handle(t.Context(), wire.ClientMethodFsWriteTextFile, b)
 		return rerr
 	}
 

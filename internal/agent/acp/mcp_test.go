@@ -4,8 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	sdk "github.com/coder/acp-go-sdk"
-
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/golden"
 )
@@ -22,16 +21,16 @@ func TestMCPServersGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.MarshalIndent(sdk.NewSessionRequest{Cwd: "/w", McpServers: got}, "", "  ")
+	b, err := json.MarshalIndent(wire.NewSessionRequest{Cwd: "/w", McpServers: got}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "testdata/mcp-session-new.golden", append(b, '\n'))
 	// An agent that does not declare http refuses an http server.
-	if err := checkMCPTransports(servers, sdk.McpCapabilities{}); err == nil {
+	if err := checkMCPTransports(servers, wire.McpCapabilities{}); err == nil {
 		t.Error("an http MCP server was accepted by an agent without mcpCapabilities.http")
 	}
-	if err := checkMCPTransports(servers[:1], sdk.McpCapabilities{}); err != nil {
+	if err := checkMCPTransports(servers[:1], wire.McpCapabilities{}); err != nil {
 		t.Errorf("stdio refused: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -18,29 +17,28 @@ import (
 	"time"
 	"unicode/utf8"
 
-	sdk "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/event"
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/procrt"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
 // session is one agent process with one ACP session in it: the runtime
-// runs the process, the SDK's connection speaks JSON-RPC over its pipes.
+// runs the process, an acpwire.Conn speaks JSON-RPC over its pipes.
 type session struct {
 	*procrt.Runtime
 	a    *adapter
 	host agent.Host
 	cfg  agent.Config
-	conn *sdk.Connection
+	conn *wire.Conn
 	fs   *confinedFS // nil when fs/* is not served
 	// terms are the agent's terminals (nil when terminal/* is not served).
 	terms *terminals
-	sid   sdk.SessionId
+	sid   wire.SessionId
 	// prompt is what the agent declared it takes in a prompt at
 	// initialize (promptBlocks refuses what it did not).
-	prompt sdk.PromptCapabilities
+	prompt wire.PromptCapabilities
 
 	// mu guards the translator and the turn, and is held while the
 	// events of one message are emitted, so they stay in order.
@@ -58,9 +56,9 @@ type session struct {
 	// session/load) and the choices in force, kept up to date as the
 	// session switches.
 	cmu     sync.Mutex
-	modes   *sdk.SessionModeState
-	models  *sdk.SessionModelState
-	options []sdk.SessionConfigOption
+	modes   *wire.SessionModeState
+	models  *wire.SessionModelState
+	options []wire.SessionConfigOption
 }
 
 type turn struct {
@@ -101,10 +99,9 @@ func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.C
 		return nil, err
 	}
 	s.Runtime = rt
-	s.conn = sdk.NewConnection(s.handle, rt.Stdin(), rt.Stdout())
-	// The SDK logs protocol trouble through slog; the agent's own
-	// complaints are in its stderr tail, which is what we report.
-	s.conn.SetLogger(slog.New(slog.DiscardHandler))
+	// Protocol trouble is not logged: the agent's own complaints are in
+	// its stderr tail, which is what we report.
+	s.conn = wire.NewConn(s.handle, rt.Stdin(), rt.Stdout(), wire.Options{})
 	rt.Serve(func(io.Reader) { <-s.conn.Done() })
 
 	sctx, cancel := context.WithTimeout(ctx, a.opts.StartTimeout)
@@ -122,7 +119,7 @@ func startSession(ctx context.Context, a *adapter, proc *agent.Proc, cfg agent.C
 
 // call sends one request, failing early when the process has exited.
 func call[T any](ctx context.Context, s *session, method string, params any) (T, error) {
-	v, err := sdk.SendRequest[T](s.conn, ctx, method, params)
+	v, err := wire.Request[T](ctx, s.conn, method, params)
 	if err != nil {
 		select {
 		case <-s.Exited():
@@ -137,15 +134,15 @@ func call[T any](ctx context.Context, s *session, method string, params any) (T,
 // open runs initialize, session/new or session/load, and applies the
 // session's mode and model.
 func (s *session) open(ctx context.Context) error {
-	caps := sdk.ClientCapabilities{}
+	caps := wire.ClientCapabilities{}
 	if s.fs != nil {
-		caps.Fs = sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}
+		caps.Fs = wire.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}
 	}
 	caps.Terminal = s.terms != nil
-	init, err := call[sdk.InitializeResponse](ctx, s, sdk.AgentMethodInitialize, sdk.InitializeRequest{
-		ProtocolVersion:    sdk.ProtocolVersionNumber,
+	init, err := call[wire.InitializeResponse](ctx, s, wire.AgentMethodInitialize, wire.InitializeRequest{
+		ProtocolVersion:    wire.ProtocolVersionNumber,
 		ClientCapabilities: caps,
-		ClientInfo:         &sdk.Implementation{Name: "agentbox", Version: version.String()},
+		ClientInfo:         &wire.Implementation{Name: "agentbox", Version: version.String()},
 	})
 	if err != nil {
 		return err
@@ -159,9 +156,9 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	var (
-		modes   *sdk.SessionModeState
-		models  *sdk.SessionModelState
-		options []sdk.SessionConfigOption
+		modes   *wire.SessionModeState
+		models  *wire.SessionModelState
+		options []wire.SessionConfigOption
 	)
 	if id := s.cfg.NativeSessionID; id != "" {
 		if !init.AgentCapabilities.LoadSession {
@@ -172,17 +169,17 @@ func (s *session) open(ctx context.Context) error {
 		s.mu.Lock()
 		s.loading = true
 		s.mu.Unlock()
-		res, err := call[sdk.LoadSessionResponse](ctx, s, sdk.AgentMethodSessionLoad, sdk.LoadSessionRequest{
-			Cwd: s.cfg.Cwd, SessionId: sdk.SessionId(id), McpServers: mcp, Meta: s.a.spec.SessionMeta})
+		res, err := call[wire.LoadSessionResponse](ctx, s, wire.AgentMethodSessionLoad, wire.LoadSessionRequest{
+			Cwd: s.cfg.Cwd, SessionId: wire.SessionId(id), McpServers: mcp, Meta: s.a.spec.SessionMeta})
 		s.mu.Lock()
 		s.loading = false
 		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		s.sid, modes, models, options = sdk.SessionId(id), res.Modes, res.Models, res.ConfigOptions
+		s.sid, modes, models, options = wire.SessionId(id), res.Modes, res.Models, res.ConfigOptions
 	} else {
-		res, err := call[sdk.NewSessionResponse](ctx, s, sdk.AgentMethodSessionNew, sdk.NewSessionRequest{
+		res, err := call[wire.NewSessionResponse](ctx, s, wire.AgentMethodSessionNew, wire.NewSessionRequest{
 			Cwd: s.cfg.Cwd, McpServers: mcp, Meta: s.a.spec.SessionMeta})
 		if err != nil {
 			return err
@@ -250,8 +247,8 @@ func (s *session) Catalog() agent.Catalog {
 		}
 		list, cur := &c.Models, &c.Model
 		switch *sel.Category {
-		case sdk.SessionConfigOptionCategoryModel:
-		case sdk.SessionConfigOptionCategoryMode:
+		case wire.SessionConfigOptionCategoryModel:
+		case wire.SessionConfigOptionCategoryMode:
 			list, cur = &c.Modes, &c.Mode
 		default:
 			continue
@@ -268,8 +265,8 @@ func (s *session) Catalog() agent.Catalog {
 }
 
 // selectValues lists a select option's values, grouped or not.
-func selectValues(sel *sdk.SessionConfigOptionSelect) []sdk.SessionConfigSelectOption {
-	var out []sdk.SessionConfigSelectOption
+func selectValues(sel *wire.SessionConfigOptionSelect) []wire.SessionConfigSelectOption {
+	var out []wire.SessionConfigSelectOption
 	if sel.Options.Ungrouped != nil {
 		out = append(out, *sel.Options.Ungrouped...)
 	}
@@ -295,7 +292,7 @@ func (s *session) noteMode(params json.RawMessage) {
 	}
 	s.cmu.Lock()
 	if s.modes != nil {
-		s.modes.CurrentModeId = sdk.SessionModeId(n.Update.Mode)
+		s.modes.CurrentModeId = wire.SessionModeId(n.Update.Mode)
 	}
 	s.cmu.Unlock()
 }
@@ -312,7 +309,7 @@ func (s *session) setMode(ctx context.Context, mode string) error {
 				if s.currentMode() == m.Id {
 					return nil
 				}
-				if _, err := call[sdk.SetSessionModeResponse](ctx, s, sdk.AgentMethodSessionSetMode, sdk.SetSessionModeRequest{SessionId: s.sid, ModeId: m.Id}); err != nil {
+				if _, err := call[json.RawMessage](ctx, s, wire.AgentMethodSessionSetMode, wire.SetSessionModeRequest{SessionId: s.sid, ModeId: m.Id}); err != nil {
 					return err
 				}
 				s.cmu.Lock()
@@ -322,13 +319,13 @@ func (s *session) setMode(ctx context.Context, mode string) error {
 			}
 		}
 	}
-	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryMode, mode); ok || err != nil {
+	if ok, err := s.setOption(ctx, wire.SessionConfigOptionCategoryMode, mode); ok || err != nil {
 		return err
 	}
 	return fmt.Errorf("the agent offers no mode %q", mode)
 }
 
-func (s *session) currentMode() sdk.SessionModeId {
+func (s *session) currentMode() wire.SessionModeId {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	return s.modes.CurrentModeId
@@ -339,7 +336,7 @@ func (s *session) currentMode() sdk.SessionModeId {
 func (s *session) setModel(ctx context.Context, model string) error {
 	s.cmu.Lock()
 	models := s.models
-	var cur sdk.ModelId
+	var cur wire.ModelId
 	if models != nil {
 		cur = models.CurrentModelId
 	}
@@ -350,7 +347,7 @@ func (s *session) setModel(ctx context.Context, model string) error {
 				if cur == m.ModelId {
 					return nil
 				}
-				if _, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetModel, map[string]string{"sessionId": string(s.sid), "modelId": model}); err != nil {
+				if _, err := call[json.RawMessage](ctx, s, wire.AgentMethodSessionSetModel, map[string]string{"sessionId": string(s.sid), "modelId": model}); err != nil {
 					return err
 				}
 				s.cmu.Lock()
@@ -360,7 +357,7 @@ func (s *session) setModel(ctx context.Context, model string) error {
 			}
 		}
 	}
-	if ok, err := s.setOption(ctx, sdk.SessionConfigOptionCategoryModel, model); ok || err != nil {
+	if ok, err := s.setOption(ctx, wire.SessionConfigOptionCategoryModel, model); ok || err != nil {
 		return err
 	}
 	return fmt.Errorf("the agent offers no model %q", model)
@@ -368,7 +365,7 @@ func (s *session) setModel(ctx context.Context, model string) error {
 
 // setOption sets the select option of a category to value, if the agent
 // offers one with that value.
-func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCategory, value string) (bool, error) {
+func (s *session) setOption(ctx context.Context, cat wire.SessionConfigOptionCategory, value string) (bool, error) {
 	s.cmu.Lock()
 	options := slices.Clone(s.options)
 	s.cmu.Unlock()
@@ -377,21 +374,21 @@ func (s *session) setOption(ctx context.Context, cat sdk.SessionConfigOptionCate
 		if sel == nil || sel.Category == nil || *sel.Category != cat {
 			continue
 		}
-		if !slices.ContainsFunc(selectValues(sel), func(v sdk.SessionConfigSelectOption) bool { return string(v.Value) == value }) {
+		if !slices.ContainsFunc(selectValues(sel), func(v wire.SessionConfigSelectOption) bool { return string(v.Value) == value }) {
 			continue
 		}
 		s.cmu.Lock()
 		cur := sel.CurrentValue
 		s.cmu.Unlock()
-		if cur == sdk.SessionConfigValueId(value) {
+		if cur == wire.SessionConfigValueId(value) {
 			return true, nil
 		}
-		if _, err := call[json.RawMessage](ctx, s, sdk.AgentMethodSessionSetConfigOption,
+		if _, err := call[json.RawMessage](ctx, s, wire.AgentMethodSessionSetConfigOption,
 			map[string]string{"sessionId": string(s.sid), "configId": string(sel.Id), "value": value}); err != nil {
 			return true, err
 		}
 		s.cmu.Lock()
-		sel.CurrentValue = sdk.SessionConfigValueId(value) // shared with s.options
+		sel.CurrentValue = wire.SessionConfigValueId(value) // shared with s.options
 		s.cmu.Unlock()
 		return true, nil
 	}
@@ -411,14 +408,14 @@ func (s *session) emit(evs []event.Event) {
 }
 
 // handle serves the agent's requests and notifications.
-func (s *session) handle(ctx context.Context, method string, params json.RawMessage) (any, *sdk.RequestError) {
+func (s *session) handle(ctx context.Context, method string, params json.RawMessage) (any, *wire.RequestError) {
 	if s.terms != nil {
 		if res, rerr, ok := s.terms.handle(ctx, method, params); ok {
 			return res, rerr
 		}
 	}
 	switch method {
-	case sdk.ClientMethodSessionUpdate:
+	case wire.ClientMethodSessionUpdate:
 		s.noteMode(params)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -440,19 +437,19 @@ func (s *session) handle(ctx context.Context, method string, params json.RawMess
 		}
 		s.emit(s.tr.Update(params))
 		return nil, nil
-	case sdk.ClientMethodSessionRequestPermission:
-		var req sdk.RequestPermissionRequest
+	case wire.ClientMethodSessionRequestPermission:
+		var req wire.RequestPermissionRequest
 		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			return nil, wire.NewInvalidParams(map[string]any{"error": err.Error()})
 		}
 		return s.permission(ctx, params, req), nil
-	case sdk.ClientMethodFsReadTextFile:
+	case wire.ClientMethodFsReadTextFile:
 		if s.fs == nil {
-			return nil, sdk.NewMethodNotFound(method)
+			return nil, wire.NewMethodNotFound(method)
 		}
-		var req sdk.ReadTextFileRequest
+		var req wire.ReadTextFileRequest
 		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			return nil, wire.NewInvalidParams(map[string]any{"error": err.Error()})
 		}
 		line, limit := 0, 0
 		if req.Line != nil {
@@ -465,28 +462,28 @@ func (s *session) handle(ctx context.Context, method string, params json.RawMess
 		if err != nil {
 			return nil, fsError(err)
 		}
-		return sdk.ReadTextFileResponse{Content: text}, nil
-	case sdk.ClientMethodFsWriteTextFile:
+		return wire.ReadTextFileResponse{Content: text}, nil
+	case wire.ClientMethodFsWriteTextFile:
 		if s.fs == nil {
-			return nil, sdk.NewMethodNotFound(method)
+			return nil, wire.NewMethodNotFound(method)
 		}
-		var req sdk.WriteTextFileRequest
+		var req wire.WriteTextFileRequest
 		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			return nil, wire.NewInvalidParams(map[string]any{"error": err.Error()})
 		}
 		if err := s.fs.WriteText(req.Path, req.Content); err != nil {
 			return nil, fsError(err)
 		}
-		return sdk.WriteTextFileResponse{}, nil
+		return wire.WriteTextFileResponse{}, nil
 	}
-	return nil, sdk.NewMethodNotFound(method)
+	return nil, wire.NewMethodNotFound(method)
 }
 
-func fsError(err error) *sdk.RequestError {
+func fsError(err error) *wire.RequestError {
 	if errors.Is(err, errOutside) {
-		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return wire.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
-	return sdk.NewInternalError(map[string]any{"error": err.Error()})
+	return wire.NewInternalError(map[string]any{"error": err.Error()})
 }
 
 // autoAllowed says whether the permission mode settles a request without
@@ -504,13 +501,13 @@ func (s *session) autoAllowed(kind event.PermissionKind) bool {
 
 // permission asks the engine (and so the client) about a tool call and
 // answers the agent with the option of the decision's kind.
-func (s *session) permission(ctx context.Context, params json.RawMessage, req sdk.RequestPermissionRequest) sdk.RequestPermissionResponse {
+func (s *session) permission(ctx context.Context, params json.RawMessage, req wire.RequestPermissionRequest) wire.RequestPermissionResponse {
 	s.mu.Lock()
 	pr, evs := s.tr.Permission(params, req)
 	s.emit(evs)
 	t := s.turn
 	s.mu.Unlock()
-	cancelled := sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}}
+	cancelled := wire.RequestPermissionResponse{Outcome: wire.Cancelled()}
 
 	var ans agent.PermissionAnswer
 	if s.autoAllowed(pr.Kind) {
@@ -544,7 +541,7 @@ func (s *session) permission(ctx context.Context, params json.RawMessage, req sd
 	if !ok {
 		return cancelled
 	}
-	return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeSelected(id)}
+	return wire.RequestPermissionResponse{Outcome: wire.Selected(id)}
 }
 
 // Prompt implements agent.Session.
@@ -574,7 +571,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 	}()
 
 	type reply struct {
-		resp sdk.PromptResponse
+		resp wire.PromptResponse
 		err  error
 	}
 	// The request's own context is not the turn's: cancelling the turn
@@ -583,7 +580,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 	defer stopReq()
 	ch := make(chan reply, 1)
 	go func() {
-		r, err := sdk.SendRequest[sdk.PromptResponse](s.conn, rctx, sdk.AgentMethodSessionPrompt, sdk.PromptRequest{SessionId: s.sid, Prompt: blocks})
+		r, err := wire.Request[wire.PromptResponse](rctx, s.conn, wire.AgentMethodSessionPrompt, wire.PromptRequest{SessionId: s.sid, Prompt: blocks})
 		ch <- reply{r, err}
 	}()
 	var timeout <-chan time.Time
@@ -605,7 +602,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 			if t.cancelled.Swap(true) {
 				continue
 			}
-			_ = s.conn.SendNotification(context.Background(), sdk.AgentMethodSessionCancel, sdk.CancelNotification{SessionId: s.sid})
+			_ = s.conn.Notify(context.Background(), wire.AgentMethodSessionCancel, wire.CancelNotification{SessionId: s.sid})
 			tm := time.NewTimer(s.a.opts.InterruptTimeout)
 			defer tm.Stop()
 			timeout = tm.C
@@ -621,7 +618,7 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 }
 
 // finish ends a turn with the prompt's answer.
-func (s *session) finish(t *turn, resp sdk.PromptResponse, err error) (agent.Result, error) {
+func (s *session) finish(t *turn, resp wire.PromptResponse, err error) (agent.Result, error) {
 	if err != nil {
 		s.finishItems(nil)
 		if ended, exitErr := s.Failed(err, s.conn.Done()); ended {
@@ -640,7 +637,7 @@ func (s *session) finish(t *turn, resp sdk.PromptResponse, err error) (agent.Res
 	return agent.Result{StopReason: stop, Usage: usage, Message: msg}, nil
 }
 
-func (s *session) finishItems(resp *sdk.PromptResponse) *event.Usage {
+func (s *session) finishItems(resp *wire.PromptResponse) *event.Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evs, u := s.tr.Finish(resp)
@@ -650,7 +647,7 @@ func (s *session) finishItems(resp *sdk.PromptResponse) *event.Usage {
 
 // promptError says what a failed prompt's JSON-RPC error holds.
 func promptError(err error) error {
-	var re *sdk.RequestError
+	var re *wire.RequestError
 	if errors.As(err, &re) && re.Data != nil {
 		if b, jerr := json.Marshal(re.Data); jerr == nil {
 			msg := re.Message
@@ -706,8 +703,8 @@ func upstreamWhat(data any) string {
 // never a silent drop. The engine (internal/engine) has already read
 // every path part into data, confined to the workspace; a part's path is
 // then its name relative to cwd.
-func promptBlocks(in agent.Input, pc sdk.PromptCapabilities, cwd string) ([]sdk.ContentBlock, error) {
-	var blocks []sdk.ContentBlock
+func promptBlocks(in agent.Input, pc wire.PromptCapabilities, cwd string) ([]wire.ContentBlock, error) {
+	var blocks []wire.ContentBlock
 	for i, p := range in.Content {
 		refuse := func(what string) error {
 			return fmt.Errorf("acp: content[%d]: %w: the agent did not declare %s in its promptCapabilities", i, agent.ErrUnsupportedContent, what)
@@ -719,16 +716,16 @@ func promptBlocks(in agent.Input, pc sdk.PromptCapabilities, cwd string) ([]sdk.
 		switch p.Type {
 		case event.PartText:
 			if p.Text != "" {
-				blocks = append(blocks, sdk.TextBlock(p.Text))
+				blocks = append(blocks, wire.TextBlock(p.Text))
 			}
 		case event.PartImage:
 			switch {
 			case p.Data == "":
-				blocks = append(blocks, sdk.ResourceLinkBlock(orDefault(p.Path, uri), uri))
+				blocks = append(blocks, wire.ResourceLinkBlock(orDefault(p.Path, uri), uri))
 			case !pc.Image:
 				return nil, refuse("image")
 			default:
-				b := sdk.ImageBlock(p.Data, orDefault(p.MimeType, "image/png"))
+				b := wire.ImageBlock(p.Data, orDefault(p.MimeType, "image/png"))
 				if uri != "" {
 					b.Image.Uri = &uri
 				}
@@ -749,13 +746,13 @@ func promptBlocks(in agent.Input, pc sdk.PromptCapabilities, cwd string) ([]sdk.
 				if p.MimeType != "" {
 					mt = &p.MimeType
 				}
-				res := sdk.EmbeddedResourceResource{BlobResourceContents: &sdk.BlobResourceContents{Blob: p.Data, MimeType: mt, Uri: uri}}
+				res := wire.EmbeddedResourceResource{BlobResourceContents: &wire.BlobResourceContents{Blob: p.Data, MimeType: mt, Uri: uri}}
 				if utf8.Valid(raw) && !bytes.ContainsRune(raw, 0) {
-					res = sdk.EmbeddedResourceResource{TextResourceContents: &sdk.TextResourceContents{Text: string(raw), MimeType: mt, Uri: uri}}
+					res = wire.EmbeddedResourceResource{TextResourceContents: &wire.TextResourceContents{Text: string(raw), MimeType: mt, Uri: uri}}
 				}
-				blocks = append(blocks, sdk.ResourceBlock(res))
+				blocks = append(blocks, wire.ResourceBlock(res))
 			case uri != "" && (p.Path != "" || p.Data == ""):
-				blocks = append(blocks, sdk.ResourceLinkBlock(name, uri))
+				blocks = append(blocks, wire.ResourceLinkBlock(name, uri))
 			default:
 				return nil, refuse("embeddedContext (a file with content and no path)")
 			}

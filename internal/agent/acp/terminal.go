@@ -16,8 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	sdk "github.com/coder/acp-go-sdk"
-
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
@@ -65,35 +64,35 @@ type terminal struct {
 }
 
 // handle serves the terminal/* methods; ok is false for other methods.
-func (ts *terminals) handle(ctx context.Context, method string, params json.RawMessage) (result any, rerr *sdk.RequestError, ok bool) {
+func (ts *terminals) handle(ctx context.Context, method string, params json.RawMessage) (result any, rerr *wire.RequestError, ok bool) {
 	switch method {
-	case sdk.ClientMethodTerminalCreate:
-		var req sdk.CreateTerminalRequest
+	case wire.ClientMethodTerminalCreate:
+		var req wire.CreateTerminalRequest
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err, true
 		}
 		id, err := ts.create(req)
 		if err != nil {
-			return nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()}), true
+			return nil, wire.NewInvalidParams(map[string]any{"error": err.Error()}), true
 		}
-		return sdk.CreateTerminalResponse{TerminalId: id}, nil, true
-	case sdk.ClientMethodTerminalOutput:
-		var req sdk.TerminalOutputRequest
+		return wire.CreateTerminalResponse{TerminalId: id}, nil, true
+	case wire.ClientMethodTerminalOutput:
+		var req wire.TerminalOutputRequest
 		t, rerr := ts.lookup(params, &req, &req.TerminalId)
 		if rerr != nil {
 			return nil, rerr, true
 		}
 		out, truncated := snapshot(t.out)
-		resp := sdk.TerminalOutputResponse{Output: out, Truncated: truncated}
+		resp := wire.TerminalOutputResponse{Output: out, Truncated: truncated}
 		select {
 		case <-t.exited:
 			code, sig := exitStatus(t.exit)
-			resp.ExitStatus = &sdk.TerminalExitStatus{ExitCode: code, Signal: sig}
+			resp.ExitStatus = &wire.TerminalExitStatus{ExitCode: code, Signal: sig}
 		default:
 		}
 		return resp, nil, true
-	case sdk.ClientMethodTerminalWaitForExit:
-		var req sdk.WaitForTerminalExitRequest
+	case wire.ClientMethodTerminalWaitForExit:
+		var req wire.WaitForTerminalExitRequest
 		t, rerr := ts.lookup(params, &req, &req.TerminalId)
 		if rerr != nil {
 			return nil, rerr, true
@@ -102,20 +101,20 @@ func (ts *terminals) handle(ctx context.Context, method string, params json.RawM
 		case <-t.exited:
 		case <-ctx.Done():
 			// The agent withdrew the request, or the connection closed.
-			return nil, sdk.NewInternalError(map[string]any{"error": "the wait was cancelled"}), true
+			return nil, wire.NewInternalError(map[string]any{"error": "the wait was cancelled"}), true
 		}
 		code, sig := exitStatus(t.exit)
-		return sdk.WaitForTerminalExitResponse{ExitCode: code, Signal: sig}, nil, true
-	case sdk.ClientMethodTerminalKill:
-		var req sdk.KillTerminalRequest
+		return wire.WaitForTerminalExitResponse{ExitCode: code, Signal: sig}, nil, true
+	case wire.ClientMethodTerminalKill:
+		var req wire.KillTerminalRequest
 		t, rerr := ts.lookup(params, &req, &req.TerminalId)
 		if rerr != nil {
 			return nil, rerr, true
 		}
 		t.kill()
-		return sdk.KillTerminalResponse{}, nil, true
-	case sdk.ClientMethodTerminalRelease:
-		var req sdk.ReleaseTerminalRequest
+		return wire.KillTerminalResponse{}, nil, true
+	case wire.ClientMethodTerminalRelease:
+		var req wire.ReleaseTerminalRequest
 		t, rerr := ts.lookup(params, &req, &req.TerminalId)
 		if rerr != nil {
 			return nil, rerr, true
@@ -124,20 +123,20 @@ func (ts *terminals) handle(ctx context.Context, method string, params json.RawM
 		delete(ts.byID, req.TerminalId)
 		ts.mu.Unlock()
 		t.kill()
-		return sdk.ReleaseTerminalResponse{}, nil, true
+		return wire.ReleaseTerminalResponse{}, nil, true
 	}
 	return nil, nil, false
 }
 
-func decodeParams(params json.RawMessage, v any) *sdk.RequestError {
+func decodeParams(params json.RawMessage, v any) *wire.RequestError {
 	if err := json.Unmarshal(params, v); err != nil {
-		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return wire.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	return nil
 }
 
 // lookup decodes a request naming a terminal (id points into v) and finds it.
-func (ts *terminals) lookup(params json.RawMessage, v any, id *string) (*terminal, *sdk.RequestError) {
+func (ts *terminals) lookup(params json.RawMessage, v any, id *string) (*terminal, *wire.RequestError) {
 	if rerr := decodeParams(params, v); rerr != nil {
 		return nil, rerr
 	}
@@ -145,7 +144,7 @@ func (ts *terminals) lookup(params json.RawMessage, v any, id *string) (*termina
 	t := ts.byID[*id]
 	ts.mu.Unlock()
 	if t == nil {
-		return nil, sdk.NewInvalidParams(map[string]any{"error": fmt.Sprintf("terminal %q: %v", *id, errNoTerminal)})
+		return nil, wire.NewInvalidParams(map[string]any{"error": fmt.Sprintf("terminal %q: %v", *id, errNoTerminal)})
 	}
 	return t, nil
 }
@@ -154,7 +153,7 @@ func (ts *terminals) lookup(params json.RawMessage, v any, id *string) (*termina
 // line (agents send "ls -la" as well as "ls" with ["-la"]); with args it
 // is a program, found in PATH by the shell, so that the lookup happens
 // where the command runs (inside the sandbox when there is one).
-func (ts *terminals) create(req sdk.CreateTerminalRequest) (string, error) {
+func (ts *terminals) create(req wire.CreateTerminalRequest) (string, error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return "", errors.New("the command is empty")
 	}

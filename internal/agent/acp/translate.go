@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	sdk "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/event"
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/ids"
 	"github.com/agentbox/agentbox/internal/textdiff"
@@ -32,7 +31,7 @@ type Translator struct {
 	thought *textItem
 	tools   map[string]*toolItem
 	order   []string // tool call ids in start order
-	usage   *sdk.SessionUsageUpdate
+	usage   *wire.SessionUsageUpdate
 }
 
 // NewTranslator returns a Translator for a session in cwd (paths inside it
@@ -49,7 +48,7 @@ type textItem struct {
 
 type toolItem struct {
 	item event.Item
-	kind sdk.ToolKind
+	kind wire.ToolKind
 	done bool
 	// diffs are the file changes by path, in the order first seen.
 	diffs []fileDiff
@@ -104,30 +103,30 @@ func (t *Translator) Update(params json.RawMessage) []event.Event {
 		Kind string `json:"sessionUpdate"`
 	}
 	_ = json.Unmarshal(n.Update, &disc)
-	// Decode into the variant the discriminator names: the SDK's union
-	// decoder guesses a variant for unknown kinds, which would turn a
-	// future kind into a user message.
+	// Decode into the variant the discriminator names: a union decoder
+	// guesses a variant for unknown kinds, which would turn a future kind
+	// into a user message.
 	ok := true
 	switch disc.Kind {
 	case "agent_message_chunk":
-		var u sdk.SessionUpdateAgentMessageChunk
+		var u wire.SessionUpdateAgentMessageChunk
 		if ok = json.Unmarshal(n.Update, &u) == nil; ok {
 			ok = t.chunk(e, &t.msg, event.ItemMessage, u.Content, u.MessageId)
 		}
 	case "agent_thought_chunk":
-		var u sdk.SessionUpdateAgentThoughtChunk
+		var u wire.SessionUpdateAgentThoughtChunk
 		if ok = json.Unmarshal(n.Update, &u) == nil; ok {
 			ok = t.chunk(e, &t.thought, event.ItemReasoning, u.Content, u.MessageId)
 		}
 	case "tool_call":
-		var u sdk.SessionUpdateToolCall
+		var u wire.SessionUpdateToolCall
 		if ok = json.Unmarshal(n.Update, &u) == nil && u.ToolCallId != ""; ok {
 			kind, title, status := u.Kind, u.Title, u.Status
-			t.tool(e, sdk.ToolCallUpdate{ToolCallId: u.ToolCallId, Kind: &kind, Title: &title, Status: &status,
+			t.tool(e, wire.ToolCallUpdate{ToolCallId: u.ToolCallId, Kind: &kind, Title: &title, Status: &status,
 				Content: u.Content, Locations: u.Locations, RawInput: u.RawInput, RawOutput: u.RawOutput, Meta: u.Meta})
 		}
 	case "tool_call_update":
-		var u sdk.SessionToolCallUpdate
+		var u wire.SessionToolCallUpdate
 		if ok = json.Unmarshal(n.Update, &u) == nil && u.ToolCallId != ""; ok {
 			if tl := t.tools[string(u.ToolCallId)]; tl != nil && tl.done {
 				// A late word on a finished call (e.g. the agent's own
@@ -135,11 +134,11 @@ func (t *Translator) Update(params json.RawMessage) []event.Event {
 				e.native("tool_call_update", n.Update)
 				break
 			}
-			t.tool(e, sdk.ToolCallUpdate{ToolCallId: u.ToolCallId, Kind: u.Kind, Title: u.Title, Status: u.Status,
+			t.tool(e, wire.ToolCallUpdate{ToolCallId: u.ToolCallId, Kind: u.Kind, Title: u.Title, Status: u.Status,
 				Content: u.Content, Locations: u.Locations, RawInput: u.RawInput, RawOutput: u.RawOutput, Meta: u.Meta})
 		}
 	case "plan":
-		var u sdk.SessionUpdatePlan
+		var u wire.SessionUpdatePlan
 		if ok = json.Unmarshal(n.Update, &u) == nil; ok {
 			t.closeText(e)
 			// Each plan update is the whole plan: one completed snapshot.
@@ -153,7 +152,7 @@ func (t *Translator) Update(params json.RawMessage) []event.Event {
 			e.emit(&event.ItemCompleted{Item: it})
 		}
 	case "usage_update":
-		var u sdk.SessionUsageUpdate
+		var u wire.SessionUsageUpdate
 		if ok = json.Unmarshal(n.Update, &u) == nil; ok {
 			t.usage = &u
 			e.native("usage_update", n.Update)
@@ -181,7 +180,7 @@ func validOrNull(b json.RawMessage) json.RawMessage {
 
 // chunk appends a message or thought chunk to its open item, opening one
 // when needed. Non-text content is not handled (ok false: kept native).
-func (t *Translator) chunk(e *emitter, cur **textItem, kind event.ItemKind, c sdk.ContentBlock, messageID *string) bool {
+func (t *Translator) chunk(e *emitter, cur **textItem, kind event.ItemKind, c wire.ContentBlock, messageID *string) bool {
 	if c.Text == nil {
 		return false
 	}
@@ -240,11 +239,11 @@ func (t *Translator) closeText(e *emitter) {
 
 // itemKind maps an ACP tool kind onto an item kind. A call that carries a
 // diff is a file change whatever its kind.
-func itemKind(k sdk.ToolKind, hasDiff bool) event.ItemKind {
+func itemKind(k wire.ToolKind, hasDiff bool) event.ItemKind {
 	switch {
-	case k == sdk.ToolKindExecute:
+	case k == wire.ToolKindExecute:
 		return event.ItemCommand
-	case hasDiff || k == sdk.ToolKindEdit || k == sdk.ToolKindDelete || k == sdk.ToolKindMove:
+	case hasDiff || k == wire.ToolKindEdit || k == wire.ToolKindDelete || k == wire.ToolKindMove:
 		return event.ItemFileChange
 	}
 	return event.ItemToolCall
@@ -252,7 +251,7 @@ func itemKind(k sdk.ToolKind, hasDiff bool) event.ItemKind {
 
 // tool applies a tool_call or tool_call_update (both as an update whose
 // fields are set when present), starting the item on first sight.
-func (t *Translator) tool(e *emitter, u sdk.ToolCallUpdate) *toolItem {
+func (t *Translator) tool(e *emitter, u wire.ToolCallUpdate) *toolItem {
 	id := string(u.ToolCallId)
 	tl := t.tools[id]
 	if tl != nil && tl.done {
@@ -281,9 +280,9 @@ func (t *Translator) tool(e *emitter, u sdk.ToolCallUpdate) *toolItem {
 	}
 	if u.Status != nil {
 		switch *u.Status {
-		case sdk.ToolCallStatusCompleted:
+		case wire.ToolCallStatusCompleted:
 			t.complete(e, tl, event.StatusCompleted)
-		case sdk.ToolCallStatusFailed:
+		case wire.ToolCallStatusFailed:
 			t.complete(e, tl, event.StatusFailed)
 		}
 	}
@@ -291,7 +290,7 @@ func (t *Translator) tool(e *emitter, u sdk.ToolCallUpdate) *toolItem {
 }
 
 // apply merges an update's fields into the item.
-func (t *Translator) apply(tl *toolItem, u sdk.ToolCallUpdate) {
+func (t *Translator) apply(tl *toolItem, u wire.ToolCallUpdate) {
 	it := &tl.item
 	if name := toolName(u.Meta); name != "" {
 		it.Name = name
@@ -310,7 +309,7 @@ func (t *Translator) apply(tl *toolItem, u sdk.ToolCallUpdate) {
 	for _, c := range u.Content {
 		switch {
 		case c.Diff != nil:
-			tl.addDiff(fileDiff{path: c.Diff.Path, old: c.Diff.OldText, new: c.Diff.NewText, deleted: tl.kind == sdk.ToolKindDelete})
+			tl.addDiff(fileDiff{path: c.Diff.Path, old: c.Diff.OldText, new: c.Diff.NewText, deleted: tl.kind == wire.ToolKindDelete})
 		case c.Content != nil && c.Content.Content.Text != nil:
 			texts = append(texts, c.Content.Content.Text.Text)
 		}
@@ -321,7 +320,7 @@ func (t *Translator) apply(tl *toolItem, u sdk.ToolCallUpdate) {
 	if it.Kind == event.ItemFileChange {
 		for _, l := range u.Locations {
 			if l.Path != "" && !tl.hasPath(l.Path) {
-				tl.diffs = append(tl.diffs, fileDiff{path: l.Path, noDetail: true, deleted: tl.kind == sdk.ToolKindDelete})
+				tl.diffs = append(tl.diffs, fileDiff{path: l.Path, noDetail: true, deleted: tl.kind == wire.ToolKindDelete})
 			}
 		}
 	}
@@ -354,7 +353,7 @@ func (tl *toolItem) addDiff(d fileDiff) {
 
 // command fills a command item from the call's raw input: a command string
 // or argv (codex-acp sends ["/bin/bash","-lc","…"]), else the title.
-func (t *Translator) command(it *event.Item, u sdk.ToolCallUpdate) {
+func (t *Translator) command(it *event.Item, u wire.ToolCallUpdate) {
 	if in, ok := u.RawInput.(map[string]any); ok {
 		switch c := in["command"].(type) {
 		case string:
@@ -502,7 +501,7 @@ func planStatus(s string) string {
 // call. Its tool call is started as an item first when the agent has not
 // announced it (Gemini and codex-acp ask before they report the call); the
 // returned events come before the request.
-func (t *Translator) Permission(params json.RawMessage, req sdk.RequestPermissionRequest) (agent.PermissionRequest, []event.Event) {
+func (t *Translator) Permission(params json.RawMessage, req wire.RequestPermissionRequest) (agent.PermissionRequest, []event.Event) {
 	e := &emitter{t: t, raw: params}
 	tl := t.tools[string(req.ToolCall.ToolCallId)]
 	if req.ToolCall.ToolCallId != "" && (tl == nil || !tl.done) {
@@ -536,7 +535,7 @@ func (t *Translator) Permission(params json.RawMessage, req sdk.RequestPermissio
 		if pr.Detail == "" {
 			pr.Detail = tl.text
 		}
-		if tl.kind == sdk.ToolKindFetch {
+		if tl.kind == wire.ToolKindFetch {
 			pr.Kind = event.PermNetwork
 		}
 	}
@@ -557,13 +556,13 @@ func (t *Translator) Denied(toolCallID string) []event.Event {
 	return e.evs
 }
 
-func optionKind(k sdk.PermissionOptionKind) event.OptionKind {
+func optionKind(k wire.PermissionOptionKind) event.OptionKind {
 	switch k {
-	case sdk.PermissionOptionKindAllowAlways:
+	case wire.PermissionOptionKindAllowAlways:
 		return event.OptionAllowAlways
-	case sdk.PermissionOptionKindRejectOnce:
+	case wire.PermissionOptionKindRejectOnce:
 		return event.OptionDenyOnce
-	case sdk.PermissionOptionKindRejectAlways:
+	case wire.PermissionOptionKindRejectAlways:
 		return event.OptionDenyAlways
 	}
 	return event.OptionAllowOnce
@@ -574,10 +573,10 @@ func optionKind(k sdk.PermissionOptionKind) event.OptionKind {
 // decision, else the first once-only option of the decision's side. An
 // allow_always option is never picked unless named. ok is false when the
 // agent offered no fitting option.
-func ChooseOption(opts []sdk.PermissionOption, ans agent.PermissionAnswer) (sdk.PermissionOptionId, bool) {
+func ChooseOption(opts []wire.PermissionOption, ans agent.PermissionAnswer) (wire.PermissionOptionId, bool) {
 	allow := ans.Decision == event.DecisionAllow
-	isAllow := func(k sdk.PermissionOptionKind) bool {
-		return k == sdk.PermissionOptionKindAllowOnce || k == sdk.PermissionOptionKindAllowAlways
+	isAllow := func(k wire.PermissionOptionKind) bool {
+		return k == wire.PermissionOptionKindAllowOnce || k == wire.PermissionOptionKindAllowAlways
 	}
 	if ans.OptionID != "" {
 		for _, o := range opts {
@@ -586,10 +585,10 @@ func ChooseOption(opts []sdk.PermissionOption, ans agent.PermissionAnswer) (sdk.
 			}
 		}
 	}
-	want := []sdk.PermissionOptionKind{sdk.PermissionOptionKindAllowOnce}
+	want := []wire.PermissionOptionKind{wire.PermissionOptionKindAllowOnce}
 	if !allow {
 		// Rejecting for good is still a rejection: better than none.
-		want = []sdk.PermissionOptionKind{sdk.PermissionOptionKindRejectOnce, sdk.PermissionOptionKindRejectAlways}
+		want = []wire.PermissionOptionKind{wire.PermissionOptionKindRejectOnce, wire.PermissionOptionKindRejectAlways}
 	}
 	for _, k := range want {
 		for _, o := range opts {
@@ -604,7 +603,7 @@ func ChooseOption(opts []sdk.PermissionOption, ans agent.PermissionAnswer) (sdk.
 // Finish ends the turn's items: the open message and thought are completed,
 // and tool calls the agent left open are failed (the turn is over, so they
 // will not finish). It returns the turn's usage as far as the agent said.
-func (t *Translator) Finish(resp *sdk.PromptResponse) ([]event.Event, *event.Usage) {
+func (t *Translator) Finish(resp *wire.PromptResponse) ([]event.Event, *event.Usage) {
 	e := &emitter{t: t}
 	t.closeText(e)
 	for _, id := range t.order {
@@ -625,7 +624,7 @@ func (t *Translator) Finish(resp *sdk.PromptResponse) ([]event.Event, *event.Usa
 // turnUsage is the turn's token usage: the prompt response's usage
 // (unstable in ACP; OpenCode sends it), else Gemini's
 // _meta.quota.token_count; the cost comes from the last usage_update.
-func turnUsage(resp *sdk.PromptResponse, last *sdk.SessionUsageUpdate) *event.Usage {
+func turnUsage(resp *wire.PromptResponse, last *wire.SessionUsageUpdate) *event.Usage {
 	var u *event.Usage
 	if resp != nil && resp.Usage != nil {
 		u = &event.Usage{InputTokens: int64(resp.Usage.InputTokens), OutputTokens: int64(resp.Usage.OutputTokens)}
@@ -656,17 +655,17 @@ func turnUsage(resp *sdk.PromptResponse, last *sdk.SessionUsageUpdate) *event.Us
 // StopReason maps the prompt's stop reason. cancelled is an interrupt when
 // we asked for it; an agent that cancels on its own (codex-acp after a
 // rejected permission) ended the turn.
-func StopReason(r sdk.StopReason, cancelRequested bool) (event.StopReason, string) {
+func StopReason(r wire.StopReason, cancelRequested bool) (event.StopReason, string) {
 	switch r {
-	case sdk.StopReasonEndTurn:
+	case wire.StopReasonEndTurn:
 		return event.StopEndTurn, ""
-	case sdk.StopReasonMaxTokens:
+	case wire.StopReasonMaxTokens:
 		return event.StopMaxTokens, ""
-	case sdk.StopReasonMaxTurnRequests:
+	case wire.StopReasonMaxTurnRequests:
 		return event.StopMaxTokens, "the agent reached its limit of model requests in one turn"
-	case sdk.StopReasonRefusal:
+	case wire.StopReasonRefusal:
 		return event.StopRefusal, ""
-	case sdk.StopReasonCancelled:
+	case wire.StopReasonCancelled:
 		if cancelRequested {
 			return event.StopInterrupted, ""
 		}

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	sdk "github.com/coder/acp-go-sdk"
-
 	"github.com/agentbox/agentbox/event"
+	wire "github.com/agentbox/agentbox/internal/acpwire"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agenttest"
 	"github.com/agentbox/agentbox/internal/golden"
@@ -27,7 +26,7 @@ func replay(t testing.TB, lines [][]byte) []event.Event {
 	n := 0
 	tr.NewID = func() string { n++; return fmt.Sprintf("item_%d", n) }
 	var evs []event.Event
-	pending := map[string]sdk.RequestPermissionRequest{} // by JSON-RPC id
+	pending := map[string]wire.RequestPermissionRequest{} // by JSON-RPC id
 	for _, line := range lines {
 		line = bytes.ReplaceAll(line, []byte("<workdir>"), []byte(goldenCwd))
 		var msg struct {
@@ -58,14 +57,14 @@ func replay(t testing.TB, lines [][]byte) []event.Event {
 			}
 			delete(pending, string(sent.ID))
 			for _, o := range req.Options {
-				if string(o.OptionId) == sent.Result.Outcome.OptionID && o.Kind != sdk.PermissionOptionKindAllowOnce && o.Kind != sdk.PermissionOptionKindAllowAlways {
+				if string(o.OptionId) == sent.Result.Outcome.OptionID && o.Kind != wire.PermissionOptionKindAllowOnce && o.Kind != wire.PermissionOptionKindAllowAlways {
 					evs = append(evs, tr.Denied(string(req.ToolCall.ToolCallId))...)
 				}
 			}
-		case msg.Method == sdk.ClientMethodSessionUpdate:
+		case msg.Method == wire.ClientMethodSessionUpdate:
 			evs = append(evs, tr.Update(msg.Params)...)
-		case msg.Method == sdk.ClientMethodSessionRequestPermission:
-			var req sdk.RequestPermissionRequest
+		case msg.Method == wire.ClientMethodSessionRequestPermission:
+			var req wire.RequestPermissionRequest
 			if err := json.Unmarshal(msg.Params, &req); err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +73,7 @@ func replay(t testing.TB, lines [][]byte) []event.Event {
 			evs = append(evs, event.New(event.SourceAgent, &pr))
 			pending[string(msg.ID)] = req
 		case msg.Result != nil:
-			var resp sdk.PromptResponse
+			var resp wire.PromptResponse
 			if json.Unmarshal(msg.Result, &resp) != nil || resp.StopReason == "" {
 				continue // initialize, session/new
 			}
@@ -187,15 +186,15 @@ func withEnvelope(evs []event.Event) []event.Event {
 }
 
 func TestChooseOption(t *testing.T) {
-	opts := []sdk.PermissionOption{
-		{OptionId: "always", Kind: sdk.PermissionOptionKindAllowAlways},
-		{OptionId: "once", Kind: sdk.PermissionOptionKindAllowOnce},
-		{OptionId: "never", Kind: sdk.PermissionOptionKindRejectAlways},
-		{OptionId: "no", Kind: sdk.PermissionOptionKindRejectOnce},
+	opts := []wire.PermissionOption{
+		{OptionId: "always", Kind: wire.PermissionOptionKindAllowAlways},
+		{OptionId: "once", Kind: wire.PermissionOptionKindAllowOnce},
+		{OptionId: "never", Kind: wire.PermissionOptionKindRejectAlways},
+		{OptionId: "no", Kind: wire.PermissionOptionKindRejectOnce},
 	}
 	for _, tc := range []struct {
 		name string
-		opts []sdk.PermissionOption
+		opts []wire.PermissionOption
 		ans  agent.PermissionAnswer
 		want string
 		ok   bool
@@ -240,13 +239,13 @@ func FuzzTranslate(f *testing.F) {
 		tr := NewTranslator(goldenCwd)
 		evs := tr.Update(params)
 		evs = append(evs, tr.Update(params)...)
-		var req sdk.RequestPermissionRequest
+		var req wire.RequestPermissionRequest
 		if json.Unmarshal(params, &req) == nil {
 			_, pre := tr.Permission(params, req)
 			evs = append(evs, pre...)
 			evs = append(evs, tr.Denied(string(req.ToolCall.ToolCallId))...)
 		}
-		var resp sdk.PromptResponse
+		var resp wire.PromptResponse
 		_ = json.Unmarshal(params, &resp)
 		fin, _ := tr.Finish(&resp)
 		evs = append(evs, fin...)
