@@ -86,7 +86,7 @@ func New(opts Options) *Runtime {
 		opts.UIDBase = 100000
 	}
 	r := &Runtime{opts: opts}
-	if n := min(opts.Spares, maxSpares); n > 0 {
+	if n := min(opts.Spares, MaxSpares); n > 0 {
 		r.spares = &sparePool{max: n, start: func() (*initProc, error) {
 			slot, err := r.allocSlot()
 			if err != nil {

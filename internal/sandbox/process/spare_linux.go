@@ -48,8 +48,8 @@ import (
 // nothing on the host to reap (no cgroup until it is a sandbox, no mounts
 // but its own namespace's), and its uid slot is a lock its daemon holds.
 
-// maxSpares bounds Options.Spares: each spare is a process and a uid slot.
-const maxSpares = 4
+// MaxSpares bounds Options.Spares: each spare is a process and a uid slot.
+const MaxSpares = 4
 
 // spareMaxAge is how long a spare may wait before it is replaced.
 const spareMaxAge = 5 * time.Minute
@@ -294,6 +294,15 @@ func (p *sparePool) close() {
 		in.discard()
 	}
 	p.wg.Wait()
+}
+
+// Spares is how many spare inits the runtime keeps: Options.Spares, at
+// most MaxSpares.
+func (r *Runtime) Spares() int {
+	if r.spares == nil {
+		return 0
+	}
+	return r.spares.max
 }
 
 // Close ends the runtime's spare inits (Options.Spares) and starts no

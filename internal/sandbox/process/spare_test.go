@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/sandboxtest"
 )
 
 // parked returns the pids of rt's parked spares once there are n, failing
@@ -375,31 +376,8 @@ func TestSpareClose(t *testing.T) {
 }
 
 // initChildren lists the sandbox inits this process has started that
-// still run.
-func initChildren() []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(cmd), initArg0+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+// are left.
+func initChildren() []int { return sandboxtest.Children(initArg0) }
 
 // spareProcessEnv makes the test binary a daemon with a spare that
 // prints the spare's pid and waits to be killed (TestSpareDiesWithDaemon).
