@@ -200,10 +200,14 @@ func (b *box) killAll() {
 	defer b.fdMu.Unlock()
 	// Best effort throughout: the cgroup check below catches what the
 	// init's death did not take, and destroy reports a cgroup left behind.
-	signalled := false
-	if b.initFD >= 0 {
+	// An init already reaped emptied its namespace as it died (a second
+	// killAll, from destroy after Close, finds it so).
+	signalled := b.initReaped()
+	switch {
+	case signalled:
+	case b.initFD >= 0:
 		signalled = unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0) == nil
-	} else if b.cmd != nil && b.cmd.Process != nil {
+	case b.cmd != nil && b.cmd.Process != nil:
 		signalled = b.cmd.Process.Kill() == nil
 	}
 	if b.cg == nil {
@@ -221,6 +225,19 @@ func (b *box) killAll() {
 		}
 	}
 	_ = b.cg.Kill()
+}
+
+// initReaped reports whether the init has exited and been reaped.
+func (b *box) initReaped() bool {
+	if b.waitDone == nil {
+		return false
+	}
+	select {
+	case <-b.waitDone:
+		return true
+	default:
+		return false
+	}
 }
 
 // initReapWait bounds how long killAll waits for the killed init to be
