@@ -438,6 +438,27 @@ func TestSpareDiesWithDaemon(t *testing.T) {
 	waitGone(t, pid)
 }
 
+// waitParked waits until the spare pid is parked: one of its threads
+// blocked in read(2) on its config pipe (fd 3), which it reaches only
+// after it marked every inherited descriptor close-on-exec.
+func waitParked(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
+			if strings.HasPrefix(string(sc), fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fdConfig)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spare %d not parked on its config pipe", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestSpareCarriesNothingOfTheDaemon: a parked spare has no environment
 // but the init's own (initEnv), holds no descriptor of the daemon's
 // cgroup (the Go runtime's cgroup-aware GOMAXPROCS would keep one),
@@ -456,7 +477,7 @@ func TestSpareCarriesNothingOfTheDaemon(t *testing.T) {
 	rt := New(Options{Spares: 1})
 	t.Cleanup(func() { _ = rt.Close() })
 	pid := primeSpares(t, rt, 1)[0]
-	time.Sleep(100 * time.Millisecond) // parked: waiting on its config
+	waitParked(t, pid)
 
 	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil || string(env) != strings.Join(initEnv, "\x00")+"\x00" {
 		t.Errorf("spare environment %q (%v)", env, err)
