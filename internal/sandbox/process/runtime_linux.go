@@ -196,6 +196,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	// with no policy applied until configure below.
 	newNet := spec.Network.Mode != sandbox.NetworkHost
 	in := r.spares.take(newNet)
+	defer r.spares.fill() // after this Create, failed or not (see take)
 	b.spare = in != nil
 	if in == nil {
 		slot, err := r.allocSlot()

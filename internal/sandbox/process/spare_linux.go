@@ -209,13 +209,16 @@ type sparePool struct {
 }
 
 // take returns a spare for a sandbox that needs a network namespace of its
-// own (newNet) or nil, and starts refilling. A spare it returns is the
-// caller's and is never returned to the pool.
+// own (newNet) or nil. A spare it returns is the caller's and is never
+// returned to the pool. The caller refills the pool (fill) once its Create
+// is done: starting a spare forks the daemon, which stalls the daemon's
+// page faults while the page tables are copied and makes its next writes
+// fault again, and the spare's own start competes for the CPU, so it is
+// kept off the Create that could use it.
 func (p *sparePool) take(newNet bool) *initProc {
 	if p == nil {
 		return nil
 	}
-	defer p.fill()
 	if !newNet {
 		return nil // every spare has a network namespace of its own
 	}
@@ -246,6 +249,9 @@ func (p *sparePool) take(newNet bool) *initProc {
 // fails to start ends the filling until the next take: Create starts cold
 // meanwhile, and reports any error that has.
 func (p *sparePool) fill() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.filling || len(p.parked) >= p.max {
