@@ -156,23 +156,38 @@ func initState(t testing.TB, b *box) string {
 	// the init drops its bounding set on the thread it forks commands
 	// from, and which thread the kernel reports for the process is the
 	// Go scheduler's choice, as is how many threads there are.
-	var out []string
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters", "SigBlk", "SigIgn"} {
-		var vals []string
-		for _, task := range tasks {
-			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name())) // a thread may have ended
-			for _, line := range strings.Split(string(st), "\n") {
-				if v, ok := strings.CutPrefix(line, f+":"); ok && !slices.Contains(vals, v) {
-					vals = append(vals, v)
+	// A thread the Go runtime is creating has every signal blocked for a
+	// moment (newosproc): the state compared is what stays, so the
+	// threads are read until two readings agree.
+	threads := func() []string {
+		var out []string
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters", "SigBlk", "SigIgn"} {
+			var vals []string
+			for _, task := range tasks {
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name())) // a thread may have ended
+				for _, line := range strings.Split(string(st), "\n") {
+					if v, ok := strings.CutPrefix(line, f+":"); ok && !slices.Contains(vals, v) {
+						vals = append(vals, v)
+					}
 				}
 			}
+			slices.Sort(vals)
+			out = append(out, f+": "+strings.Join(vals, " | "))
 		}
-		slices.Sort(vals)
-		out = append(out, f+": "+strings.Join(vals, " | "))
+		return out
+	}
+	out := threads()
+	for range 50 {
+		time.Sleep(10 * time.Millisecond)
+		again := threads()
+		if slices.Equal(out, again) {
+			break
+		}
+		out = again
 	}
 	out = append(out, read("limits"), "environ "+strconv.Quote(read("environ")), read("cgroup"), read("uid_map"), read("gid_map"))
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
