@@ -158,3 +158,43 @@ func TestServeFlagsEnv(t *testing.T) {
 		t.Fatalf("serve --help shows the environment's token:\n%s", out.String())
 	}
 }
+
+// TestServeSandboxSpares: --sandbox-spares (AGENTBOX_SANDBOX_SPARES, the
+// file's sandbox-spares) sets the process runtime's spare inits; 0
+// disables them, and a count out of range is refused, never clamped.
+func TestServeSandboxSpares(t *testing.T) {
+	file := writeConfig(t, 0o600, "sandbox-spares: 3\n")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want int // daemon.Config.SandboxSpares
+		err  string
+	}{
+		{"default", nil, nil, daemon.DefaultSandboxSpares, ""},
+		{"flag", nil, []string{"--sandbox-spares", "2"}, 2, ""},
+		{"zero disables", nil, []string{"--sandbox-spares", "0"}, -1, ""},
+		{"env", map[string]string{"AGENTBOX_SANDBOX_SPARES": "4"}, nil, 4, ""},
+		{"file", nil, []string{"--config", file}, 3, ""},
+		{"env over file", map[string]string{"AGENTBOX_SANDBOX_SPARES": "0"}, []string{"--config", file}, -1, ""},
+		{"too many", nil, []string{"--sandbox-spares", "5"}, 0, "--sandbox-spares 5: want 0 (none) to 4"},
+		{"negative", nil, []string{"--sandbox-spares", "-1"}, 0, "--sandbox-spares -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("AGENTBOX_SANDBOX_SPARES", "")
+			cfg, err := serveConfig(t, tc.env, tc.args...)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SandboxSpares != tc.want {
+				t.Errorf("SandboxSpares %d, want %d", cfg.SandboxSpares, tc.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/flagfile"
 	"github.com/agentbox/agentbox/internal/logging"
+	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
 // serveCommand maps flags, AGENTBOX_* environment variables and the
@@ -36,6 +37,7 @@ func serveCommand() *cobra.Command {
 		logFormat    string
 		maxLive      int
 		idleTimeout  time.Duration
+		spares       int
 		configFile   string
 	)
 	cmd := &cobra.Command{
@@ -86,6 +88,12 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 				return fmt.Errorf("--max-live-sessions %d: want 0 (no cap) or more", maxLive)
 			case idleTimeout < 0:
 				return fmt.Errorf("--idle-timeout %s: want 0 (never) or more", idleTimeout)
+			case spares < 0 || spares > process.MaxSpares:
+				return fmt.Errorf("--sandbox-spares %d: want 0 (none) to %d", spares, process.MaxSpares)
+			}
+			cfg.SandboxSpares = spares
+			if spares == 0 {
+				cfg.SandboxSpares = -1
 			}
 			cfg.MaxLiveSessions, cfg.IdleTimeout = maxLive, idleTimeout
 			if maxLive == 0 {
@@ -139,6 +147,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&cfg.AgentsFile, "agents-file", "", "YAML file adding ACP agents by name, command, args and env (see docs/acp.md) [AGENTBOX_AGENTS_FILE]")
 	f.StringVar(&agentModels, "agent-models", "", "more models the provider configuration of pi, opencode and opencode-acp declares, which sessions may select and switch to: NAME=MODEL[,MODEL...] entries separated by ; (e.g. pi=gpt-5,gpt-5-mini;opencode=gpt-5) [AGENTBOX_AGENT_MODELS]")
 	f.IntVar(&cfg.ExecPool, "exec-pool", execution.DefaultPoolSize, "warm sandboxes kept ready per execution policy; 0 disables the pool [AGENTBOX_EXEC_POOL]")
+	f.IntVar(&spares, "sandbox-spares", daemon.DefaultSandboxSpares, fmt.Sprintf("sandbox inits the process runtime keeps started ahead of need, so that a new sandbox skips its init's start (0 to %d); 0 disables them [AGENTBOX_SANDBOX_SPARES]", process.MaxSpares))
 	f.IntVar(&cfg.MaxProcesses, "max-processes", execution.DefaultMaxConcurrent, "concurrent executions and processes; more get 429 [AGENTBOX_MAX_PROCESSES]")
 	f.StringVar(&cfg.GlobalPolicy, "global-policy", "", "operator sandbox policy file every session and execution is intersected with (see docs/policy.md) [AGENTBOX_GLOBAL_POLICY]")
 	f.StringVar(&cfg.SessionPolicy, "session-policy", "", "policy preset for sessions created without a policy, e.g. agent-default; empty runs their agents unsandboxed [AGENTBOX_SESSION_POLICY]")

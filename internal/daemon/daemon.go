@@ -67,6 +67,9 @@ const (
 	DefaultIdleTimeout = 5 * time.Minute
 	// DefaultStartTimeout bounds starting a session's agent.
 	DefaultStartTimeout = engine.DefaultStartTimeout
+	// DefaultSandboxSpares is how many sandbox inits the process runtime
+	// starts ahead of need (process.Options.Spares).
+	DefaultSandboxSpares = 1
 )
 
 // Config is the daemon's configuration; the zero value of each field means
@@ -140,6 +143,10 @@ type Config struct {
 	SessionPolicy string
 	// Runtimes, when set, replaces the built-in isolation runtimes (tests).
 	Runtimes *sandbox.Registry
+	// SandboxSpares is how many sandbox inits the process runtime keeps
+	// started ahead of need, at most process.MaxSpares (default
+	// DefaultSandboxSpares; negative: none). Unused with Runtimes.
+	SandboxSpares int
 	// ExecPool is the number of warm sandboxes kept per execution policy
 	// (0: none) and MaxProcesses the limit of concurrent executions and
 	// processes (0: the default, 16).
@@ -174,13 +181,14 @@ type Config struct {
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
-// seccomp, cgroups), gvisor (runsc) and microvm (probe only). hide lists
-// host directories a sandbox reading outside its workspace must not see.
-func Runtimes(dataDir string) *sandbox.Registry {
+// seccomp, cgroups), gvisor (runsc) and microvm (probe only). Sandboxes
+// reading outside their workspace never see dataDir. The process runtime
+// keeps spares sandbox inits started ahead of need (0: none), so a cold
+// sandbox skips the start of its init; Shutdown ends them (see
+// internal/sandbox/process/spare_linux.go).
+func Runtimes(dataDir string, spares int) *sandbox.Registry {
 	r := sandbox.NewRegistry()
-	// One spare init: a cold sandbox skips the start of its init
-	// (Shutdown ends it; see internal/sandbox/process/spare_linux.go).
-	r.Register(process.New(process.Options{HideDirs: []string{dataDir}, Spares: 1}))
+	r.Register(process.New(process.Options{HideDirs: []string{dataDir}, Spares: spares}))
 	r.Register(gvisor.New(gvisor.Options{StateDir: filepath.Join(dataDir, "gvisor"), HideDirs: []string{dataDir}}))
 	r.Register(microvm.New(microvm.Options{}))
 	return r
@@ -409,7 +417,10 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 		cfg.Agents = Agents(cfg.DataDir, os.Getenv, cfg.AgentModels)
 	}
 	if cfg.Runtimes == nil {
-		cfg.Runtimes = Runtimes(cfg.DataDir)
+		if cfg.SandboxSpares > process.MaxSpares {
+			return cfg, "", fmt.Errorf("sandbox spares %d: at most %d", cfg.SandboxSpares, process.MaxSpares)
+		}
+		cfg.Runtimes = Runtimes(cfg.DataDir, orDefault(cfg.SandboxSpares, DefaultSandboxSpares))
 	}
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.LookupEnv

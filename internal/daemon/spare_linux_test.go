@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,33 +10,13 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/sandbox/process"
+	"github.com/agentbox/agentbox/internal/sandbox/sandboxtest"
 )
 
 // sandboxInits lists the sandbox inits (the process runtime's, spares
-// included) this process started that still run.
-func sandboxInits() []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(cmd), "agentbox-sandbox-init\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+// included) this process started that are left.
+func sandboxInits() []int { return sandboxtest.Children("agentbox-sandbox-init") }
 
 // TestShutdownEndsSpareInit: the daemon keeps a spare sandbox init once it
 // made a sandbox, and its shutdown leaves no init behind, spare or not.
@@ -61,5 +41,42 @@ func TestShutdownEndsSpareInit(t *testing.T) {
 	stop()
 	if left := sandboxInits(); len(left) > 0 {
 		t.Errorf("sandbox inits after shutdown: %v", left)
+	}
+}
+
+// TestSandboxSpares: Config.SandboxSpares sets how many spare inits the
+// process runtime keeps (serve --sandbox-spares): zero is the default,
+// negative none, more than process.MaxSpares is refused rather than
+// clamped.
+func TestSandboxSpares(t *testing.T) {
+	for _, tc := range []struct {
+		spares, want int
+		err          bool
+	}{
+		{0, DefaultSandboxSpares, false},
+		{-1, 0, false},
+		{3, 3, false},
+		{process.MaxSpares, process.MaxSpares, false},
+		{process.MaxSpares + 1, 0, true},
+	} {
+		t.Run(strconv.Itoa(tc.spares), func(t *testing.T) {
+			cfg, _, err := configure(Config{DataDir: t.TempDir(), SandboxSpares: tc.spares, Log: slog.New(slog.DiscardHandler)})
+			if tc.err {
+				if err == nil || !strings.Contains(err.Error(), "at most") {
+					t.Fatalf("err %v, want a refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := cfg.Runtimes.Get("process")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rt.(*process.Runtime).Spares(); got != tc.want {
+				t.Errorf("spares %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

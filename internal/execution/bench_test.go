@@ -24,6 +24,7 @@ import (
 func benchExecClient(b *testing.B, pool int) *client.Client {
 	b.Helper()
 	rt := process.New(process.Options{Spares: 1}) // as the daemon runs it
+	b.Cleanup(func() { _ = rt.Close() })          // its spare inits; runs after the service's Close below
 	if p := rt.Probe(b.Context()); !p.Available {
 		b.Skipf("the process runtime is unavailable here: %s", p.Reason)
 	}

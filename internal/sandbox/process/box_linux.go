@@ -97,16 +97,19 @@ func (b *box) stderrTail() string {
 // (it exited or was killed).
 func (b *box) dispatch() {
 	defer close(b.dead)
-	buf := make([]byte, maxPacket)
+	buf := make([]byte, maxReply)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	first := true
 	for {
-		n, oobn, _, _, err := b.ctl.ReadMsgUnix(buf, oob)
+		n, oobn, flags, _, err := b.ctl.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			return
 		}
 		fds := parseRights(oob[:oobn])
 		m, err := decodeMessage(buf[:n])
+		if err == nil && flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			err = errors.New("oversized control packet")
+		}
 		if err != nil {
 			closeAll(fds)
 			b.killAll() // a confused init cannot be trusted with more work
@@ -178,25 +181,70 @@ func closeAll(fds []int) {
 	}
 }
 
-// killAll ends every process of the sandbox, init included: through the
-// cgroup (freeze → kill → thaw) when there is one, and by killing the
-// init, which makes the kernel kill everything left in its pid namespace
-// (double-forked daemons too: they cannot leave the namespace).
+// killAll ends every process of the sandbox, init included. The init goes
+// first: it is PID 1 of the sandbox's pid namespace, so its death makes
+// the kernel kill everything in the namespace, double-forked daemons and
+// nested namespaces included, and fail every fork there from the moment
+// it starts (zap_pid_ns_processes); the init is reaped only once the
+// namespace is empty. Every process of the sandbox is in that namespace:
+// the cgroup holds the init and what it starts, nothing else. The cgroup
+// is then the check, and the backstop: whatever is still in it once the
+// init is gone (or when the init could not be signalled) is killed
+// through it (freeze → kill → thaw, or cgroup.kill). Freezing is not done
+// when nothing is left: on cgroup v1 the first frozen group and the last
+// thawed one each patch the kernel's text (the freezer's static key),
+// which on a virtual machine cost more than the rest of a teardown.
 func (b *box) killAll() {
 	b.killed.Store(true)
 	b.fdMu.Lock()
 	defer b.fdMu.Unlock()
-	// Best effort throughout: the init's death takes the rest of the
-	// namespace with it, and destroy reports a cgroup left behind.
-	if b.cg != nil {
-		_ = b.cg.Kill()
+	// Best effort throughout: the cgroup check below catches what the
+	// init's death did not take, and destroy reports a cgroup left behind.
+	// An init already reaped emptied its namespace as it died (a second
+	// killAll, from destroy after Close, finds it so).
+	signalled := b.initReaped()
+	switch {
+	case signalled:
+	case b.initFD >= 0:
+		signalled = unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0) == nil
+	case b.cmd != nil && b.cmd.Process != nil:
+		signalled = b.cmd.Process.Kill() == nil
 	}
-	if b.initFD >= 0 {
-		_ = unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0)
-	} else if b.cmd != nil && b.cmd.Process != nil {
-		_ = b.cmd.Process.Kill()
+	if b.cg == nil {
+		return
+	}
+	if signalled && b.waitDone != nil {
+		t := time.NewTimer(initReapWait)
+		select {
+		case <-b.waitDone:
+		case <-t.C:
+		}
+		t.Stop()
+		if pids, err := b.cg.Pids(); err == nil && len(pids) == 0 {
+			return
+		}
+	}
+	_ = b.cg.Kill()
+}
+
+// initReaped reports whether the init has exited and been reaped.
+func (b *box) initReaped() bool {
+	if b.waitDone == nil {
+		return false
+	}
+	select {
+	case <-b.waitDone:
+		return true
+	default:
+		return false
 	}
 }
+
+// initReapWait bounds how long killAll waits for the killed init to be
+// reaped before it kills through the cgroup. The init is reaped once its
+// namespace is empty, which takes a few milliseconds unless a process is
+// stuck in uninterruptible sleep.
+const initReapWait = 2 * time.Second
 
 // Start implements sandbox.Sandbox.
 func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error) {

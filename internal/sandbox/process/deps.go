@@ -14,6 +14,7 @@ import (
 type cgroupGroup interface {
 	Add(pid int) error
 	Kill() error
+	Pids() ([]int, error)
 	Stats() (cgroup.Stats, error)
 	Delete() error
 }

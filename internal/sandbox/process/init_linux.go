@@ -125,6 +125,14 @@ func (in *sandboxInit) reply(m message, fd int) {
 	if err != nil {
 		return
 	}
+	for len(data) > maxReply && len(m.Error) > 64 {
+		// Only an error can be long (it may quote paths): shorten it
+		// until the packet fits the supervisor's buffer.
+		m.Error = m.Error[:len(m.Error)/2] + " [truncated]"
+		if data, err = json.Marshal(m); err != nil {
+			return
+		}
+	}
 	var oob []byte
 	if fd >= 0 {
 		oob = unix.UnixRights(fd)

@@ -122,6 +122,14 @@ const (
 // environment must fit.
 const maxPacket = 1 << 20
 
+// maxReply bounds a packet from the init (ready, started, exit), which
+// holds no caller data: the supervisor reads them into a buffer of this
+// size for the sandbox's whole life, so it is kept small (a 1 MiB buffer
+// per sandbox cost a page fault per 4 KiB and the GC's time, on every
+// Create). The init shortens a longer error to fit; a packet that does
+// not fit anyway is a confused init, and ends the sandbox.
+const maxReply = 16 << 10
+
 // decodeMessage parses one control packet. The supervisor treats the
 // init's packets as untrusted input: a compromised init must not be able
 // to do more than end its own sandbox.

@@ -86,7 +86,7 @@ func New(opts Options) *Runtime {
 		opts.UIDBase = 100000
 	}
 	r := &Runtime{opts: opts}
-	if n := min(opts.Spares, maxSpares); n > 0 {
+	if n := min(opts.Spares, MaxSpares); n > 0 {
 		r.spares = &sparePool{max: n, start: func() (*initProc, error) {
 			slot, err := r.allocSlot()
 			if err != nil {
@@ -196,6 +196,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	// with no policy applied until configure below.
 	newNet := spec.Network.Mode != sandbox.NetworkHost
 	in := r.spares.take(newNet)
+	defer r.spares.fill() // after this Create, failed or not (see take)
 	b.spare = in != nil
 	if in == nil {
 		slot, err := r.allocSlot()

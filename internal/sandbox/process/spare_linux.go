@@ -48,8 +48,8 @@ import (
 // nothing on the host to reap (no cgroup until it is a sandbox, no mounts
 // but its own namespace's), and its uid slot is a lock its daemon holds.
 
-// maxSpares bounds Options.Spares: each spare is a process and a uid slot.
-const maxSpares = 4
+// MaxSpares bounds Options.Spares: each spare is a process and a uid slot.
+const MaxSpares = 4
 
 // spareMaxAge is how long a spare may wait before it is replaced.
 const spareMaxAge = 5 * time.Minute
@@ -209,13 +209,16 @@ type sparePool struct {
 }
 
 // take returns a spare for a sandbox that needs a network namespace of its
-// own (newNet) or nil, and starts refilling. A spare it returns is the
-// caller's and is never returned to the pool.
+// own (newNet) or nil. A spare it returns is the caller's and is never
+// returned to the pool. The caller refills the pool (fill) once its Create
+// is done: starting a spare forks the daemon, which stalls the daemon's
+// page faults while the page tables are copied and makes its next writes
+// fault again, and the spare's own start competes for the CPU, so it is
+// kept off the Create that could use it.
 func (p *sparePool) take(newNet bool) *initProc {
 	if p == nil {
 		return nil
 	}
-	defer p.fill()
 	if !newNet {
 		return nil // every spare has a network namespace of its own
 	}
@@ -246,6 +249,9 @@ func (p *sparePool) take(newNet bool) *initProc {
 // fails to start ends the filling until the next take: Create starts cold
 // meanwhile, and reports any error that has.
 func (p *sparePool) fill() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.filling || len(p.parked) >= p.max {
@@ -294,6 +300,15 @@ func (p *sparePool) close() {
 		in.discard()
 	}
 	p.wg.Wait()
+}
+
+// Spares is how many spare inits the runtime keeps: Options.Spares, at
+// most MaxSpares.
+func (r *Runtime) Spares() int {
+	if r.spares == nil {
+		return 0
+	}
+	return r.spares.max
 }
 
 // Close ends the runtime's spare inits (Options.Spares) and starts no

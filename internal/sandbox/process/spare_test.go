@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/sandboxtest"
 )
 
 // parked returns the pids of rt's parked spares once there are n, failing
@@ -155,23 +156,38 @@ func initState(t testing.TB, b *box) string {
 	// the init drops its bounding set on the thread it forks commands
 	// from, and which thread the kernel reports for the process is the
 	// Go scheduler's choice, as is how many threads there are.
-	var out []string
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters", "SigBlk", "SigIgn"} {
-		var vals []string
-		for _, task := range tasks {
-			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name())) // a thread may have ended
-			for _, line := range strings.Split(string(st), "\n") {
-				if v, ok := strings.CutPrefix(line, f+":"); ok && !slices.Contains(vals, v) {
-					vals = append(vals, v)
+	// A thread the Go runtime is creating has every signal blocked for a
+	// moment (newosproc): the state compared is what stays, so the
+	// threads are read until two readings agree.
+	threads := func() []string {
+		var out []string
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters", "SigBlk", "SigIgn"} {
+			var vals []string
+			for _, task := range tasks {
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name())) // a thread may have ended
+				for _, line := range strings.Split(string(st), "\n") {
+					if v, ok := strings.CutPrefix(line, f+":"); ok && !slices.Contains(vals, v) {
+						vals = append(vals, v)
+					}
 				}
 			}
+			slices.Sort(vals)
+			out = append(out, f+": "+strings.Join(vals, " | "))
 		}
-		slices.Sort(vals)
-		out = append(out, f+": "+strings.Join(vals, " | "))
+		return out
+	}
+	out := threads()
+	for range 50 {
+		time.Sleep(10 * time.Millisecond)
+		again := threads()
+		if slices.Equal(out, again) {
+			break
+		}
+		out = again
 	}
 	out = append(out, read("limits"), "environ "+strconv.Quote(read("environ")), read("cgroup"), read("uid_map"), read("gid_map"))
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
@@ -375,31 +391,8 @@ func TestSpareClose(t *testing.T) {
 }
 
 // initChildren lists the sandbox inits this process has started that
-// still run.
-func initChildren() []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(cmd), initArg0+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+// are left.
+func initChildren() []int { return sandboxtest.Children(initArg0) }
 
 // spareProcessEnv makes the test binary a daemon with a spare that
 // prints the spare's pid and waits to be killed (TestSpareDiesWithDaemon).
@@ -460,6 +453,27 @@ func TestSpareDiesWithDaemon(t *testing.T) {
 	waitGone(t, pid)
 }
 
+// waitParked waits until the spare pid is parked: one of its threads
+// blocked in read(2) on its config pipe (fd 3), which it reaches only
+// after it marked every inherited descriptor close-on-exec.
+func waitParked(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
+			if strings.HasPrefix(string(sc), fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fdConfig)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spare %d not parked on its config pipe", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestSpareCarriesNothingOfTheDaemon: a parked spare has no environment
 // but the init's own (initEnv), holds no descriptor of the daemon's
 // cgroup (the Go runtime's cgroup-aware GOMAXPROCS would keep one),
@@ -478,7 +492,7 @@ func TestSpareCarriesNothingOfTheDaemon(t *testing.T) {
 	rt := New(Options{Spares: 1})
 	t.Cleanup(func() { _ = rt.Close() })
 	pid := primeSpares(t, rt, 1)[0]
-	time.Sleep(100 * time.Millisecond) // parked: waiting on its config
+	waitParked(t, pid)
 
 	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil || string(env) != strings.Join(initEnv, "\x00")+"\x00" {
 		t.Errorf("spare environment %q (%v)", env, err)
