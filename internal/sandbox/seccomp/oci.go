@@ -2,7 +2,6 @@ package seccomp
 
 import (
 	"fmt"
-	"runtime"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -17,11 +16,11 @@ func OCI(profile string, extraDeny []string) (*specs.LinuxSeccomp, error) {
 	if err := Check(profile, extraDeny); err != nil {
 		return nil, err
 	}
-	info, err := archInfo(runtime.GOARCH)
+	_, archName, err := nativeArch()
 	if err != nil {
 		return nil, err
 	}
-	scmpArch := map[string]specs.Arch{"x86_64": specs.ArchX86_64, "aarch64": specs.ArchAARCH64}[info.Name]
+	scmpArch := map[string]specs.Arch{"x86_64": specs.ArchX86_64, "aarch64": specs.ArchAARCH64}[archName]
 	eperm, enosys := uint(unix.EPERM), uint(unix.ENOSYS)
 	deny := func(name string, args ...specs.LinuxSeccompArg) specs.LinuxSyscall {
 		return specs.LinuxSyscall{Names: []string{name}, Action: specs.ActErrno, ErrnoRet: &eperm, Args: args}
@@ -52,7 +51,7 @@ func OCI(profile string, extraDeny []string) (*specs.LinuxSeccomp, error) {
 	var names []string
 	seen := map[string]bool{}
 	for _, n := range append(Denied(profile), extraDeny...) {
-		if _, ok := info.SyscallNames[n]; ok && !seen[n] {
+		if _, ok := sysnum(n); ok && !seen[n] {
 			seen[n] = true
 			names = append(names, n)
 		}

@@ -3,13 +3,12 @@
 // EPERM, makes clone3 fail with ENOSYS, and kills a process that enters the
 // kernel through a foreign system call ABI.
 //
-// Unconditional denies are assembled by github.com/elastic/go-seccomp-bpf
-// (it owns the per-architecture syscall tables). Rules that look at
-// arguments are hand-written BPF placed in front of it, for two reasons:
-// the library can only return EPERM (clone3 needs ENOSYS), and its argument
-// comparisons are 64-bit while the kernel truncates int arguments
-// (socket's protocol, ioctl's request, personality's persona) to 32 bits,
-// so socket(AF_INET, SOCK_STREAM, 1<<32|IPPROTO_MPTCP) would slip past a
+// The program is assembled here on golang.org/x/net/bpf, from a syscall
+// table generated for the build architecture only (zsysnum_*.go: static
+// data, nothing built at init). Argument rules compare the low 32 bits of
+// an argument: the kernel truncates int arguments (socket's protocol,
+// ioctl's request, personality's persona) to 32 bits, so
+// socket(AF_INET, SOCK_STREAM, 1<<32|IPPROTO_MPTCP) would slip past a
 // 64-bit equality test.
 package seccomp
 
@@ -20,8 +19,6 @@ import (
 	"sort"
 	"unsafe"
 
-	libseccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -134,12 +131,6 @@ func Check(profile string, extraDeny []string) error {
 	return nil
 }
 
-func known(name string) bool {
-	_, x := arch.X86_64.SyscallNames[name]
-	_, a := arch.AARCH64.SyscallNames[name]
-	return x || a
-}
-
 // Install puts the filter of profile plus extraDeny on every thread of the
 // calling process (TSYNC). It also sets no_new_privs, which the kernel
 // requires of an unprivileged caller and which the sandbox init sets anyway.
@@ -181,17 +172,6 @@ func InstallAllowing(profile string, extraDeny, allow []string) error {
 	return nil
 }
 
-// archInfo maps GOARCH to the library's tables.
-func archInfo(goarch string) (*arch.Info, error) {
-	switch goarch {
-	case "amd64":
-		return arch.X86_64, nil
-	case "arm64":
-		return arch.AARCH64, nil
-	}
-	return nil, fmt.Errorf("seccomp: architecture %s is not supported (x86_64 and aarch64 are)", goarch)
-}
-
 // seccomp_data offsets.
 const (
 	offNr   = 0
@@ -204,35 +184,45 @@ var (
 	retEPERM  = bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
 	retENOSYS = bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)}
 	retKill   = bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS}
+	retAllow  = bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW}
 )
 
-// build returns the whole program: the hand-written prefix, then the
-// library's deny list.
-// The library picks its tables from runtime.GOARCH, so only the running
-// architecture can be built.
+// build returns the whole program for the build architecture: the ABI
+// checks, the argument rules, then the unconditional denies; anything else
+// is allowed.
 func build(profile string, extraDeny []string, allow ...string) ([]bpf.Instruction, error) {
 	if err := Check(profile, extraDeny); err != nil {
 		return nil, err
 	}
-	info, err := archInfo(runtime.GOARCH)
+	auditArch, archName, err := nativeArch()
 	if err != nil {
 		return nil, err
 	}
 	nr := func(name string) (uint32, error) {
-		n, ok := info.SyscallNames[name]
+		n, ok := sysnum(name)
 		if !ok {
-			return 0, fmt.Errorf("seccomp: %s has no syscall %q", info.Name, name)
+			return 0, fmt.Errorf("seccomp: %s has no syscall %q", archName, name)
 		}
-		return uint32(n), nil
+		return n, nil
 	}
 	var p []bpf.Instruction
 	// A foreign ABI (i386 through int 0x80 on x86_64, arm32 on arm64) has
 	// other syscall numbers; nothing below would mean anything for it.
 	p = append(p,
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: auditArch, SkipTrue: 1},
 		retKill,
 	)
+	p = append(p, bpf.LoadAbsolute{Off: offNr, Size: 4})
+	// x32 shares x86_64's AUDIT_ARCH but numbers its calls from
+	// __X32_SYSCALL_BIT, so the deny list below would not match them:
+	// every number from that bit up fails with ENOSYS.
+	if runtime.GOARCH == "amd64" {
+		p = append(p,
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit, SkipFalse: 1},
+			retENOSYS,
+		)
+	}
 	// clone3 keeps its flags in memory seccomp cannot read. ENOSYS (not
 	// EPERM) makes glibc and Go fall back to clone, filtered below.
 	clone3, err := nr("clone3")
@@ -240,7 +230,6 @@ func build(profile string, extraDeny []string, allow ...string) ([]bpf.Instructi
 		return nil, err
 	}
 	p = append(p,
-		bpf.LoadAbsolute{Off: offNr, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: clone3, SkipFalse: 1},
 		retENOSYS,
 	)
@@ -303,26 +292,45 @@ func build(profile string, extraDeny []string, allow ...string) ([]bpf.Instructi
 		return nil, err
 	}
 
-	var names []string
+	// The unconditional denies: the profile's (less allow) and extraDeny,
+	// each number once; names this architecture lacks have nothing to deny.
+	var nums []uint32
 	for _, n := range Denied(profile) {
-		if !slices.Contains(allow, n) {
-			names = append(names, n)
+		if slices.Contains(allow, n) {
+			continue
+		}
+		if v, ok := sysnum(n); ok && !slices.Contains(nums, v) {
+			nums = append(nums, v)
 		}
 	}
-	var keep []string
-	for _, n := range append(names, extraDeny...) {
-		if _, ok := info.SyscallNames[n]; ok && !slices.Contains(keep, n) {
-			keep = append(keep, n)
+	for _, n := range extraDeny {
+		if v, ok := sysnum(n); ok && !slices.Contains(nums, v) {
+			nums = append(nums, v)
 		}
 	}
-	names = keep
-	policy := libseccomp.Policy{
-		DefaultAction: libseccomp.ActionAllow,
-		Syscalls:      []libseccomp.SyscallGroup{{Names: names, Action: libseccomp.ActionErrno}},
+	p = append(p, bpf.LoadAbsolute{Off: offNr, Size: 4})
+	p = append(p, denyAny(nums, retEPERM)...)
+	return append(p, retAllow), nil
+}
+
+// maxSkip is the farthest a conditional jump reaches.
+const maxSkip = 255
+
+// denyAny returns code that executes ret when A equals one of nums and
+// falls through otherwise: runs of equality tests that jump to a ret after
+// the run, each run short enough for a conditional jump's 8-bit offset.
+func denyAny(nums []uint32, ret bpf.Instruction) []bpf.Instruction {
+	var p []bpf.Instruction
+	for run := range slices.Chunk(nums, maxSkip+1) {
+		for i, n := range run {
+			last := len(run) - 1
+			if i < last {
+				p = append(p, bpf.JumpIf{Cond: bpf.JumpEqual, Val: n, SkipTrue: uint8(last - i)})
+			} else {
+				p = append(p, bpf.JumpIf{Cond: bpf.JumpEqual, Val: n, SkipFalse: 1})
+			}
+		}
+		p = append(p, ret)
 	}
-	tail, err := policy.Assemble()
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: assemble deny list: %w", err)
-	}
-	return append(p, tail...), nil
+	return p
 }
