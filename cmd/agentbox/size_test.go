@@ -11,9 +11,10 @@ import (
 
 // maxBinary is the ceiling on the default build's size: the product's
 // goal is 16 MiB; this fails, above the goal with a margin, when a change
-// makes the binary grow back. 18 MiB since huma left the run-time binary
-// (17.63 MiB then).
-const maxBinary = 18 << 20
+// makes the binary grow back. 17 MiB since huma, goccy/go-yaml,
+// acp-go-sdk and go-seccomp-bpf left the run-time binary (16.75 MiB then):
+// a change that needs more raises it here, in its own commit, saying why.
+const maxBinary = 17 << 20
 
 // TestBinarySize builds the default binary with scripts/build itself (the
 // static, stripped build users get) and fails when it is larger than
