@@ -60,7 +60,7 @@ func release(t *testing.T) string {
 		cmd.Env = append(os.Environ(), "DIST="+dist, "VERSION="+testVersion)
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			releaseErr = fmt.Errorf("scripts/release: %v\n%s", err, out)
+			releaseErr = fmt.Errorf("scripts/release: %w\n%s", err, out)
 		} else {
 			releaseDir = dist
 			t.Logf("scripts/release: %v", time.Since(start).Round(time.Millisecond))

@@ -371,7 +371,7 @@ func (c *Conn) notifications() {
 	defer close(c.drained)
 	for n := range c.queue {
 		if _, rerr := c.handler(c.inbound, n.msg.Method, n.msg.Params); rerr != nil &&
-			!(rerr.Code == CodeMethodNotFound && strings.HasPrefix(n.msg.Method, "_")) {
+			(rerr.Code != CodeMethodNotFound || !strings.HasPrefix(n.msg.Method, "_")) {
 			c.log.Error("acp: a notification failed", "method", n.msg.Method, "code", rerr.Code)
 		}
 		c.nmu.Lock()

@@ -65,7 +65,7 @@ func ToRequestError(err error) *RequestError {
 	if err == nil {
 		return nil
 	}
-	if re, ok := err.(*RequestError); ok {
+	if re := (*RequestError)(nil); errors.As(err, &re) {
 		return re
 	}
 	if errors.Is(err, context.Canceled) {

@@ -84,7 +84,7 @@ func FuzzDifferential(f *testing.F) {
 		case err == nil && ok:
 			// Where goccy misreads valid YAML, the referee reads what this
 			// package does.
-			if ref, valid := referee(data); !sameValue(mine, want) && !(valid && sameValue(mine, ref)) {
+			if ref, valid := referee(data); !sameValue(mine, want) && (!valid || !sameValue(mine, ref)) {
 				t.Fatalf("%q:\n mine  %#v\n goccy %#v", data, mine, want)
 			}
 		case err != nil && ok:

@@ -167,7 +167,7 @@ func plainSafe(s string) bool {
 			return false
 		}
 	}
-	if c := s[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '/' || c == '_') {
+	if c := s[0]; (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '/' && c != '_' {
 		return false
 	}
 	p := &parser{l: Default}

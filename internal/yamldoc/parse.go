@@ -695,7 +695,7 @@ func (p *parser) blockSeq(ind int) *Node {
 			if !p.eof() && p.col-1 > ind && !p.marker("---") && !p.marker("...") {
 				item = p.block(ind, true)
 			} else {
-				if !p.eof() && p.col-1 == ind && !(p.cur() == '-' && p.blankAt(1)) && !p.marker("---") && !p.marker("...") {
+				if !p.eof() && p.col-1 == ind && (p.cur() != '-' || !p.blankAt(1)) && !p.marker("---") && !p.marker("...") {
 					// goccy and libyaml read the line as the entry's.
 					p.failAt(dl, dc, "an empty sequence entry followed by a line at its dash's column: write - null, or indent the entry's content")
 				}
@@ -784,7 +784,7 @@ func (p *parser) key(flow bool) *Node {
 	if p.cur() == ':' && !flow && !p.blankAt(1) && k.Style != Plain {
 		p.fail("a space must follow the colon after a key")
 	}
-	if p.cur() != ':' || k.Style == Plain && !p.blankAt(1) && !(flow && strings.IndexByte(",]}", p.peek(1)) >= 0) {
+	if p.cur() != ':' || k.Style == Plain && !p.blankAt(1) && (!flow || strings.IndexByte(",]}", p.peek(1)) < 0) {
 		p.failAt(line, col, "want key: value")
 	}
 	return k
@@ -886,10 +886,10 @@ func (p *parser) flow() *Node {
 // flowNode reads a value inside a flow collection.
 func (p *parser) flowNode() *Node {
 	p.refuseIndicator()
-	switch c := p.cur(); {
-	case c == '[' || c == '{':
+	switch p.cur() {
+	case '[', '{':
 		return p.flow()
-	case c == '?':
+	case '?':
 		p.fail("complex mapping keys (? key) are not accepted")
 	}
 	n, plainEnd := p.scalar(true)
@@ -926,7 +926,7 @@ func (p *parser) resolve(n *Node) {
 		return
 	}
 	c := s[0]
-	if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.') {
+	if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' {
 		return
 	}
 	digits := strings.TrimLeft(s, "+-")

@@ -198,7 +198,7 @@ func TestDecode(t *testing.T) {
 		t.Errorf("Decode = %+v, want %+v", f, want)
 	}
 	for _, tt := range []struct{ src, want string }{
-		{"entries:\n  - name: a\n    nmae: b\n", `3:5: unknown field "nmae" (known: name, args, env, on, n)`},
+		{"entries:\n  - name: a\n    nam: b\n", `3:5: unknown field "nam" (known: name, args, env, on, n)`},
 		{"Entries: []\n", `1:1: unknown field "Entries" (known: entries)`},
 		{"entries:\n  - on: 'yes'\n", "2:9: entries[0].on: want bool, not a string"},
 		{"entries:\n  - n: [1]\n", "2:8: entries[0].n: want int, not a sequence"},
