@@ -40,6 +40,11 @@ type session struct {
 	exit      event.SessionEnded // set before done is closed
 	closeOnce sync.Once
 	turnMu    sync.Mutex // one turn at a time
+	// unsettled (guarded by turnMu) is set when a turn ended before
+	// OpenCode said the session was idle (an abort that outlasted
+	// InterruptTimeout): that idle may still come, and must not end the
+	// next turn, so the next Prompt waits for it first.
+	unsettled bool
 
 	// cmu guards the models and agents (modes) OpenCode listed and the
 	// ones the next prompts name ("": the server's default).
@@ -429,6 +434,18 @@ func (s *session) Prompt(ctx context.Context, in agent.Input) (agent.Result, err
 		s.turnCtx = nil
 		s.mu.Unlock()
 	}()
+	if s.unsettled {
+		select {
+		case <-s.idle:
+			s.unsettled = false
+		case <-time.After(s.a.opts.InterruptTimeout):
+			s.unsettled = false
+		case <-ctx.Done():
+			return agent.Result{StopReason: event.StopInterrupted}, nil
+		case <-s.done:
+			return agent.Result{StopReason: event.StopError, Message: s.exit.Message}, errors.New(s.exit.Message)
+		}
+	}
 	for drained := false; !drained; { // stale signals of an earlier turn
 		select {
 		case <-s.idle:
@@ -483,6 +500,7 @@ wait:
 			go abort()
 			deadline = time.After(s.a.opts.InterruptTimeout)
 		case <-deadline:
+			s.unsettled = true
 			break wait
 		case <-s.done:
 			s.finish("the opencode server died")

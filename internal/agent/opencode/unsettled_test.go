@@ -1,0 +1,88 @@
+package opencode
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent"
+)
+
+// emitHost is an agent.Host that only takes events.
+type emitHost struct{ agent.Host }
+
+func (emitHost) Emit(context.Context, ...event.Event) error { return nil }
+
+// TestLateIdleDoesNotEndNextTurn: a turn that gave up on a failing model
+// ends InterruptTimeout after its abort even when OpenCode has not yet said
+// the session is idle. That idle, arriving during the next turn, must not
+// end it: the next Prompt waits for it before posting. (Seen in the
+// conformance suite's upstream_error under load: the turn after the error
+// ended at once, with no answer.)
+func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
+	var prompts atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/session/ses/prompt_async" {
+			prompts.Add(1)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(api.Close)
+	const wait = 100 * time.Millisecond
+	s := &session{
+		a:     &adapter{opts: Options{MaxRetries: 1, InterruptTimeout: wait}},
+		srv:   &server{url: api.URL, http: api.Client()},
+		host:  emitHost{},
+		ctx:   t.Context(),
+		id:    "ses",
+		m:     NewMapper("", t.TempDir()),
+		idle:  make(chan struct{}, 1),
+		retry: make(chan Retry, 16),
+		done:  make(chan struct{}),
+	}
+
+	// Turn 1: the model keeps failing; OpenCode's idle after the abort
+	// comes late, after the turn has given up waiting for it.
+	go func() {
+		s.retry <- Retry{Attempt: 2, Message: "fakellm: internal error"}
+	}()
+	res, _ := s.Prompt(t.Context(), agent.Input{TurnID: "t1"})
+	if res.StopReason != event.StopError {
+		t.Fatalf("turn 1: stop reason %s, want error", res.StopReason)
+	}
+
+	// Turn 2 starts; turn 1's idle arrives meanwhile, then turn 2's own.
+	late := make(chan struct{})
+	go func() {
+		time.Sleep(wait / 2)
+		s.idle <- struct{}{} // turn 1's, late
+		close(late)
+	}()
+	ended := make(chan agent.Result, 1)
+	go func() {
+		r, _ := s.Prompt(t.Context(), agent.Input{TurnID: "t2"})
+		ended <- r
+	}()
+	<-late
+	select {
+	case r := <-ended:
+		t.Fatalf("turn 2 ended on turn 1's idle: %+v", r)
+	case <-time.After(wait):
+	}
+	if n := prompts.Load(); n != 2 {
+		t.Fatalf("%d prompts posted, want 2", n)
+	}
+	s.idle <- struct{}{} // turn 2's
+	select {
+	case r := <-ended:
+		if r.StopReason != event.StopEndTurn {
+			t.Fatalf("turn 2: stop reason %s, want end_turn", r.StopReason)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("turn 2 did not end on its own idle")
+	}
+}
