@@ -90,7 +90,11 @@
 //	session.status busy                           nothing
 //	session.status retry                          nothing, until more than Options.MaxRetries:
 //	                                              error {api_error, retryable}, abort, turn stop error
-//	session.status idle                           end of turn (open items completed as failed)
+//	session.status idle                           end of turn (open items completed as failed); a
+//	                                              turn that gave up or was interrupted ends
+//	                                              Options.InterruptTimeout after its abort even
+//	                                              without it, and the next prompt then waits (as
+//	                                              long again) for that late idle before it posts
 //	permission.asked                              Host.RequestPermission (bash → command, edit →
 //	                                              file_write, else tool; options once / always /
 //	                                              reject) → POST /permission/{id}/reply
