@@ -32,7 +32,9 @@ func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(api.Close)
-	const wait = 100 * time.Millisecond
+	// InterruptTimeout: long beside the steps below, so a loaded machine
+	// does not turn the order of events around.
+	const wait = 2 * time.Second
 	s := &session{
 		a:     &adapter{opts: Options{MaxRetries: 1, InterruptTimeout: wait}},
 		srv:   &server{url: api.URL, http: api.Client()},
@@ -58,7 +60,7 @@ func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
 	// Turn 2 starts; turn 1's idle arrives meanwhile, then turn 2's own.
 	late := make(chan struct{})
 	go func() {
-		time.Sleep(wait / 2)
+		time.Sleep(wait / 10)
 		s.idle <- struct{}{} // turn 1's, late
 		close(late)
 	}()
@@ -68,13 +70,20 @@ func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
 		ended <- r
 	}()
 	<-late
-	select {
+	for deadline := time.Now().Add(10 * time.Second); prompts.Load() < 2; {
+		select {
+		case r := <-ended:
+			t.Fatalf("turn 2 ended on turn 1's idle: %+v", r)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d prompts posted, want 2", prompts.Load())
+		}
+	}
+	select { // turn 2 is posted: only its own idle may end it
 	case r := <-ended:
 		t.Fatalf("turn 2 ended on turn 1's idle: %+v", r)
-	case <-time.After(wait):
-	}
-	if n := prompts.Load(); n != 2 {
-		t.Fatalf("%d prompts posted, want 2", n)
+	case <-time.After(wait / 10):
 	}
 	s.idle <- struct{}{} // turn 2's
 	select {
