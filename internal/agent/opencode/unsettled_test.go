@@ -24,10 +24,19 @@ func (emitHost) Emit(context.Context, ...event.Event) error { return nil }
 // conformance suite's upstream_error under load: the turn after the error
 // ended at once, with no answer.)
 func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
-	var prompts atomic.Int32
+	var (
+		prompts atomic.Int32
+		s       *session
+	)
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/session/ses/prompt_async" {
-			prompts.Add(1)
+			if prompts.Add(1) == 1 {
+				// Turn 1: the model keeps failing. The retry is sent once
+				// the prompt is posted, never before Prompt drains the
+				// signals of earlier turns (a retry sent earlier is
+				// drained as stale, and turn 1 never gives up).
+				s.retry <- Retry{Attempt: 2, Message: "fakellm: internal error"}
+			}
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -35,7 +44,7 @@ func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
 	// InterruptTimeout: long beside the steps below, so a loaded machine
 	// does not turn the order of events around.
 	const wait = 2 * time.Second
-	s := &session{
+	s = &session{
 		a:     &adapter{opts: Options{MaxRetries: 1, InterruptTimeout: wait}},
 		srv:   &server{url: api.URL, http: api.Client()},
 		host:  emitHost{},
@@ -49,12 +58,18 @@ func TestLateIdleDoesNotEndNextTurn(t *testing.T) {
 
 	// Turn 1: the model keeps failing; OpenCode's idle after the abort
 	// comes late, after the turn has given up waiting for it.
+	first := make(chan agent.Result, 1)
 	go func() {
-		s.retry <- Retry{Attempt: 2, Message: "fakellm: internal error"}
+		r, _ := s.Prompt(t.Context(), agent.Input{TurnID: "t1"})
+		first <- r
 	}()
-	res, _ := s.Prompt(t.Context(), agent.Input{TurnID: "t1"})
-	if res.StopReason != event.StopError {
-		t.Fatalf("turn 1: stop reason %s, want error", res.StopReason)
+	select {
+	case res := <-first:
+		if res.StopReason != event.StopError {
+			t.Fatalf("turn 1: stop reason %s, want error", res.StopReason)
+		}
+	case <-time.After(5 * wait):
+		t.Fatal("turn 1 did not give up on the failing model")
 	}
 
 	// Turn 2 starts; turn 1's idle arrives meanwhile, then turn 2's own.
