@@ -1,0 +1,161 @@
+package python
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/client"
+)
+
+// python is Debian's interpreter, with python3-httpx and python3-pytest
+// (scripts/setup installs them); a python3 earlier on PATH may be another
+// one without them.
+const python = "/usr/bin/python3"
+
+// proxyHost is where the tests' proxy, which cuts connections, listens.
+const proxyHost = "127.0.0.2"
+
+// TestPythonSDK runs the Python SDK's pytest suite (sdks/python/tests)
+// against the real daemon binary with its mock agent: the sync and async
+// clients' flow, resume after a cut, problem+json errors, the local token.
+func TestPythonSDK(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the daemon runs on Linux only")
+	}
+	if out, err := exec.Command(python, "-c", "import httpx, pytest").CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import httpx and pytest (run scripts/setup: apt-get install python3-httpx python3-pytest): %v\n%s", python, err, out)
+	}
+	bin := buildDaemon(t)
+	d := startDaemon(t, bin)
+
+	sdk, err := filepath.Abs(sdkDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-rs", "tests")
+	cmd.Dir = sdk
+	cmd.Env = append(os.Environ(),
+		"PYTHONPATH="+sdk,
+		"PYTHONDONTWRITEBYTECODE=1",
+		"AGENTBOX_URL="+d.url,
+		"AGENTBOX_TOKEN="+d.token,
+		"AGENTBOX_TEST_DATA_DIR="+d.dataDir,
+		"AGENTBOX_TEST_PROXY_HOST="+proxyHost,
+	)
+	out, err := cmd.CombinedOutput()
+	t.Logf("pytest:\n%s", out)
+	if err != nil {
+		t.Fatalf("pytest: %v", err)
+	}
+	// Only the files API step may skip, and only while the daemon has no
+	// such route; any other skip is a failure of this run.
+	for _, line := range regexp.MustCompile(`(?m)^SKIPPED .*$`).FindAllString(string(out), -1) {
+		if !strings.Contains(line, "files API not merged yet") {
+			t.Errorf("unexpected skip: %s", line)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^=+ .*\d+ passed`).Match(out) {
+		t.Errorf("pytest reported no passed tests")
+	}
+}
+
+// buildDaemon builds the agentbox binary into a temporary directory.
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentbox")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/agentbox")
+	cmd.Dir = filepath.Join("..", "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building agentbox: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type daemon struct {
+	url, token, dataDir string
+}
+
+// lockedBuffer collects the daemon's output from its two streams.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startDaemon starts `agentbox serve` on a fresh data directory and a free
+// loopback port, and waits until it answers; it is killed at the end of
+// the test.
+func startDaemon(t *testing.T, bin string) daemon {
+	t.Helper()
+	dataDir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	logs := &lockedBuffer{}
+	// The tests' cutting proxy listens on proxyHost, a loopback address the
+	// daemon must answer by at the proxy's port.
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--allowed-hosts", proxyHost)
+	cmd.Env = []string{"HOME=" + dataDir, "PATH=/usr/bin:/bin"}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
+	url := "http://" + addr
+	c, err := client.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not healthy after 60s: %v\n%s", err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tok, err := client.ReadTokenFile(filepath.Join(dataDir, client.TokenFileName))
+	if err != nil {
+		t.Fatal(fmt.Errorf("the daemon's token: %w", err))
+	}
+	return daemon{url: url, token: tok, dataDir: dataDir}
+}
