@@ -321,7 +321,7 @@ class AsyncEventStream:
             await resp.aclose()
             raise
         self._resp, self._parser = resp, SSEParser()
-        self._chunks = resp.aiter_raw()
+        self._chunks = resp.aiter_bytes()
 
     async def _backfill(self, ev: AnyEvent) -> None:
         after, before = self._s.backfill_range(ev)

@@ -316,7 +316,7 @@ class EventStream:
             resp.close()
             raise
         self._resp, self._parser = resp, SSEParser()
-        self._chunks = resp.iter_raw()
+        self._chunks = resp.iter_bytes()
 
     def _backfill(self, ev: AnyEvent) -> None:
         after, before = self._s.backfill_range(ev)

@@ -11,6 +11,8 @@ import pytest
 import agentbox
 from agentbox.events import AnyEvent
 
+from conftest import no_files_route
+
 #: What the mock's write scenarios put in the file.
 MOCK_CONTENT = b"Hello from the mock agent.\nThis file was written by the write scenario.\n"
 
@@ -36,7 +38,7 @@ def read_or_skip(ab: agentbox.Client, session_id: str, path: str) -> bytes:
     try:
         return ab.read_file(session_id, path)
     except agentbox.APIError as e:
-        if e.status == 404 and e.kind == "not-found":
+        if no_files_route(e):
             pytest.skip(f"the daemon answers 404 for GET /v1/sessions/{{id}}/files/content ({e}): files API not merged yet")
         raise
 

@@ -11,6 +11,7 @@ import pytest
 import agentbox
 from agentbox.events import AnyEvent
 
+from conftest import no_files_route
 from test_daemon import CUT_SCRIPT, MOCK_CONTENT
 
 
@@ -37,7 +38,7 @@ def test_flow_async(daemon_env):
             try:
                 return await ab.read_file(s["id"], "again.txt")
             except agentbox.APIError as e:
-                if e.status == 404:
+                if no_files_route(e):
                     return None
                 raise
 
