@@ -552,7 +552,8 @@ func isIdent(s string) bool {
 		return false
 	}
 	for i, r := range s {
-		if r > unicode.MaxASCII || !(r == '_' || unicode.IsLetter(r) || (i > 0 && unicode.IsDigit(r))) {
+		ok := r == '_' || unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r)
+		if r > unicode.MaxASCII || !ok {
 			return false
 		}
 	}
