@@ -11,7 +11,9 @@ import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: The daemon address when neither an argument nor AGENTBOX_URL names one.
 DEFAULT_URL = "http://127.0.0.1:7777"
@@ -123,7 +125,7 @@ def resolve(url: str | None, token: str | None, env: Mapping[str, str] | None = 
     return Endpoint(base_url=base, uds=uds, token=token)
 
 
-def _check_owner(u, uds: str | None) -> None:
+def _check_owner(u: SplitResult, uds: str | None) -> None:
     """Refuses to send the data directory's token to a daemon that belongs
     to another user (one who took the port or socket while ours is down).
     Linux only, checked once when the client is made: the Go SDK checks
@@ -146,15 +148,16 @@ def _check_owner(u, uds: str | None) -> None:
         port = u.port or (443 if u.scheme == "https" else 80)
         addrs = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")} if host == "localhost" \
             else {ipaddress.ip_address(host)}
-        uid = _listener_owner(addrs, port)
-        if uid is None:
+        owner = _listener_owner(addrs, port)
+        if owner is None:
             return  # nothing listens yet
+        uid = owner
     if uid not in (me, 0):
         raise ConfigError(f"the token in the data directory is not sent to the daemon at {u.geturl()}: "
                           f"it belongs to user {uid}, not to you or root (pass a token to send one anyway)")
 
 
-def _listener_owner(addrs: set, port: int) -> int | None:
+def _listener_owner(addrs: set[IPAddress], port: int) -> int | None:
     """The owner of the listening sockets that can take a connection to
     addrs:port, from /proc/net/tcp{,6}; two owners are a doubt, refused."""
     owner = None
@@ -186,7 +189,7 @@ def _listener_owner(addrs: set, port: int) -> int | None:
     return owner
 
 
-def _takes(listen, dst) -> bool:
+def _takes(listen: IPAddress, dst: IPAddress) -> bool:
     if isinstance(dst, ipaddress.IPv6Address) and dst.ipv4_mapped:
         dst = dst.ipv4_mapped
     if listen == dst:

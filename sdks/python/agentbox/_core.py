@@ -17,6 +17,7 @@ import httpx
 from ._sse import Message
 from .errors import APIError, SessionEndedError, StreamError, api_error
 from .events import EVENT_TYPES, AnyEvent, TurnCompleted
+from .types import EventPage
 
 USER_AGENT = "agentbox-python"
 JSON_ACCEPT = "application/json, application/problem+json"
@@ -89,17 +90,18 @@ def end_of_turn(turn_id: str) -> Callable[[AnyEvent], bool]:
 def turn_of(ev: AnyEvent) -> str:
     """The turn id of an event, from its envelope or its turn payload."""
     t = ev.get("turn_id")
-    if t:
+    if isinstance(t, str) and t:
         return t
     data = ev.get("data")
-    return data.get("turn_id", "") if isinstance(data, dict) else ""
+    inner = data.get("turn_id") if isinstance(data, dict) else None
+    return inner if isinstance(inner, str) else ""
 
 
 def turn_result(session_id: str, turn_id: str, ev: AnyEvent) -> TurnCompleted | None:
     """The turn's result when ev ends it, None when ev does not concern it;
     raises SessionEndedError for a session.ended."""
     if ev["type"] == "turn.completed" and turn_of(ev) == turn_id:
-        return ev["data"]  # type: ignore[return-value]
+        return ev["data"]
     if ev["type"] == "session.ended":
         d: dict[str, Any] = ev["data"]  # type: ignore[assignment]
         raise SessionEndedError(session_id, turn_id, str(d.get("reason", "")), str(d.get("message", "")))
@@ -224,10 +226,10 @@ def events_call(session_id: str, after: int, limit: int | None) -> Call:
     return Call("GET", session_path(session_id, "events"), params)
 
 
-def page_events(page: dict[str, Any], after: int, before: int | None = None) -> list[AnyEvent]:
+def page_events(page: EventPage, after: int, before: int | None = None) -> list[AnyEvent]:
     """The events of a page with after < seq (< before)."""
-    out = []
+    out: list[AnyEvent] = []
     for e in page.get("events") or []:
         if e["seq"] > after and (before is None or e["seq"] < before):
-            out.append(e)
+            out.append(e)  # type: ignore[arg-type]  # the API's Event is the envelope AnyEvent details
     return out

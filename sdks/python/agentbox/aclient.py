@@ -160,7 +160,7 @@ class AsyncClient:
                     if inspect.isawaitable(r):
                         await r
                 if ev["type"] == "permission.requested" and on_permission is not None:
-                    req: PermissionRequested = ev["data"]  # type: ignore[assignment]
+                    req: PermissionRequested = ev["data"]
                     got = on_permission(req)
                     if inspect.isawaitable(got):
                         got = await got

@@ -158,7 +158,7 @@ class Client:
                 if on_event is not None:
                     on_event(ev)
                 if ev["type"] == "permission.requested" and on_permission is not None:
-                    req: PermissionRequested = ev["data"]  # type: ignore[assignment]
+                    req: PermissionRequested = ev["data"]
                     ans = permission_answer(on_permission(req))
                     if ans is not None:
                         try:

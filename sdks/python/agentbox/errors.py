@@ -4,7 +4,7 @@ answers (RFC 7807), and the errors of event streams and turns."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -61,7 +61,8 @@ class APIError(AgentboxError):
         self.detail: str = str(p.get("detail") or "")
         self.instance: str = str(p.get("instance") or "")
         errs = p.get("errors")
-        self.errors: list[ProblemField] = [e for e in errs if isinstance(e, dict)] if isinstance(errs, list) else []
+        self.errors: list[ProblemField] = [cast(ProblemField, e) for e in errs if isinstance(e, dict)] \
+            if isinstance(errs, list) else []
         #: The Retry-After header, when the daemon sent one (429, 503, 507).
         self.retry_after = retry_after
         super().__init__(self._message())
