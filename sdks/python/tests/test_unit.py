@@ -160,3 +160,53 @@ def test_token_file_checks(tmp_path):
     link.symlink_to(f)
     with pytest.raises(OSError):
         agentbox.read_token_file(str(link))
+
+
+NOBODY = 65534
+
+#: A listener run as another user: it prints its address, then waits.
+LISTENER = """
+import os, socket, sys
+if sys.argv[1] == "tcp":
+    s = socket.create_server(("127.0.0.1", 0))
+    print(s.getsockname()[1], flush=True)
+else:
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(sys.argv[2])
+    s.listen()
+    print(sys.argv[2], flush=True)
+while True:
+    c, _ = s.accept()
+"""
+
+
+@pytest.mark.parametrize("kind", ["tcp", "unix"])
+def test_local_token_not_sent_to_another_users_daemon(tmp_path, kind):
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to listen as another user")
+    (tmp_path / "token").write_text("secret\n")
+    (tmp_path / "token").chmod(0o600)
+    # A directory the other user can reach (pytest's are private to us).
+    sock_dir = tempfile.mkdtemp(prefix="agentbox-owner-")
+    os.chmod(sock_dir, 0o777)
+    p = subprocess.Popen([sys.executable, "-c", LISTENER, kind, os.path.join(sock_dir, "d.sock")],
+                         stdout=subprocess.PIPE, text=True, user=NOBODY, group=NOBODY)
+    try:
+        where = p.stdout.readline().strip()
+        assert where, "the listener did not start"
+        url = f"http://127.0.0.1:{where}" if kind == "tcp" else f"unix://{where}"
+        env = {"AGENTBOX_DATA_DIR": str(tmp_path)}
+        with pytest.raises(agentbox.ConfigError, match=f"belongs to user {NOBODY}"):
+            agentbox.Client(url, env=env)
+        # A token given explicitly is sent anyway, as asked.
+        agentbox.Client(url, "explicit", env=env).close()
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(sock_dir)
