@@ -36,6 +36,8 @@ class Endpoint:
     #: The unix socket's path, or None for TCP.
     uds: str | None
     token: str | None
+    #: The token was read from the daemon's data directory.
+    token_from_file: bool = False
 
 
 def data_dir(env: Mapping[str, str]) -> str | None:
@@ -122,6 +124,7 @@ def resolve(url: str | None, token: str | None, env: Mapping[str, str] | None = 
                 token = None
             if token is not None:
                 _check_owner(u, uds)
+                return Endpoint(base_url=base, uds=uds, token=token, token_from_file=True)
     return Endpoint(base_url=base, uds=uds, token=token)
 
 

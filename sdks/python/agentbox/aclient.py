@@ -15,7 +15,7 @@ from ._config import resolve
 from ._core import (IDLE_TIMEOUT, MAX_BACKOFF, MIN_BACKOFF, PAGE, USER_AGENT, Call, StreamState,
                     end_of_turn, events_call, page_events, permission_answer, turn_result)
 from ._sse import Message, SSEParser
-from .errors import APIError
+from .errors import APIError, StreamError
 from .events import AnyEvent, PermissionRequested, TurnCompleted
 from .types import (AgentDetail, AgentList, EventPage, Health, PermissionAnswer, RequestList, Resolved,
                     SendMessage, Session, SessionList, Turn)
@@ -33,7 +33,7 @@ class AsyncClient:
     ``local_token``). Use it as an async context manager, or await aclose().
     """
 
-    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 60.0,
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 300.0,
                  local_token: bool = True, env: Mapping[str, str] | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, user_agent: str = USER_AGENT) -> None:
         ep = resolve(url, token, env, local_token)
@@ -42,10 +42,10 @@ class AsyncClient:
             headers["Authorization"] = "Bearer " + ep.token
         if transport is None and ep.uds is not None:
             transport = httpx.AsyncHTTPTransport(uds=ep.uds)
-        # trust_env=False: a local daemon is never reached through a proxy
-        # from the environment, which would see the token.
+        # A token from the data directory never goes through a proxy from
+        # the environment, which would see it (as in the Go SDK).
         self._http = httpx.AsyncClient(base_url=ep.base_url, headers=headers, timeout=timeout,
-                                  transport=transport, trust_env=False)
+                                  transport=transport, trust_env=not ep.token_from_file)
         self.base_url = ep.base_url
 
     async def __aenter__(self) -> AsyncClient:
@@ -174,7 +174,7 @@ class AsyncClient:
                 done = turn_result(session_id, turn_id, ev)
                 if done is not None:
                     return done
-        raise RuntimeError(f"session {session_id}: event stream ended before turn {turn_id} completed")
+        raise StreamError(f"session {session_id}: event stream ended before turn {turn_id} completed")
 
     async def run_turn(self, session_id: str, text: str | SendMessage, **wait_options: Any) -> TurnCompleted:
         """Sends a message and waits for its turn to end (see wait_turn),

@@ -163,6 +163,8 @@ def test_local_token(daemon_env):
     # No token given: a daemon on this machine gets the one in its data dir.
     with agentbox.Client(daemon_env["url"], env={"AGENTBOX_DATA_DIR": daemon_env["data_dir"]}) as ab:
         assert ab.agents()["agents"]
+    ep = agentbox._config.resolve(daemon_env["url"], None, {"AGENTBOX_DATA_DIR": daemon_env["data_dir"]})
+    assert ep.token == daemon_env["token"] and ep.token_from_file
     # Never sent to another host.
     ep = agentbox._config.resolve("http://example.com:7777", None, {"AGENTBOX_DATA_DIR": daemon_env["data_dir"]})
     assert ep.token is None
