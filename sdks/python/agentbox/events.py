@@ -4,8 +4,6 @@
 event type, and AnyEvent, a union discriminated by "type".
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal, NotRequired, TypedDict, Union
 
 
@@ -20,7 +18,7 @@ class ContentPart(TypedDict):
     """ContentPart is one part of a message: text, an image or a file
     reference.
     """
-    type: PartType
+    type: 'PartType'
     #: Data is base64 content of an inline image or file.
     data: NotRequired[str]
     mime_type: NotRequired[str]
@@ -77,7 +75,7 @@ class Error(TypedDict):
 class FileChange(TypedDict):
     """FileChange is one file touched by a file_change item."""
     path: str
-    kind: FileChangeKind
+    kind: 'FileChangeKind'
     #: Diff is a unified diff when the agent reports or allows deriving one.
     diff: NotRequired[str]
 
@@ -92,17 +90,17 @@ class Item(TypedDict):
     beyond ID, Kind and Status are used by the kinds noted on them.
     """
     id: str
-    kind: ItemKind
-    status: ItemStatus
+    kind: 'ItemKind'
+    status: 'ItemStatus'
     argv: NotRequired[list[str]]
     #: Used by file_change items.
-    changes: NotRequired[list[FileChange]]
+    changes: NotRequired['list[FileChange]']
     #: Used by command items.
     command: NotRequired[str]
-    content: NotRequired[list[ContentPart]]
+    content: NotRequired['list[ContentPart]']
     cwd: NotRequired[str]
     #: Used by plan items.
-    entries: NotRequired[list[PlanEntry]]
+    entries: NotRequired['list[PlanEntry]']
     error: NotRequired[str]
     exit_code: NotRequired[int]
     input: NotRequired[Any]
@@ -115,7 +113,7 @@ class Item(TypedDict):
     #: Used by web_search items.
     query: NotRequired[str]
     #: Used by message, reasoning items.
-    role: NotRequired[Role]
+    role: NotRequired['Role']
     server: NotRequired[str]
 
 
@@ -123,13 +121,13 @@ class ItemCompleted(TypedDict):
     """ItemCompleted carries the final, complete item: a client that ignores
     deltas loses nothing.
     """
-    item: Item
+    item: 'Item'
 
 
 class ItemDelta(TypedDict):
     """ItemDelta appends to a started item."""
     item_id: str
-    field: DeltaField
+    field: 'DeltaField'
     delta: str
 
 
@@ -141,7 +139,7 @@ class ItemStarted(TypedDict):
     """ItemStarted announces an item; for streamed items the content follows as
     deltas.
     """
-    item: Item
+    item: 'Item'
 
 
 ItemStatus = Literal["in_progress", "completed", "failed", "declined"]
@@ -173,7 +171,7 @@ PermissionKind = Literal["tool", "command", "file_write", "network"]
 class PermissionOption(TypedDict):
     """PermissionOption is one answer a client may pick."""
     id: str
-    kind: OptionKind
+    kind: 'OptionKind'
     label: str
 
 
@@ -182,9 +180,9 @@ class PermissionRequested(TypedDict):
     answered per request; an answer is never reused for another request.
     """
     id: str
-    kind: PermissionKind
+    kind: 'PermissionKind'
     title: str
-    options: list[PermissionOption]
+    options: 'list[PermissionOption]'
     detail: NotRequired[str]
     #: Diff is the change a file_write request asks to apply: a unified diff of
     #: a text file (bounded), or a one-line summary of anything else.
@@ -201,15 +199,15 @@ class PermissionRequested(TypedDict):
     #: Process is the sandboxed process that asked (a network request's
     #: connection), when known, as the sandbox reports it: a claim of the
     #: sandboxed code, never a trusted fact (see Process).
-    process: NotRequired[Process]
+    process: NotRequired['Process']
     tool: NotRequired[str]
 
 
 class PermissionResolved(TypedDict):
     """PermissionResolved records how a permission request was settled."""
     id: str
-    decision: Decision
-    by: DecidedBy
+    decision: 'Decision'
+    by: 'DecidedBy'
     message: NotRequired[str]
     option_id: NotRequired[str]
 
@@ -253,13 +251,13 @@ class QuestionRequested(TypedDict):
     expires_at: NotRequired[str]
     free_text: NotRequired[bool]
     item_id: NotRequired[str]
-    options: NotRequired[list[QuestionOption]]
+    options: NotRequired['list[QuestionOption]']
 
 
 class QuestionResolved(TypedDict):
     """QuestionResolved records the answer (or that none came)."""
     id: str
-    by: DecidedBy
+    by: 'DecidedBy'
     answer: NotRequired[str]
     cancelled: NotRequired[bool]
     option_id: NotRequired[str]
@@ -281,8 +279,8 @@ class SandboxInfo(TypedDict):
 
 class SandboxViolation(TypedDict):
     """SandboxViolation reports an action the policy blocked or escalated."""
-    kind: ViolationKind
-    action: ViolationAction
+    kind: 'ViolationKind'
+    action: 'ViolationAction'
     detail: str
     #: Count is how many violations this event stands for when the daemon
     #: coalesced them (absent: one). The first violation of a kind (kind, rule,
@@ -299,7 +297,7 @@ class SandboxViolation(TypedDict):
     port: NotRequired[int]
     #: Process is the process that did it, when known, as the sandbox reports
     #: it: a claim of the sandboxed code, never a trusted fact (see Process).
-    process: NotRequired[Process]
+    process: NotRequired['Process']
     #: Rule is the policy rule that decided, e.g. "protected:.mcp.json".
     rule: NotRequired[str]
 
@@ -320,7 +318,7 @@ class SessionConfigured(TypedDict):
 
 class SessionEnded(TypedDict):
     """SessionEnded is the last event of a session run."""
-    reason: EndReason
+    reason: 'EndReason'
     exit_code: NotRequired[int]
     message: NotRequired[str]
     stderr_tail: NotRequired[str]
@@ -337,13 +335,13 @@ class SessionStarted(TypedDict):
     model: NotRequired[str]
     #: Models and Modes are what the agent said it offers this session (its
     #: model_list capability), in its own words; absent when it does not say.
-    models: NotRequired[list[Choice]]
-    modes: NotRequired[list[Choice]]
+    models: NotRequired['list[Choice]']
+    modes: NotRequired['list[Choice]']
     native_session_id: NotRequired[str]
     resumed: NotRequired[bool]
     #: Sandbox describes the isolation the agent runs in; absent when it runs
     #: on the host.
-    sandbox: NotRequired[SandboxInfo]
+    sandbox: NotRequired['SandboxInfo']
     tools: NotRequired[list[str]]
 
 
@@ -360,10 +358,10 @@ StopReason = Literal["end_turn", "max_tokens", "interrupted", "refusal", "error"
 class TurnCompleted(TypedDict):
     """TurnCompleted closes a turn."""
     turn_id: str
-    stop_reason: StopReason
+    stop_reason: 'StopReason'
     duration_ms: int
     message: NotRequired[str]
-    usage: NotRequired[Usage]
+    usage: NotRequired['Usage']
 
 
 class TurnStarted(TypedDict):
@@ -412,9 +410,9 @@ class Event(TypedDict):
     #: Version of the universal schema the event follows.
     schema: Literal[1]
     #: The event type; it selects the schema of data.
-    type: Type
+    type: 'Type'
     #: Who produced the event.
-    source: Source
+    source: 'Source'
     #: The payload, an object whose schema depends on the type.
     data: dict[str, Any]
     #: The agent's own session id, when it has one.
@@ -441,8 +439,8 @@ class SessionStartedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["session.started"]
     #: Who produced the event.
-    source: Source
-    data: SessionStarted
+    source: 'Source'
+    data: 'SessionStarted'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -467,8 +465,8 @@ class SessionEndedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["session.ended"]
     #: Who produced the event.
-    source: Source
-    data: SessionEnded
+    source: 'Source'
+    data: 'SessionEnded'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -493,8 +491,8 @@ class SessionConfiguredEvent(TypedDict):
     schema: Literal[1]
     type: Literal["session.configured"]
     #: Who produced the event.
-    source: Source
-    data: SessionConfigured
+    source: 'Source'
+    data: 'SessionConfigured'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -519,8 +517,8 @@ class TurnStartedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["turn.started"]
     #: Who produced the event.
-    source: Source
-    data: TurnStarted
+    source: 'Source'
+    data: 'TurnStarted'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -545,8 +543,8 @@ class TurnCompletedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["turn.completed"]
     #: Who produced the event.
-    source: Source
-    data: TurnCompleted
+    source: 'Source'
+    data: 'TurnCompleted'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -571,8 +569,8 @@ class ItemStartedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["item.started"]
     #: Who produced the event.
-    source: Source
-    data: ItemStarted
+    source: 'Source'
+    data: 'ItemStarted'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -597,8 +595,8 @@ class ItemDeltaEvent(TypedDict):
     schema: Literal[1]
     type: Literal["item.delta"]
     #: Who produced the event.
-    source: Source
-    data: ItemDelta
+    source: 'Source'
+    data: 'ItemDelta'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -623,8 +621,8 @@ class ItemCompletedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["item.completed"]
     #: Who produced the event.
-    source: Source
-    data: ItemCompleted
+    source: 'Source'
+    data: 'ItemCompleted'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -649,8 +647,8 @@ class PermissionRequestedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["permission.requested"]
     #: Who produced the event.
-    source: Source
-    data: PermissionRequested
+    source: 'Source'
+    data: 'PermissionRequested'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -675,8 +673,8 @@ class PermissionResolvedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["permission.resolved"]
     #: Who produced the event.
-    source: Source
-    data: PermissionResolved
+    source: 'Source'
+    data: 'PermissionResolved'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -701,8 +699,8 @@ class QuestionRequestedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["question.requested"]
     #: Who produced the event.
-    source: Source
-    data: QuestionRequested
+    source: 'Source'
+    data: 'QuestionRequested'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -727,8 +725,8 @@ class QuestionResolvedEvent(TypedDict):
     schema: Literal[1]
     type: Literal["question.resolved"]
     #: Who produced the event.
-    source: Source
-    data: QuestionResolved
+    source: 'Source'
+    data: 'QuestionResolved'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -753,8 +751,8 @@ class SandboxViolationEvent(TypedDict):
     schema: Literal[1]
     type: Literal["sandbox.violation"]
     #: Who produced the event.
-    source: Source
-    data: SandboxViolation
+    source: 'Source'
+    data: 'SandboxViolation'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -779,8 +777,8 @@ class ErrorEvent(TypedDict):
     schema: Literal[1]
     type: Literal["error"]
     #: Who produced the event.
-    source: Source
-    data: Error
+    source: 'Source'
+    data: 'Error'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the
@@ -805,8 +803,8 @@ class NativeEvent(TypedDict):
     schema: Literal[1]
     type: Literal["native"]
     #: Who produced the event.
-    source: Source
-    data: Native
+    source: 'Source'
+    data: 'Native'
     #: The agent's own session id, when it has one.
     native_session_id: NotRequired[str]
     #: The agent's original message, kept for debugging and replay when the

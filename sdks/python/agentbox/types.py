@@ -7,15 +7,13 @@ Responses are plain dicts of these shapes; fields a newer daemon adds are
 kept, never refused.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal, NotRequired, TypedDict
 
 
 class Agent(TypedDict):
     name: str
     title: str
-    capabilities: Capabilities
+    capabilities: 'Capabilities'
     #: Whether sessions of this agent can start here.
     available: bool
     installed: bool
@@ -28,7 +26,7 @@ class Agent(TypedDict):
 class AgentDetail(TypedDict):
     name: str
     title: str
-    capabilities: Capabilities
+    capabilities: 'Capabilities'
     #: Whether sessions of this agent can start here.
     available: bool
     installed: bool
@@ -43,13 +41,13 @@ class AgentDetail(TypedDict):
     #: The model the agent picked for a session that asked for none.
     default_model: NotRequired[str]
     #: The models the agent offers.
-    models: NotRequired[list[Choice] | None]
+    models: NotRequired['list[Choice] | None']
     #: The agent also takes models its list does not name (full model names, a
     #: custom provider's models): the list is a suggestion, and no other model
     #: is refused before the agent sees it.
     models_open: NotRequired[bool]
     #: The modes the agent offers.
-    modes: NotRequired[list[Choice] | None]
+    modes: NotRequired['list[Choice] | None']
     path: NotRequired[str]
     #: Why the agent is not available.
     reason: NotRequired[str]
@@ -57,7 +55,7 @@ class AgentDetail(TypedDict):
 
 
 class AgentList(TypedDict):
-    agents: list[Agent] | None
+    agents: 'list[Agent] | None'
 
 
 class Capabilities(TypedDict):
@@ -113,7 +111,7 @@ class CreateSession(TypedDict):
     #: MCP servers for the agent, handed to it in its native configuration
     #: (agents with capability mcp). Env and header values are never stored: a
     #: resume that needs them answers 422 mcp-required naming them.
-    mcp_servers: NotRequired[list[MCPServer] | None]
+    mcp_servers: NotRequired['list[MCPServer] | None']
     #: Free-form labels kept with the session.
     metadata: NotRequired[dict[str, str]]
     #: Agent-specific mode.
@@ -128,7 +126,7 @@ class CreateSession(TypedDict):
     policy: NotRequired[Any]
     #: A policy document as written in a file, instead of policy; errors then
     #: name the file, line and field.
-    policy_source: NotRequired[PolicySource]
+    policy_source: NotRequired['PolicySource']
 
 
 class Event(TypedDict):
@@ -146,7 +144,7 @@ class Event(TypedDict):
 
 
 class EventPage(TypedDict):
-    events: list[Event] | None
+    events: 'list[Event] | None'
     next_after: int
     has_more: bool
 
@@ -173,7 +171,7 @@ class ExecRequest(TypedDict):
     #: intersected with the operator's global policy.
     policy: NotRequired[Any]
     #: A policy document as written in a file, instead of policy.
-    policy_source: NotRequired[PolicySource]
+    policy_source: NotRequired['PolicySource']
     #: The process's standard input; empty means /dev/null.
     stdin: NotRequired[str]
     #: Wall-clock limit in milliseconds, when shorter than the policy's.
@@ -190,16 +188,16 @@ class ExecResult(TypedDict):
     #: An output stream reached the limit; the process was killed.
     truncated: bool
     duration_ms: int
-    resources: Resources
-    violations: list[Violation] | None
-    sandbox: SandboxInfo
+    resources: 'Resources'
+    violations: 'list[Violation] | None'
+    sandbox: 'SandboxInfo'
     #: Limits the request asked for (in its policy, or timeout_ms) that were
     #: lowered: what was asked, what applied and what lowered it. Absent when
     #: everything applied as asked.
-    adjusted: NotRequired[list[LimitAdjustment] | None]
+    adjusted: NotRequired['list[LimitAdjustment] | None']
     #: Set when the process hit a limit; absent when it ended on its own,
     #: whatever its exit status.
-    error: NotRequired[ExecError]
+    error: NotRequired['ExecError']
     signal: NotRequired[str]
 
 
@@ -291,7 +289,7 @@ class Problem(TypedDict):
     #: What went wrong this time.
     detail: NotRequired[str]
     #: Each invalid input, for validation problems.
-    errors: NotRequired[list[ProblemField] | None]
+    errors: NotRequired['list[ProblemField] | None']
     #: Identifies this occurrence in the daemon log (internal errors).
     instance: NotRequired[str]
 
@@ -313,21 +311,21 @@ class Process(TypedDict):
     started_at: str
     #: Seq of the last event so far.
     last_seq: int
-    sandbox: SandboxInfo
+    sandbox: 'SandboxInfo'
     #: Limits the request asked for (in its policy, or timeout_ms) that were
     #: lowered: what was asked, what applied and what lowered it. Absent when
     #: everything applied as asked.
-    adjusted: NotRequired[list[LimitAdjustment] | None]
+    adjusted: NotRequired['list[LimitAdjustment] | None']
     ended_at: NotRequired[str]
-    error: NotRequired[ExecError]
+    error: NotRequired['ExecError']
     #: Set once exited; -1 when a signal ended the process.
     exit_code: NotRequired[int]
     #: Host pid of the process.
     pid: NotRequired[int]
-    resources: NotRequired[Resources]
+    resources: NotRequired['Resources']
     signal: NotRequired[str]
     tag: NotRequired[str]
-    violations: NotRequired[list[Violation] | None]
+    violations: NotRequired['list[Violation] | None']
 
 
 class ProcessInput(TypedDict):
@@ -338,7 +336,7 @@ class ProcessInput(TypedDict):
 
 
 class ProcessList(TypedDict):
-    processes: list[Process] | None
+    processes: 'list[Process] | None'
 
 
 class ProcessSignal(TypedDict):
@@ -386,11 +384,11 @@ class Request(TypedDict):
 
 
 class RequestList(TypedDict):
-    requests: list[Request] | None
+    requests: 'list[Request] | None'
 
 
 class Resolved(TypedDict):
-    event: Event
+    event: 'Event'
 
 
 class Resources(TypedDict):
@@ -407,7 +405,7 @@ class ResumeSession(TypedDict):
     #: The session's MCP servers again, with their env and header values (never
     #: stored), when the resume answers mcp-required. Names must be those given
     #: at create.
-    mcp_servers: NotRequired[list[MCPServer] | None]
+    mcp_servers: NotRequired['list[MCPServer] | None']
 
 
 class SandboxInfo(TypedDict):
@@ -447,11 +445,11 @@ class SecretInfo(TypedDict):
 
 
 class SecretList(TypedDict):
-    secrets: list[SecretInfo] | None
+    secrets: 'list[SecretInfo] | None'
 
 
 class SendMessage(TypedDict):
-    content: NotRequired[list[ContentPart] | None]
+    content: NotRequired['list[ContentPart] | None']
     text: NotRequired[str]
 
 
@@ -474,11 +472,11 @@ class Session(TypedDict):
     native_session_id: NotRequired[str]
     permission_mode: NotRequired[str]
     #: The session's sandbox; absent when its agent runs on the host.
-    sandbox: NotRequired[SessionSandbox]
+    sandbox: NotRequired['SessionSandbox']
 
 
 class SessionList(TypedDict):
-    sessions: list[Session] | None
+    sessions: 'list[Session] | None'
     next_before: NotRequired[str]
 
 
@@ -507,7 +505,7 @@ class SessionSandbox(TypedDict):
     #: In the answer of the create only: the limits the request's policy asked
     #: for that the operator's global policy lowered, with what applied. Absent
     #: when everything applied as asked.
-    adjusted: NotRequired[list[LimitAdjustment] | None]
+    adjusted: NotRequired['list[LimitAdjustment] | None']
     #: What the policy asked for but this host could not enforce.
     degraded: NotRequired[list[str] | None]
     #: Mechanisms in force while the agent runs (as in session.started); absent
@@ -534,7 +532,7 @@ class StartProcess(TypedDict):
     #: exec-default.
     policy: NotRequired[Any]
     #: A policy document as written in a file, instead of policy.
-    policy_source: NotRequired[PolicySource]
+    policy_source: NotRequired['PolicySource']
     #: Keep standard input open for POST /v1/processes/{id}/stdin.
     stdin: NotRequired[bool]
     #: A name to find the process by instead of its id; unique among running
@@ -570,7 +568,7 @@ class Violation(TypedDict):
     last_at: NotRequired[str]
     #: A network violation's destination port.
     port: NotRequired[int]
-    process: NotRequired[SandboxProcess]
+    process: NotRequired['SandboxProcess']
     #: The policy rule that decided.
     rule: NotRequired[str]
     #: Path or address, when there is one.
