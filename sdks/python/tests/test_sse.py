@@ -54,3 +54,32 @@ def test_too_long():
     p = SSEParser(max_line=16)
     with pytest.raises(SSETooLong):
         p.feed(b"data: 0123456789\ndata: 0123456789\n")
+
+
+#: Pieces of hostile or awkward streams: line ends of every kind, fields,
+#: comments, a BOM, a rune split across pieces, invalid UTF-8, NUL.
+PIECES = [b"\r", b"\n", b"\r\n", b"data:", b"data: x", b"data", b"id: 1", b"id: \x00", b"event: e", b": c",
+          b"retry: 5", b"retry: x", b"\xef\xbb\xbf", b"\xc3", b"\xa9", b"\xff", b" ", b"x", b"\x00"]
+
+
+def test_chunking_does_not_matter():
+    """However a stream is cut into chunks, the same events come out: every
+    single cut of 300 seeded random streams, and random multi-cuts."""
+    import random
+
+    rnd = random.Random(15)
+    for _ in range(300):
+        stream = b"".join(rnd.choice(PIECES) for _ in range(rnd.randint(1, 40)))
+        whole = SSEParser()
+        want = whole.feed(stream)
+        for cut in range(1, len(stream)):
+            p = SSEParser()
+            assert p.feed(stream[:cut]) + p.feed(stream[cut:]) == want, (stream, cut)
+            assert (p.last_id, p.retry) == (whole.last_id, whole.retry)
+        cuts = sorted(rnd.sample(range(1, len(stream) + 1), k=min(len(stream), 5)))
+        p, got, prev = SSEParser(), [], 0
+        for c in cuts:
+            got += p.feed(stream[prev:c])
+            prev = c
+        got += p.feed(stream[prev:])
+        assert got == want, (stream, cuts)
