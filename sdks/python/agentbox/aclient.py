@@ -17,7 +17,7 @@ from ._core import (IDLE_TIMEOUT, MAX_BACKOFF, MIN_BACKOFF, PAGE, USER_AGENT, Ca
 from ._sse import Message, SSEParser
 from .errors import APIError, StreamError
 from .events import AnyEvent, PermissionRequested, TurnCompleted
-from .types import (AgentDetail, AgentList, EventPage, Health, PermissionAnswer, RequestList, Resolved,
+from .types import (AgentDetail, AgentList, EventPage, Health, RequestList, Resolved,
                     SendMessage, Session, SessionList, Turn)
 
 from .client import PermissionDecision
