@@ -41,6 +41,7 @@ func TestMetricNames(t *testing.T) {
 		"agentbox_exec_duration_seconds",
 		"agentbox_exec_policy_denied_total",
 		"agentbox_exec_rejected_total",
+		"agentbox_exec_zygote_total",
 		"agentbox_execs_total",
 		"agentbox_http_request_duration_seconds",
 		"agentbox_permission_requests_total",

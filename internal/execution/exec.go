@@ -206,7 +206,7 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	if err != nil {
 		return Result{}, err
 	}
-	b, err = s.sandboxFor(ctx, pol, files)
+	b, err = s.sandboxFor(ctx, pol, files, zygoteLang(req, argv))
 	if err != nil {
 		return Result{}, err
 	}
@@ -248,7 +248,17 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
 	start := time.Now()
-	p, err := b.sb.Start(ctx, cmd)
+	var p sandbox.Process
+	if b.zyg != nil {
+		// The interpreter is running: the task is its code and stdin, its
+		// output, limits and timeout are the same as for a fresh one.
+		p, err = b.zyg.run(req.Code, req.Stdin, cmd.Timeout, cmd.Stdout, cmd.Stderr)
+		if err == nil {
+			s.metrics.zygote.WithLabelValues("used").Inc()
+		}
+	} else {
+		p, err = b.sb.Start(ctx, cmd)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("start %q in sandbox: %w", argv[0], err)
 	}

@@ -566,6 +566,9 @@ func TestWarmPool(t *testing.T) {
 		}
 		seen[res.Sandbox.ID] = true
 		waitFor(t, "the pool to refill", func() bool { return readyIn(svc.pool, "default") == 2 })
+		if got := value(t, svc.metrics.poolReady); got != 2 {
+			t.Fatalf("agentbox_sandbox_pool_ready = %v, want 2", got)
+		}
 	}
 	// A task with files needs them before the sandbox exists: cold.
 	res, err := svc.Exec(t.Context(), Request{Argv: []string{"cat", "f"}, Files: map[string][]byte{"f": []byte("x")}})

@@ -139,7 +139,7 @@ func TestRealWarmPool(t *testing.T) {
 	}
 	svc.pool.mu.Unlock()
 	waitFor(t, "the pool to fill", func() bool { return readyIn(svc.pool, hash) == 1 })
-	res, err := svc.Exec(t.Context(), Request{Language: LangPython, Code: "print(1)"})
+	res, err := svc.Exec(t.Context(), Request{Argv: []string{"python3", "-c", "print(1)"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ type serviceMetrics struct {
 	policyDenied *metrics.Counter
 	pool         *metrics.CounterVec // result: hit, miss
 	poolReady    *metrics.Gauge
+	zygote       *metrics.CounterVec // result: started, failed, discarded, used
 }
 
 func newMetrics(reg metrics.Registerer, violations *metrics.CounterVec) (*serviceMetrics, error) {
@@ -54,11 +55,14 @@ func newMetrics(reg metrics.Registerer, violations *metrics.CounterVec) (*servic
 		poolReady: metrics.NewGauge(metrics.GaugeOpts{
 			Name: "agentbox_sandbox_pool_ready", Help: "Sandboxes waiting in the warm pool.",
 		}),
+		zygote: metrics.NewCounterVec(metrics.CounterOpts{
+			Name: "agentbox_exec_zygote_total", Help: "Warm-pool interpreters started ahead of their task, by result (started; failed: the pool fell back to plain sandboxes; discarded: found unusable when taken, the task ran cold; used).",
+		}, []string{"result"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	cs := []metrics.Collector{m.execs, m.execDuration, m.processes, m.running, m.rejected, m.policyDenied, m.pool, m.poolReady}
+	cs := []metrics.Collector{m.execs, m.execDuration, m.processes, m.running, m.rejected, m.policyDenied, m.pool, m.poolReady, m.zygote}
 	if !shared {
 		cs = append(cs, m.violations)
 	}

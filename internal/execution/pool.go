@@ -61,6 +61,7 @@ func (p *pool) take(key string, create func(context.Context) (*box, error)) *box
 	if n := len(k.ready); n > 0 {
 		b, k.ready = k.ready[0], k.ready[1:]
 		p.m.pool.WithLabelValues("hit").Inc()
+		p.m.poolReady.Dec()
 	} else {
 		p.m.pool.WithLabelValues("miss").Inc()
 	}

@@ -120,7 +120,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 			return ProcessInfo{}, err
 		}
 		adjusted = slices.Clone(adjustments(pol))
-		if b, err = s.sandboxFor(ctx, pol, req.Files); err != nil {
+		if b, err = s.sandboxFor(ctx, pol, req.Files, ""); err != nil {
 			return ProcessInfo{}, err
 		}
 	}

@@ -194,6 +194,8 @@ type Service struct {
 	procs  map[string]*proc
 	// reserved holds the tags of processes being started.
 	reserved map[string]bool
+	// zygoteFailures holds when a zygote last failed to start, by pool key.
+	zygoteFailures map[string]time.Time
 	// execs are the running execs, killed by Close.
 	execs map[*killer]struct{}
 	tasks sync.WaitGroup // running execs and process waiters
@@ -299,6 +301,7 @@ func (s *Service) janitor(ctx context.Context) {
 		case now := <-t.C:
 			s.pool.evictIdle(now)
 			s.forgetFinished(now)
+			s.forgetZygoteFailures(now)
 		}
 	}
 }
@@ -311,6 +314,8 @@ type box struct {
 	record    *owner.Entry // workspace's owner record
 	warm      bool
 	own       bool // closed at release
+	// zyg is the interpreter waiting in a pooled sandbox for its task, or nil.
+	zyg *zygote
 
 	// detach stops the sandbox's egress proxy (attached per task).
 	detach func()
@@ -442,6 +447,9 @@ func (b *box) release(log *slog.Logger) []sandbox.Violation {
 	if err != nil {
 		log.Warn("closing sandbox", "sandbox", b.sb.ID(), "err", err)
 	}
+	if b.zyg != nil {
+		b.zyg.close()
+	}
 	if b.detach != nil {
 		b.detach()
 	}
@@ -475,8 +483,27 @@ func (s *Service) resolve(ref PolicyRef) (Policy, error) {
 // sandboxFor returns a sandbox for pol: a warm one when the pool has one
 // and the task needs no files placed before the start, a new one
 // otherwise. The workspace of a warm sandbox was made by the pool.
-func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][]byte) (*box, error) {
+//
+// With zygote set (a language, see zygoteLang), the warm sandbox comes
+// from a pool of its own whose sandboxes hold that language's zygote
+// (when it could start: see createZygote). A zygote found dead or unfit is
+// discarded; then, as when that pool is empty (a burst outran its
+// refills), the task gets a plain sandbox of pol's pool, or a new one.
+func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][]byte, zygote string) (*box, error) {
 	if len(files) == 0 && s.pool.enabled() {
+		if zygote != "" {
+			key := pol.Hash() + "\x00zygote:" + zygote
+			if w := s.pool.take(key, func(ctx context.Context) (*box, error) { return s.createZygote(ctx, pol, key, zygote) }); w != nil {
+				if w.zyg == nil || w.zyg.usable() {
+					w.warm = true
+					return w, nil
+				}
+				s.metrics.zygote.WithLabelValues("discarded").Inc()
+				s.opts.Log.Warn("warm pool: a zygote ended or wrote before its task; the task starts its interpreter in another sandbox",
+					"sandbox", w.sb.ID(), "language", zygote)
+				s.report("zygote:"+w.sb.ID(), w.release(s.opts.Log))
+			}
+		}
 		if w := s.pool.take(pol.Hash(), func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil) }); w != nil {
 			w.warm = true
 			return w, nil

@@ -348,6 +348,16 @@ type Process interface {
 	Wait() (Exit, error)
 }
 
+// TimeoutResetter is an optional ability of a Process: its timeout starts
+// over. A process started ahead of its task (the warm pool's zygote) gets
+// its task's timeout, counted from when the task is handed to it.
+type TimeoutResetter interface {
+	// ResetTimeout replaces the process's timeout with d counted from now
+	// (d <= 0: none). A timeout that has already fired stays fired, and a
+	// process that has ended is not affected.
+	ResetTimeout(d time.Duration)
+}
+
 // Exit is how a sandboxed process ended.
 type Exit struct {
 	// Code is the exit status, or -1 when a signal ended the process.

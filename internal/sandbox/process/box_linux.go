@@ -318,15 +318,7 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 	if timeout <= 0 {
 		timeout = b.spec.Limits.Timeout
 	}
-	if timeout > 0 {
-		// Set before the timer exists: wait reads it once it sees timedOut,
-		// and nothing else orders the two goroutines.
-		p.timeout = timeout
-		p.timer = time.AfterFunc(timeout, func() {
-			p.timedOut.Store(true)
-			b.killAll()
-		})
-	}
+	p.ResetTimeout(timeout)
 	return p, nil
 }
 

@@ -29,11 +29,15 @@ type proc struct {
 	started    chan message
 	gotStarted bool // dispatcher only
 	// exited is closed by the dispatcher after it stored exitMsg.
-	exited   chan struct{}
-	exitMsg  message
+	exited  chan struct{}
+	exitMsg message
+	// timerMu guards timer, timeout and ended; the timer's function
+	// does not take it.
+	timerMu  sync.Mutex
 	timer    *time.Timer
+	timeout  time.Duration // of the timer, read by wait once timedOut
+	ended    bool          // wait stopped the timer for good
 	timedOut atomic.Bool
-	timeout  time.Duration
 	before   cgroup.Stats
 
 	// stdio: child ends are sent to the init, parent ends are copied.
@@ -48,7 +52,10 @@ type proc struct {
 	waitErr  error
 }
 
-var _ sandbox.Process = (*proc)(nil)
+var (
+	_ sandbox.Process         = (*proc)(nil)
+	_ sandbox.TimeoutResetter = (*proc)(nil)
+)
 
 func (p *proc) Pid() int { return p.hostPid }
 
@@ -75,6 +82,29 @@ func (p *proc) Signal(sig os.Signal) error {
 	return unix.PidfdSendSignal(p.pidfd, s, nil, 0)
 }
 
+// ResetTimeout implements sandbox.TimeoutResetter.
+func (p *proc) ResetTimeout(d time.Duration) {
+	p.timerMu.Lock()
+	defer p.timerMu.Unlock()
+	if p.ended {
+		return
+	}
+	if p.timer != nil {
+		if !p.timer.Stop() {
+			return // it fired: the process is being killed for it
+		}
+		p.timer = nil
+	}
+	if d <= 0 {
+		return
+	}
+	p.timeout = d
+	p.timer = time.AfterFunc(d, func() {
+		p.timedOut.Store(true)
+		p.b.killAll()
+	})
+}
+
 // Wait implements sandbox.Process.
 func (p *proc) Wait() (sandbox.Exit, error) {
 	p.waitOnce.Do(p.wait)
@@ -96,9 +126,13 @@ func (p *proc) wait() {
 			died = true
 		}
 	}
+	p.timerMu.Lock()
+	p.ended = true
 	if p.timer != nil {
 		p.timer.Stop()
 	}
+	timeout := p.timeout
+	p.timerMu.Unlock()
 	p.finishCopies()
 	if p.pidfd >= 0 {
 		_ = unix.Close(p.pidfd) // a pidfd: closing it loses nothing
@@ -130,7 +164,7 @@ func (p *proc) wait() {
 	switch {
 	case p.timedOut.Load():
 		e.Reason = sandbox.ReasonTimeout
-		e.Message = fmt.Sprintf("killed after the %s timeout", p.timeout)
+		e.Message = fmt.Sprintf("killed after the %s timeout", timeout)
 	case haveStats && after.OOMKills > p.before.OOMKills:
 		e.Reason = sandbox.ReasonMemory
 		e.Message = fmt.Sprintf("the memory limit of %d bytes was reached", p.b.spec.Limits.MemoryBytes)

@@ -306,6 +306,28 @@ func TestCmdTimeoutOverride(t *testing.T) {
 	}
 }
 
+// TestResetTimeout: a process started ahead of its task (the warm pool's
+// zygote) gets the task's timeout when the task is handed to it, and is
+// killed for that one, said as the runtime says any timeout.
+func TestResetTimeout(t *testing.T) {
+	sb, _ := newBox(t, nil)
+	c := sh("sleep 1000")
+	c.Timeout = time.Hour
+	p, err := sb.Start(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.(sandbox.TimeoutResetter).ResetTimeout(200 * time.Millisecond)
+	e, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Reason != sandbox.ReasonTimeout || e.Message != "killed after the 200ms timeout" {
+		t.Fatalf("exit %+v, want the 200ms timeout", e)
+	}
+	p.(sandbox.TimeoutResetter).ResetTimeout(time.Millisecond) // after the end: nothing to kill
+}
+
 func TestMemoryLimit(t *testing.T) {
 	sb, _ := newBox(t, func(s *sandbox.Spec) { s.Limits.MemoryBytes = 64 << 20 })
 	e, _, _ := run(t, sb, sandbox.Cmd{Args: []string{"python3", "-c", "b = bytearray(512 << 20); print(len(b))"}})
