@@ -656,3 +656,29 @@ func TestTaskWorkspacesAreThrowaway(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessCloseStdinAfterExit: a client sends a process its last line
+// and closes its stdin in one request; the process exits on reading the
+// line, before the close arrives. The close must succeed (nothing is left
+// to close, nothing was lost), once; a second close is still a conflict.
+func TestProcessCloseStdinAfterExit(t *testing.T) {
+	env := newTestService(t, nil)
+	svc := env.svc
+	info, err := svc.Start(t.Context(), StartRequest{Argv: []string{"sh", "-c", "read x; echo got $x"}, Stdin: true, Tag: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.SendStdin(t.Context(), info.ID, []byte("value\n")); err != nil {
+		t.Fatal(err)
+	}
+	end, err := svc.Wait(t.Context(), info.ID)
+	if err != nil || end.Running || end.ExitCode != 0 {
+		t.Fatalf("wait: %+v, %v", end, err)
+	}
+	if err := svc.CloseStdin(info.ID); err != nil {
+		t.Fatalf("close after exit: %v", err)
+	}
+	if err := svc.CloseStdin(info.ID); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second close: %v", err)
+	}
+}

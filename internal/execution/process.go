@@ -81,6 +81,12 @@ type proc struct {
 
 	stdinMu sync.Mutex
 	stdin   *os.File // write end; nil when closed or never opened
+	// stdinEnded: the process ended while its stdin was open, and the
+	// daemon closed it. A client's close that arrives after that (the
+	// last line and the close sent together to a process that exits on
+	// reading it) succeeds: there is nothing left to close, and nothing
+	// was lost.
+	stdinEnded bool
 
 	mu   sync.Mutex
 	info ProcessInfo // final once done is closed
@@ -250,7 +256,7 @@ func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
 	for _, w := range pr.outs {
 		w.flush()
 	}
-	pr.closeStdin()
+	pr.endStdin()
 	viol := pr.box.release(s.opts.Log)
 	info := pr.snapshot()
 	info.Running, info.StdinOpen, info.EndedAt = false, false, time.Now()
@@ -305,13 +311,29 @@ func (pr *proc) snapshot() ProcessInfo {
 
 func (pr *proc) kill() { pr.k.kill() }
 
-func (pr *proc) closeStdin() bool {
+// endStdin closes the stdin of a process that has ended.
+func (pr *proc) endStdin() {
 	pr.stdinMu.Lock()
 	defer pr.stdinMu.Unlock()
+	if pr.stdin != nil {
+		_ = pr.stdin.Close()
+		pr.stdin, pr.stdinEnded = nil, true
+	}
+}
+
+// closeStdinOnce closes stdin for a client: false when it was never open
+// or the client closed it already.
+func (pr *proc) closeStdinOnce() bool {
+	pr.stdinMu.Lock()
+	defer pr.stdinMu.Unlock()
+	if pr.stdinEnded {
+		pr.stdinEnded = false // a second close is the client's own mistake
+		return true
+	}
 	if pr.stdin == nil {
 		return false
 	}
-	_ = pr.stdin.Close() // a close error on a pipe's write end loses nothing
+	_ = pr.stdin.Close()
 	pr.stdin = nil
 	return true
 }
@@ -445,7 +467,7 @@ func (s *Service) CloseStdin(idOrTag string) error {
 	if err != nil {
 		return err
 	}
-	if !pr.closeStdin() {
+	if !pr.closeStdinOnce() {
 		return fmt.Errorf("%w: process %s has no open stdin", ErrConflict, pr.id)
 	}
 	return nil
