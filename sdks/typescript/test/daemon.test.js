@@ -216,3 +216,40 @@ test("errors are problem+json documents", { skip }, async () => {
 	const err = await client.call("createSession", { body: { agent: "" } }).catch((e) => e);
 	assert.ok(err.errors.length > 0 && err.errors[0].location, "validation problems name the invalid input");
 });
+
+// The claude CLI against internal/fakellm: TestNodeSDKClaude sets
+// AGENTBOX_FAKELLM_URL to the fake model's permission scenario (one shell
+// call, `printf approved > approved.txt`, then "done").
+const llm = process.env.AGENTBOX_FAKELLM_URL;
+const skipClaude = skip || (llm ? false : "AGENTBOX_FAKELLM_URL is not set: internal/sdkgen/typescript TestNodeSDKClaude runs this one");
+
+test("claude: the same flow with the real CLI against the fake LLM", { skip: skipClaude }, async (t) => {
+	const client = new AgentboxClient();
+	const session = await client.createSession({
+		agent: "claude", permission_mode: "default",
+		env: { ANTHROPIC_BASE_URL: llm, ANTHROPIC_API_KEY: "sk-fake-sdk" },
+	});
+	const seen = [];
+	const asked = [];
+	const done = await client.runTurn(session.id, "Write the approval file please", {
+		onEvent: (ev) => { seen.push(ev); },
+		onPermission: (req) => {
+			asked.push(req);
+			return "allow";
+		},
+	});
+	assert.equal(done.stop_reason, "end_turn", JSON.stringify(seen.filter((ev) => ev.type === "error")));
+	assert.ok(asked.length >= 1, "claude asked no permission");
+	assertContiguous(seen, seen[0].seq);
+	const cmd = seen.find((ev) => ev.type === "item.completed" && ev.data.item.kind === "command");
+	assert.ok(cmd, "no command item");
+	await t.test("read the file", async (t) => {
+		const spec = await client.call("getOpenAPI");
+		if (!spec.paths["/v1/sessions/{id}/files/content"]) {
+			t.skip("the daemon has no GET /v1/sessions/{id}/files/content yet (files API, branch h15files)");
+			return;
+		}
+		assert.equal(await client.readTextFile(session.id, "approved.txt"), "approved");
+	});
+	await client.deleteSession(session.id);
+});
