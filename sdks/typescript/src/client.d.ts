@@ -69,7 +69,8 @@ export declare class AgentboxClient {
 	answerPermission(id: string, permissionId: string, answer: "allow" | "deny" | PermissionAnswer, opts?: RequestOptions): Promise<Resolved>;
 	answerQuestion(id: string, questionId: string, answer: QuestionAnswer, opts?: RequestOptions): Promise<Resolved>;
 	interrupt(id: string, opts?: RequestOptions): Promise<Turn>;
-	listEvents(id: string, opts?: RequestOptions & { after?: number; limit?: number }): Promise<EventPage>;
+	/** One page of the log (events typed from the event schema). */
+	listEvents(id: string, opts?: RequestOptions & { after?: number; limit?: number }): Promise<Omit<EventPage, "events"> & { events: AgentboxEvent[] | null }>;
 	lastSeq(id: string, opts?: RequestOptions): Promise<number>;
 	/** A file of the session's workspace (path relative to its root), as bytes. */
 	readFile(id: string, path: string, opts?: RequestOptions & { offset?: number; length?: number }): Promise<Uint8Array>;

@@ -243,7 +243,7 @@ export class AgentboxClient {
 				}, idleTimeout);
 			};
 			const connSignal = signal ? AbortSignal.any([signal, conn.signal]) : conn.signal;
-			const connectedAt = Date.now();
+			let openedAt = 0; // when the stream answered, if it did
 			try {
 				const headers = { accept: "text/event-stream", "cache-control": "no-cache" };
 				if (last > 0) headers["last-event-id"] = String(last);
@@ -255,6 +255,7 @@ export class AgentboxClient {
 					await resp.body?.cancel();
 					throw new StreamError(`GET ${path}: answer is ${resp.status} ${JSON.stringify(ct)}, not 200 text/event-stream`);
 				}
+				openedAt = Date.now();
 				const parser = new SSEParser();
 				const decoder = new TextDecoder();
 				const reader = resp.body.getReader();
@@ -285,7 +286,7 @@ export class AgentboxClient {
 			} catch (err) {
 				if (signal?.aborted) throw signal.reason;
 				if (!retryable(err)) throw err;
-				if (Date.now() - connectedAt >= maxBackoff) failures = 0; // a long-lived connection was healthy
+				if (openedAt > 0 && Date.now() - openedAt >= maxBackoff) failures = 0; // a long-lived stream was healthy: back off afresh
 				failures++;
 				lastErr = idle ? new Error("event stream idle for too long", { cause: err }) : err;
 			} finally {
@@ -387,8 +388,8 @@ function decodeEvent(msg) {
 /** Whether reconnecting may cure err. */
 function retryable(err) {
 	if (err instanceof AgentboxError) return err.temporary;
-	if (err instanceof StreamError || err instanceof SSETooLongError || err instanceof TypeError && !isNetworkError(err)) return false;
-	return true;
+	if (err instanceof StreamError || err instanceof SSETooLongError) return false;
+	return !(err instanceof TypeError) || isNetworkError(err);
 }
 
 /** fetch rejects with a TypeError ("fetch failed") for network errors; other TypeErrors are bugs. */

@@ -32,8 +32,15 @@ async function flow(): Promise<void> {
 	}
 	// The generated operation table, typed by operation id.
 	const page = await client.call("listEvents", { params: { id: session.id, after: 0 } });
-	const first: AgentboxEvent | undefined = page.events?.[0] as AgentboxEvent | undefined;
-	void first;
+	const next: number | undefined = page.next_after;
+	void next;
+	// The named method types the page's events by the event schema.
+	const typed = await client.listEvents(session.id, { after: 0 });
+	const first: AgentboxEvent | undefined = typed.events?.[0];
+	if (first?.type === "session.started") {
+		const agent: string | undefined = first.data.agent;
+		void agent;
+	}
 	try {
 		await client.getSession("nope");
 	} catch (err) {
