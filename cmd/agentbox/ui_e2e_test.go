@@ -223,7 +223,13 @@ func TestInspectorInBrowser(t *testing.T) {
 		}
 	}
 	run("diff tab", chromedp.Click(chromedp.CSS("#tabbtn-diff")))
-	wait("the diff or its absence", `document.querySelectorAll('#diff-files li').length > 0 || document.getElementById('diff-msg').textContent !== ''`)
+	wait("the diff or its absence", `!!document.querySelector('#diff-files li[data-path="ui-proof.txt"]') || document.getElementById('diff-msg').textContent.includes('not available')`)
+	if evalJS[bool](ctx, t, `!!document.querySelector('#diff-files li[data-path="ui-proof.txt"]')`) {
+		wait("the session's diff", `document.getElementById('diff-body').textContent.includes('+Hello from the mock agent.')`)
+		wait("the markup file in the diff, as text", `!!document.querySelector('#diff-files li[data-path="<img src=z onerror=window.__pwned=4>.txt"]')`)
+	} else {
+		t.Log("the daemon has no diff API: the page says so")
+	}
 	run("back to the conversation", chromedp.Click(chromedp.CSS("#tabbtn-conversation")))
 
 	// The connection breaks (a proxy's restart, a laptop's sleep) while
