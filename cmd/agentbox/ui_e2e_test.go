@@ -266,6 +266,20 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Errorf("Content-Security-Policy violations: %q", csp)
 	}
 
+	// A sandboxed session, when this host can make one: a protected file
+	// the agent writes is dropped at the turn's end, and the page shows
+	// the violation.
+	sb, err := d.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Policy: json.RawMessage(`"agent-default"`)})
+	if err != nil {
+		t.Logf("no sandboxed session on this host (%v): the violation view is not checked", err)
+	} else {
+		evalJS[bool](ctx, t, `location.hash = '#/s/`+sb.ID+`'; true`)
+		wait("the sandboxed session", timelineHas("Session started"))
+		send(mockScript(map[string]any{"kind": "command", "command": "echo '<b>evil</b>' > CLAUDE.md; echo ok > fine.txt"}))
+		wait("the violation", `[...document.querySelectorAll('.ev.violation')].some(v => v.textContent.includes('CLAUDE.md'))`)
+		screenshot("inspector-violation.png")
+	}
+
 	// The session list shows it, with its agent and status.
 	evalJS[bool](ctx, t, `location.hash = '#/'; true`)
 	wait("the session listed", fmt.Sprintf(`!!document.querySelector('#sessions tr[data-session=%q]')`, id))

@@ -517,7 +517,7 @@ class SessionView {
       case 'command':
         append(n, [el('div', { class: 'who' }, 'Command', st, it.exit_code !== undefined ? ' · exit ' + it.exit_code : ''),
           el('pre', { class: 'cmd' }, '$ ' + (it.command || (it.argv || []).join(' '))),
-          el('pre', { class: 'output' }, capText((it.output || '') + (rec.deltas.output || '')))]);
+          it.output || rec.deltas.output ? el('pre', { class: 'output' }, capText((it.output || '') + (rec.deltas.output || ''))) : null]);
         break;
       case 'file_change':
         append(n, [el('div', { class: 'who' }, 'File change', st),
