@@ -35,6 +35,7 @@ import (
 	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/inspector"
 	"github.com/agentbox/agentbox/internal/logging"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
@@ -753,6 +754,7 @@ func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 		Exec:    d.ex,
 		Secrets: d.secrets,
 		Tracer:  d.tracer,
+		UI:      inspector.Handler(),
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals

@@ -62,6 +62,11 @@ type Config struct {
 	// ACP, when set, serves GET /v1/acp (ACP over an upgraded connection;
 	// see package acpserver), behind the same authentication as the API.
 	ACP http.Handler
+	// UI, when set, serves the inspector's page and assets at GET /ui and
+	// GET /ui/... (package inspector). They are public, like GET /v1/health:
+	// the page carries no data and calls the API with the bearer token;
+	// the Host and Origin checks apply to them as to everything else.
+	UI http.Handler
 	// Tracer, when set, makes a server span per request (tracing.go);
 	// nil costs nothing.
 	Tracer *tracing.Tracer

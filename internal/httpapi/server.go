@@ -24,6 +24,9 @@ import (
 const (
 	patternHealth = "GET /v1/health"
 	patternStream = "GET /v1/sessions/{id}/events/stream"
+	// The inspector's page and its assets (Config.UI): public.
+	patternUI       = "GET /ui"
+	patternUIAssets = "GET /ui/"
 )
 
 type server struct {
@@ -75,6 +78,10 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) *se
 		// A plain route, not an operation of the table: the handler
 		// hijacks the connection after the upgrade.
 		s.mux.Handle("GET /v1/acp", cfg.ACP)
+	}
+	if cfg.UI != nil {
+		s.mux.Handle(patternUI, cfg.UI)
+		s.mux.Handle(patternUIAssets, cfg.UI)
 	}
 	if m != nil {
 		s.mux.Handle("GET /metrics", m.Registry)
@@ -176,9 +183,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveHealth(sw)
 			return
 		}
-	} else if p := s.authenticate(r, pattern == patternStream); p != nil {
-		writeProblem(sw, p)
-		return
+	} else if pattern != patternUI && pattern != patternUIAssets {
+		if p := s.authenticate(r, pattern == patternStream); p != nil {
+			writeProblem(sw, p)
+			return
+		}
 	}
 	if pattern == "" {
 		// Not found, method not allowed, or a path-cleaning redirect:
