@@ -109,6 +109,7 @@ var layers = []layer{
 	{from: "internal/acpserver", only: []string{"client", "event", "internal/acpwire", "internal/version"},
 		why: "agentbox as an ACP agent is an API client"},
 	{from: "internal/acpwire", only: []string{}, why: "the ACP wire format is a leaf"},
+	{from: "internal/snapshot", only: []string{"internal/textdiff"}, why: "workspace states and their diffs know nothing of sessions"},
 	{from: "internal/cli/...", deny: []string{"internal/daemon/...", "internal/engine/...", "internal/httpapi/...", "internal/store/..."},
 		why: "every command is an API client or a local tool"},
 }
