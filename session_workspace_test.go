@@ -153,6 +153,16 @@ func TestSessionExec(t *testing.T) {
 		t.Errorf("exit 3: %+v, %v", res, err)
 	}
 
+	// A timeout ends the command's processes, not the session's sandbox:
+	// the agent's next turn runs in it.
+	res, err = c.SessionExec(t.Context(), s.ID, client.SessionExecRequest{Argv: []string{"sh", "-c", "sleep 60 & sleep 60"}, TimeoutMS: 300})
+	if err != nil || res.Error == nil || res.Error.Code != "timeout" || res.Signal != "SIGKILL" {
+		t.Errorf("a command past its timeout: %+v, %v", res, err)
+	}
+	res, err = c.SessionExec(t.Context(), s.ID, client.SessionExecRequest{Argv: []string{"sh", "-c", "pgrep -c sleep || true"}})
+	if err != nil || res.Stdout != "0\n" {
+		t.Errorf("after the timeout: %+v, %v; want no sleep left in the sandbox", res, err)
+	}
 	tid, evs := turnID(t, c, s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindText, Text: "done"}))
 	if b, err := os.ReadFile(filepath.Join(cwd, "exec.txt")); err != nil || string(b) != "by exec\n" {
 		t.Errorf("exec.txt on the host after the turn: %q, %v", b, err)

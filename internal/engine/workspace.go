@@ -107,5 +107,10 @@ func (m *Manager) Exec(ctx context.Context, id string, run func(ctx context.Cont
 		}
 		l.mu.Unlock()
 	}()
-	return run(ctx, l.sb, l.sbLimits)
+	err = run(ctx, l.sb, l.sbLimits)
+	if errors.Is(err, sandbox.ErrClosed) {
+		// The session ended while the command started.
+		return fmt.Errorf("%w: session %s ended: %w", ErrNotLive, id, err)
+	}
+	return err
 }

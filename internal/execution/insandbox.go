@@ -4,21 +4,46 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
+// groupWrapper runs "$@" in a process group of its own, stdin passed on,
+// and on SIGTERM kills that whole group and exits 143. It is how RunIn
+// ends a command in a sandbox that is not the command's own: a runtime's
+// SIGKILL, and its timeout, kill the whole sandbox (sandbox.Process), here
+// the agent's too. Without setsid in the sandbox the command runs in the
+// wrapper's place and SIGTERM reaches it alone.
+const groupWrapper = `command -v setsid >/dev/null 2>&1 || exec "$@"
+exec 3<&0
+setsid "$@" <&3 3<&- &
+pid=$!
+exec 3<&-
+trap 'kill -KILL -$pid 2>/dev/null; exit 143' TERM
+wait $pid`
+
+// runInGrace is how long after its timeout a command's wrapper may take to
+// end before the runtime's own timeout ends the sandbox.
+const runInGrace = 10 * time.Second
+
 // RunIn runs req.Argv to its end in sb, a sandbox its caller owns (a
-// session's, which the agent uses too), the way Exec runs a task in a
-// sandbox of its own: output captured and capped per stream (the smaller
-// of limits.OutputBytes and DefaultMaxOutputBytes; past it the process is
-// killed), the timeout the shorter of req.Timeout and limits.Timeout, the
-// process tree killed when ctx ends. It takes no concurrency slot of the
+// session's, which the agent uses too), and answers as Exec does: output
+// captured and capped per stream (the smaller of limits.OutputBytes and
+// DefaultMaxOutputBytes), the timeout the shorter of req.Timeout and
+// limits.Timeout, the command ended when ctx ends. Ending it never ends
+// the sandbox: the command runs under groupWrapper, which kills the
+// command's process group on SIGTERM (a process that leaves the group
+// stays, under the sandbox's limits, until the sandbox ends); only a
+// wrapper that outlives the timeout by runInGrace meets the runtime's
+// timeout, which ends the sandbox. It takes no concurrency slot of the
 // service and closes nothing: sb's owner bounds and tears down. The
 // sandbox's violations are its owner's to report (a session's go to its
-// log); the result lists only the limit the process hit. Only Argv, Stdin
-// and Timeout are read: a language, files or a policy are refused
+// log); the result lists only the limit the command hit. Only Argv, Stdin
+// and Timeout are read: a language, code, files or a policy are refused
 // (ErrInvalid), as sb's policy is fixed and its workspace shared.
 func RunIn(ctx context.Context, sb sandbox.Sandbox, limits sandbox.Limits, req Request) (Result, error) {
 	switch {
@@ -35,15 +60,34 @@ func RunIn(ctx context.Context, sb sandbox.Sandbox, limits sandbox.Limits, req R
 	if l := limits.OutputBytes; l > 0 && l < limit {
 		limit = l
 	}
-	var k killer
-	out := newCapture(limit, nil, k.killForOutput)
-	cmd := sandbox.Cmd{
-		Args:    req.Argv,
-		Stdout:  out.writer(Stdout),
-		Stderr:  out.writer(Stderr),
-		Timeout: effectiveTimeout(req.Timeout, limits.Timeout),
+	var (
+		mu                 sync.Mutex
+		proc               sandbox.Process
+		pending, timedOut  bool
+		byOutput, canceled atomic.Bool
+	)
+	// end asks the wrapper to kill the command's group (now, or as soon
+	// as the process is known).
+	end := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if proc == nil {
+			pending = true
+			return
+		}
+		_ = proc.Signal(syscall.SIGTERM) // an ended process needs nothing
 	}
-	adjusted := timeoutAdjusted(req.Timeout, cmd.Timeout)
+	out := newCapture(limit, nil, func() { byOutput.Store(true); end() })
+	timeout := effectiveTimeout(req.Timeout, limits.Timeout)
+	cmd := sandbox.Cmd{
+		Args:   append([]string{"/bin/sh", "-c", groupWrapper, "agentbox-exec"}, req.Argv...),
+		Stdout: out.writer(Stdout),
+		Stderr: out.writer(Stderr),
+	}
+	if timeout > 0 {
+		cmd.Timeout = timeout + runInGrace
+	}
+	adjusted := timeoutAdjusted(req.Timeout, timeout)
 	if len(req.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
@@ -52,28 +96,50 @@ func RunIn(ctx context.Context, sb sandbox.Sandbox, limits sandbox.Limits, req R
 	if err != nil {
 		return Result{}, fmt.Errorf("start %q in sandbox: %w", req.Argv[0], err)
 	}
-	k.set(p)
+	mu.Lock()
+	proc = p
+	if pending {
+		_ = p.Signal(syscall.SIGTERM)
+	}
+	mu.Unlock()
 	in := sb.Info()
 	info := SandboxInfo{ID: sb.ID(), Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded}
 	out.start(nil, info)
-	stop := context.AfterFunc(ctx, k.kill)
+	stop := context.AfterFunc(ctx, func() { canceled.Store(true); end() })
 	defer stop()
-	backstop := backstopKill(cmd.Timeout, &k)
-	defer backstop()
+	if timeout > 0 {
+		t := time.AfterFunc(timeout, func() {
+			mu.Lock()
+			timedOut = true
+			mu.Unlock()
+			end()
+		})
+		defer t.Stop()
+	}
 	exit, werr := p.Wait()
 	dur := time.Since(start)
 	out.flush()
 	if werr != nil {
 		return Result{}, fmt.Errorf("wait for %q: %w", req.Argv[0], werr)
 	}
-	if ctx.Err() != nil && !k.byOutput() {
+	if canceled.Load() && !byOutput.Load() {
 		return Result{}, fmt.Errorf("exec: %w", context.Cause(ctx))
 	}
+	mu.Lock()
+	killed := timedOut
+	mu.Unlock()
 	res := Result{ExitCode: exit.Code, Signal: exit.Signal, Duration: dur, Usage: exit.Usage, Sandbox: info, Adjusted: adjusted}
 	res.Stdout, res.Stderr, res.Truncated = out.result()
 	reason, msg := exit.Reason, exit.Message
-	if res.Truncated {
+	switch {
+	case res.Truncated:
 		reason, msg = sandbox.ReasonOutput, fmt.Sprintf("output exceeded %d bytes on a stream; the process was killed", limit)
+	case killed:
+		reason, msg = sandbox.ReasonTimeout, fmt.Sprintf("killed after the %s timeout", timeout)
+	}
+	if (res.Truncated || killed) && exit.Reason == "" {
+		// The wrapper killed the command's group: say it as a kill.
+		res.ExitCode, res.Signal = -1, "SIGKILL"
 	}
 	if reason != "" {
 		res.Error = &ErrorInfo{Code: reason, Message: msg}
