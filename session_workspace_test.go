@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox"
 	"github.com/agentbox/agentbox/client"
@@ -176,6 +177,49 @@ func TestSessionExec(t *testing.T) {
 	d, err := c.Diff(t.Context(), s.ID, client.DiffOptions{Turn: tid})
 	if err != nil || !slices.Equal(d.Files, []client.DiffFile{{Path: "exec.txt", Status: client.DiffAdded}}) {
 		t.Errorf("the turn's diff: %+v, %v; want the command's file", d.Files, err)
+	}
+
+	// At most four commands at once; a client that goes away ends its
+	// command (and only its command).
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				_, err := c.SessionExec(ctx, s.ID, client.SessionExecRequest{Argv: []string{"sh", "-c", "sleep 120 & sleep 120"}})
+				var ae *client.APIError
+				if errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests && ctx.Err() == nil {
+					continue // the probe below took the slot for a moment
+				}
+				done <- err
+				return
+			}
+		}()
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		_, err := c.SessionExec(t.Context(), s.ID, client.SessionExecRequest{Argv: []string{"true"}})
+		if err != nil {
+			wantStatus(t, "a fifth command", err, http.StatusTooManyRequests)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("four running commands never made a fifth one wait")
+		}
+	}
+	cancel()
+	for range 4 {
+		if err := <-done; err == nil {
+			t.Error("a command whose client went away answered")
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		res, err := c.SessionExec(t.Context(), s.ID, client.SessionExecRequest{Argv: []string{"sh", "-c", "pgrep -c sleep || true"}})
+		if err == nil && res.Stdout == "0\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the commands of clients gone are still running: %+v, %v", res, err)
+		}
 	}
 
 	// A policy of its own is refused: the session's applies.

@@ -26,6 +26,10 @@ exec 3<&-
 trap 'kill -KILL -$pid 2>/dev/null; exit 143' TERM
 wait $pid`
 
+// runInStartTimeout bounds the start of a command in a sandbox it does not
+// own; its expiry ends the sandbox, as any cancelled start does.
+const runInStartTimeout = time.Minute
+
 // runInGrace is how long after its timeout a command's wrapper may take to
 // end before the runtime's own timeout ends the sandbox.
 const runInGrace = 10 * time.Second
@@ -92,7 +96,12 @@ func RunIn(ctx context.Context, sb sandbox.Sandbox, limits sandbox.Limits, req R
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
 	start := time.Now()
-	p, err := sb.Start(ctx, cmd)
+	// The start is not bound to ctx: a runtime whose start is cancelled
+	// ends the whole sandbox (a process may start with nobody to wait for
+	// it). A caller gone meanwhile ends the command once it runs (below).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runInStartTimeout)
+	p, err := sb.Start(sctx, cmd)
+	cancel()
 	if err != nil {
 		return Result{}, fmt.Errorf("start %q in sandbox: %w", req.Argv[0], err)
 	}
