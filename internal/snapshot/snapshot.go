@@ -154,8 +154,12 @@ type Manifest struct {
 
 // Has reports whether the state point of session id was taken.
 func (s *Store) Has(id, point string) bool {
-	_, err := s.load(id, point)
-	return err == nil
+	dir, err := s.sessionDir(id)
+	if err != nil || !validName.MatchString(point) {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(dir, "states", point+".json"))
+	return err == nil && st.Mode().IsRegular()
 }
 
 // Take records the state of workspace as point of session id. Files whose
