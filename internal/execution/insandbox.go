@@ -18,13 +18,16 @@ import (
 // SIGKILL, and its timeout, kill the whole sandbox (sandbox.Process), here
 // the agent's too. Without setsid in the sandbox the command runs in the
 // wrapper's place and SIGTERM reaches it alone.
-const groupWrapper = `command -v setsid >/dev/null 2>&1 || exec "$@"
+//
+// The trap is set first and reads $! when it runs, so a SIGTERM at any
+// moment finds what there is: nothing started yet, the child before its
+// setsid (killed by its pid), or the command's group.
+const groupWrapper = `trap 'kill -KILL -$! $! 2>/dev/null; exit 143' TERM
+command -v setsid >/dev/null 2>&1 || exec "$@"
 exec 3<&0
 setsid "$@" <&3 3<&- &
-pid=$!
 exec 3<&-
-trap 'kill -KILL -$pid 2>/dev/null; exit 143' TERM
-wait $pid`
+wait $!`
 
 // runInStartTimeout bounds the start of a command in a sandbox it does not
 // own; its expiry ends the sandbox, as any cancelled start does.
