@@ -111,6 +111,7 @@ var layers = []layer{
 	{from: "internal/acpwire", only: []string{}, why: "the ACP wire format is a leaf"},
 	{from: "internal/sdkgen/python", only: []string{}, why: "the Python SDK's generator reads the documents as bytes"},
 	{from: "internal/inspector", only: []string{}, why: "the inspector is a page that reaches the daemon only through its HTTP API, as any browser client"},
+	{from: "internal/snapshot", only: []string{"internal/textdiff"}, why: "workspace states and their diffs know nothing of sessions"},
 	{from: "internal/cli/...", deny: []string{"internal/daemon/...", "internal/engine/...", "internal/httpapi/...", "internal/store/..."},
 		why: "every command is an API client or a local tool"},
 }

@@ -22,11 +22,12 @@ func (a *app) sessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "sessions",
 		Aliases: []string{"session", "s"},
-		Short:   "List, inspect, follow and remove sessions; show and change their network rules",
+		Short:   "List, inspect, follow and remove sessions; show and change their network rules, their changes, run commands in their sandboxes",
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsSetCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd())
+	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsSetCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd(),
+		a.sessionsDiffCmd(), a.sessionsExecCmd())
 	return cmd
 }
 

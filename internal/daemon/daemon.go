@@ -47,6 +47,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/sandbox/probe"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
+	"github.com/agentbox/agentbox/internal/snapshot"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
 	"github.com/agentbox/agentbox/internal/tracing"
@@ -561,6 +562,12 @@ func (d *Daemon) buildSandboxing(cu *cleanup) (*sandboxing, error) {
 // previous run left live.
 func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) error {
 	cfg, aud := d.cfg, d.audit
+	// The states of each session's workspace, for its diffs: on disk,
+	// beside the store, so they outlive a restart.
+	snaps, err := snapshot.New(filepath.Join(cfg.DataDir, "snapshots"), snapshot.Limits{})
+	if err != nil {
+		return err
+	}
 	d.mgr = engine.New(engine.Config{
 		Store: d.st, Agents: cfg.Agents, Metrics: d.metrics, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
@@ -575,6 +582,7 @@ func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) e
 		OnNetworkUpdate: func(id string, prev, allow []string) { aud.NetworkUpdate("session", id, prev, allow) },
 		KeepAgentState:  cfg.KeepAgentHomes,
 		Tracer:          d.tracer,
+		Snapshots:       snaps,
 	})
 	cu.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -741,6 +749,28 @@ func (e *lateEngine) LiveSandbox(id string) (event.SandboxInfo, bool) {
 		return ls.LiveSandbox(id)
 	}
 	return event.SandboxInfo{}, false
+}
+
+var _ httpapi.SessionWorkspaces = (*lateEngine)(nil)
+
+// errNoWorkspaces answers when the engine has no SessionWorkspaces (never
+// with the daemon's engine).
+var errNoWorkspaces = fmt.Errorf("%w: the session engine keeps no workspace states", engine.ErrUnavailable)
+
+// Diff is the engine's optional ability (httpapi.SessionWorkspaces).
+func (e *lateEngine) Diff(ctx context.Context, id, turn string) (snapshot.Diff, error) {
+	if w, ok := e.Engine.(httpapi.SessionWorkspaces); ok {
+		return w.Diff(ctx, id, turn)
+	}
+	return snapshot.Diff{}, errNoWorkspaces
+}
+
+// Exec is the engine's optional ability (httpapi.SessionWorkspaces).
+func (e *lateEngine) Exec(ctx context.Context, id string, run func(ctx context.Context, sb sandbox.Sandbox, limits sandbox.Limits) error) error {
+	if w, ok := e.Engine.(httpapi.SessionWorkspaces); ok {
+		return w.Exec(ctx, id, run)
+	}
+	return errNoWorkspaces
 }
 
 // newHandler builds the HTTP API: the API's routes, the exec service's and

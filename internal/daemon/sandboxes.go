@@ -167,7 +167,7 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	if spec.Network.Mode != sandbox.NetworkProxy {
-		return &engine.Sandbox{Sandbox: sb, Env: env}, nil
+		return &engine.Sandbox{Sandbox: sb, Env: env, Limits: spec.Limits}, nil
 	}
 	g, err := attachEgress(s.egress, sb, egress.Config{
 		Scope: "session", ID: opts.SessionID, Network: spec.Network,
@@ -181,7 +181,7 @@ func (s *sessionSandboxes) Create(ctx context.Context, raw json.RawMessage, cwd 
 		return nil, err
 	}
 	g.release = release
-	return &engine.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow}, nil
+	return &engine.Sandbox{Sandbox: g, Env: env, SetAllow: g.gate.SetAllow, Limits: spec.Limits}, nil
 }
 
 // DeclaredSecrets implements engine.SecretDeclarer: the policy's

@@ -21,11 +21,15 @@ type live struct {
 	m     *Manager
 	id    string
 	agent string
-	sess  agent.Session
+	// cwd is the session's workspace on the host.
+	cwd  string
+	sess agent.Session
 	// sb is the session's sandbox, nil when the agent runs on the host;
 	// sbInfo says what it has in force (set before the session is live).
 	sb     sandbox.Sandbox
 	sbInfo *event.SandboxInfo
+	// sbLimits are its limits, for the callers' commands (Exec).
+	sbLimits sandbox.Limits
 	// setAllow replaces its egress proxy's allow rules; nil without one.
 	setAllow func([]string) error
 	// ctx ends when the session is torn down.
@@ -75,6 +79,9 @@ type live struct {
 	// the log starts with session.started.
 	announced bool
 	early     []event.Event
+	// execs counts the callers' commands running in the sandbox (Exec);
+	// no idle stop while there are any.
+	execs int
 }
 
 var _ agent.Host = (*live)(nil)
@@ -125,7 +132,7 @@ func (l *live) idleDue(now time.Time) (time.Duration, bool) {
 func (l *live) idleExpired() {
 	l.mu.Lock()
 	if l.stopping || l.turnCancel != nil || l.idleAt.IsZero() || time.Since(l.idleAt) < l.m.cfg.IdleTimeout ||
-		l.native == "" || len(l.pending) > 0 {
+		l.native == "" || len(l.pending) > 0 || l.execs > 0 {
 		l.mu.Unlock()
 		return
 	}

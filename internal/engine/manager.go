@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/ids"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/snapshot"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/tracing"
 )
@@ -91,6 +92,10 @@ type Config struct {
 	// Tracer, when set, records the spans of turns, tool calls and
 	// permission waits (tracing.go); nil records nothing.
 	Tracer *tracing.Tracer
+	// Snapshots, when set, records the states of each session's
+	// workspace (at its start, before and after each turn) for Diff;
+	// nil keeps none and Diff is unavailable.
+	Snapshots *snapshot.Store
 }
 
 // AgentExitGrace is how long a turn in flight when its agent process died
@@ -435,7 +440,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	// The session's context descends from the manager's base, not from ctx:
 	// the agent lives on after this request returns.
 	sctx, cancel := context.WithCancel(m.base)
-	l := &live{m: m, id: s.ID, agent: s.Agent, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]pending{}, open: openItems{}}
+	l := &live{m: m, id: s.ID, agent: s.Agent, cwd: s.Cwd, ctx: sctx, cancel: cancel, env: env, mcp: o.mcp, canPark: o.canResume, pending: map[string]pending{}, open: openItems{}}
 	// closing ends when the session starts to end (not when it has ended,
 	// as ctx does): requests raised while it ends are denied at once.
 	l.closing, l.stopClosing = context.WithCancelCause(context.Background())
@@ -452,6 +457,8 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		cfg.NativeSessionID = s.NativeSessionID
 		l.native = s.NativeSessionID
 	}
+	// The workspace as the session found it: what Diff compares with.
+	m.takeStartState(startCtx, s.ID, s.Cwd)
 	var sbInfo *event.SandboxInfo
 	if len(s.Policy) > 0 {
 		sb, err := m.newSandbox(startCtx, s, a, cfg, l)
@@ -465,7 +472,7 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
 			return store.Session{}, err
 		}
-		l.sb, cfg.Sandbox, l.setAllow = sb.Sandbox, sb.Sandbox, sb.SetAllow
+		l.sb, cfg.Sandbox, l.setAllow, l.sbLimits = sb.Sandbox, sb.Sandbox, sb.SetAllow, sb.Limits
 		if len(sb.Env) > 0 {
 			// The agent's model APIs go through the proxy's routes;
 			// their keys stay outside the sandbox.
@@ -758,6 +765,11 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 			return notFound(err, "session", id)
 		}
 		m.removeAgentState(s)
+		if m.cfg.Snapshots != nil {
+			if err := m.cfg.Snapshots.Remove(id); err != nil {
+				m.log.Warn("removing the workspace states of a purged session", "session", id, "err", err)
+			}
+		}
 	}
 	return nil
 }

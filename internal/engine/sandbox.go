@@ -111,6 +111,9 @@ type Sandbox struct {
 	Env map[string]string
 	// SetAllow replaces the proxy's allow rules; nil without the proxy.
 	SetAllow func(rules []string) error
+	// Limits are the sandbox's limits (its compiled policy's), which
+	// bound the callers' commands run in it (Manager.Exec).
+	Limits sandbox.Limits
 }
 
 // PolicyDoc is a policy document as written in a file: errors name Name,

@@ -9,6 +9,7 @@ import (
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/ids"
+	"github.com/agentbox/agentbox/internal/snapshot"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/tracing"
 )
@@ -87,6 +88,9 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 	defer l.m.wg.Done()
 	defer close(done)
 	start := time.Now()
+	// The workspace before the turn and (below) after its commit: what
+	// the turn's diff compares.
+	l.m.takeState(ctx, l.id, l.cwd, snapshot.TurnBefore(turnID))
 	res, err := l.sess.Prompt(ctx, agent.Input{TurnID: turnID, Content: content})
 	// A turn cancelled because its agent died failed; one cancelled by an
 	// interrupt, a termination or a shutdown was interrupted.
@@ -130,6 +134,7 @@ func (l *live) runTurn(ctx context.Context, turnID string, content []event.Conte
 			_ = l.appendWait(event.New(event.SourceDaemon, &event.Error{Code: "sandbox_commit_failed", Message: cerr.Error()}))
 		}
 	}
+	l.m.takeState(ctx, l.id, l.cwd, snapshot.TurnAfter(turnID))
 	// The turn's log says what its sandbox refused, repeats included.
 	l.reports.Flush()
 	d := time.Since(start)

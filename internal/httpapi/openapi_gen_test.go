@@ -252,6 +252,7 @@ func (in *sendMessageInput) Resolve(huma.Context) []error  { return in.check() }
 func (in *questionInput) Resolve(huma.Context) []error     { return in.check() }
 func (in *execInput) Resolve(huma.Context) []error         { return in.check() }
 func (in *startProcessInput) Resolve(huma.Context) []error { return in.check() }
+func (in *sessionExecInput) Resolve(huma.Context) []error  { return in.check() }
 func (in *ResumeParams) Resolve(huma.Context) []error      { return in.check() }
 
 // streamResponses documents the answer of a streaming operation.

@@ -129,6 +129,16 @@ class CreateSession(TypedDict):
     policy_source: NotRequired['PolicySource']
 
 
+class DiffFile(TypedDict):
+    #: Slash-separated, relative to the session's workspace, as the workspace
+    #: names it: untrusted (the agent named it).
+    path: str
+    status: Literal["added", "modified", "deleted"]
+    #: Listed, not diffed: binary content, or a file over the size whose
+    #: content is kept (1 MiB).
+    binary: NotRequired[bool]
+
+
 class Event(TypedDict):
     id: str
     seq: int
@@ -473,6 +483,29 @@ class Session(TypedDict):
     permission_mode: NotRequired[str]
     #: The session's sandbox; absent when its agent runs on the host.
     sandbox: NotRequired['SessionSandbox']
+
+
+class SessionDiff(TypedDict):
+    #: The changed files (regular files and symbolic links; a link's content is
+    #: its target), in path order.
+    files: 'list[DiffFile] | None'
+    #: Unified diff of the text files (git's form: a/ and b/ prefixes,
+    #: /dev/null for an added or deleted file). A path with control characters,
+    #: quotes or backslashes is written escaped.
+    diff: str
+    #: A bound cut the answer (1000 files, 1 MiB of diff, or the 20000 entries
+    #: a workspace state records): changes may be missing.
+    truncated: bool
+
+
+class SessionExecRequest(TypedDict):
+    #: The command; argv[0] is looked up in the sandbox's PATH. It runs in the
+    #: session's workspace as the agent sees it.
+    argv: list[str] | None
+    #: The process's standard input; empty means /dev/null.
+    stdin: NotRequired[str]
+    #: Wall-clock limit in milliseconds, when shorter than the policy's.
+    timeout_ms: NotRequired[int]
 
 
 class SessionList(TypedDict):

@@ -108,6 +108,14 @@ export interface CreateSession {
 	policy_source?: PolicySource;
 }
 
+export interface DiffFile {
+	/** Listed, not diffed: binary content, or a file over the size whose content is kept (1 MiB). */
+	binary?: boolean;
+	/** Slash-separated, relative to the session's workspace, as the workspace names it: untrusted (the agent named it). */
+	path: string;
+	status: "added" | "modified" | "deleted";
+}
+
 export interface Event {
 	data: unknown;
 	id: string;
@@ -422,6 +430,24 @@ export interface Session {
 	updated_at: string;
 }
 
+export interface SessionDiff {
+	/** Unified diff of the text files (git's form: a/ and b/ prefixes, /dev/null for an added or deleted file). A path with control characters, quotes or backslashes is written escaped. */
+	diff: string;
+	/** The changed files (regular files and symbolic links; a link's content is its target), in path order. */
+	files: DiffFile[] | null;
+	/** A bound cut the answer (1000 files, 1 MiB of diff, or the 20000 entries a workspace state records): changes may be missing. */
+	truncated: boolean;
+}
+
+export interface SessionExecRequest {
+	/** The command; argv[0] is looked up in the sandbox's PATH. It runs in the session's workspace as the agent sees it. */
+	argv: string[] | null;
+	/** The process's standard input; empty means /dev/null. */
+	stdin?: string;
+	/** Wall-clock limit in milliseconds, when shorter than the policy's. */
+	timeout_ms?: number;
+}
+
 export interface SessionList {
 	next_before?: string;
 	sessions: Session[] | null;
@@ -713,6 +739,20 @@ export interface Operations {
 		bodyRequired: false;
 		response: Session;
 	};
+	/** Get what a session changed in its workspace */
+	getSessionDiff: {
+		method: "GET";
+		path: "/v1/sessions/{id}/diff";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** A turn of the session: its changes only. Empty: every change since the session started. */
+			turn?: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: SessionDiff;
+	};
 	/** Get a session's network rules */
 	getSessionNetwork: {
 		method: "GET";
@@ -857,6 +897,18 @@ export interface Operations {
 		body: ProcessInput;
 		bodyRequired: true;
 		response: void;
+	};
+	/** Run a command in a session's sandbox */
+	sessionExec: {
+		method: "POST";
+		path: "/v1/sessions/{id}/exec";
+		params: {
+			/** Session ID. */
+			id: string;
+		};
+		body: SessionExecRequest;
+		bodyRequired: true;
+		response: ExecResult;
 	};
 	/** Replace a session's network allow rules */
 	setSessionNetwork: {
