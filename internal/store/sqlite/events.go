@@ -242,6 +242,9 @@ type hub struct {
 	bytes    int // payload bytes held
 	notify   chan struct{}
 	deleted  bool
+	// publishes counts the publications, each of which wakes the
+	// subscribers (tests only read it).
+	publishes int
 }
 
 func (s *Store) acquireHub(sessionID string) *hub {
@@ -272,6 +275,14 @@ func (s *Store) publish(sessionID string, evs []event.Event) {
 	if h != nil {
 		h.publish(evs)
 	}
+}
+
+// subscribed reports whether the session has subscribers. One that has none
+// when its events are published reads them from the database.
+func (s *Store) subscribed(sessionID string) bool {
+	s.hubsMu.RLock()
+	defer s.hubsMu.RUnlock()
+	return s.hubs[sessionID] != nil
 }
 
 // dropHub ends the subscriptions of a deleted session. A session created
@@ -317,6 +328,7 @@ func (h *hub) publish(evs []event.Event) {
 		h.n++
 		h.bytes += size
 	}
+	h.publishes++
 	close(h.notify)
 	h.notify = make(chan struct{})
 }

@@ -748,3 +748,71 @@ func TestLogBoundedUnderReaders(t *testing.T) {
 		t.Errorf("write-ahead log grew to %d KiB with readers present, want at most %d KiB", maxWAL>>10, limit>>10)
 	}
 }
+
+// TestPublishOncePerBatch commits one batch with two appends to a session,
+// an append to another and that other's deletion, and checks that each
+// session's subscribers are woken once for the whole batch, with every event
+// in seq order, and that the deleted session's subscription closes.
+func TestPublishOncePerBatch(t *testing.T) {
+	g := &gate{}
+	s := open(t, filepath.Join(t.TempDir(), "agentbox.db"), Options{batchHook: g.hook})
+	ctx := t.Context()
+	createSession(t, s, "ses_a")
+	createSession(t, s, "ses_b")
+	subA, err := s.Subscribe(ctx, "ses_a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subB, err := s.Subscribe(ctx, "ses_b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.hubsMu.RLock()
+	hubA := s.hubs["ses_a"]
+	s.hubsMu.RUnlock()
+
+	release := g.hold(t, s)
+	var wg sync.WaitGroup
+	for i, call := range []func() error{
+		func() error { _, err := s.Append(ctx, "ses_a", delta(1), delta(2)); return err },
+		func() error { _, err := s.Append(ctx, "ses_b", delta(3)); return err },
+		func() error { _, err := s.Append(ctx, "ses_a", delta(4)); return err },
+		func() error { return s.DeleteSession(ctx, "ses_b") },
+	} {
+		wg.Go(func() {
+			if err := call(); err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+		queued(t, s, i+1) // one at a time: the batch keeps this order
+	}
+	release()
+	wg.Wait()
+	g.mu.Lock()
+	if len(g.sizes) != 2 || g.sizes[1] != 4 {
+		t.Errorf("batch sizes %v, want [1 4]", g.sizes)
+	}
+	g.mu.Unlock()
+
+	if got := seqsOf(recvN(t, subA, 3)); !cmp.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("ses_a delivered seqs %v, want [1 2 3]", got)
+	}
+	hubA.mu.Lock()
+	if hubA.publishes != 1 {
+		t.Errorf("ses_a's subscribers woken %d times by one batch, want 1", hubA.publishes)
+	}
+	hubA.mu.Unlock()
+	// The deletion closes ses_b's subscription; its event, deleted with
+	// it, may or may not be delivered first.
+	timeout := time.After(10 * time.Second)
+	for closed := false; !closed; {
+		select {
+		case e, ok := <-subB:
+			if closed = !ok; ok && e.Seq != 1 {
+				t.Errorf("ses_b delivered seq %d, want only 1", e.Seq)
+			}
+		case <-timeout:
+			t.Fatal("ses_b's subscription not closed by its deletion")
+		}
+	}
+}
