@@ -196,4 +196,3 @@ func isEscape(err error) bool {
 
 // ctxErr is ctx's error, if it is done.
 func ctxErr(ctx context.Context) error { return context.Cause(ctx) }
-
