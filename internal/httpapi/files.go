@@ -334,4 +334,3 @@ func (s *server) watchFiles(ctx context.Context, in *fileTreeInput) (*streamOutp
 		}
 	}}, nil
 }
-
