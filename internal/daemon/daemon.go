@@ -752,6 +752,7 @@ func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 		Version: version.String(),
 		Exec:    d.ex,
 		Secrets: d.secrets,
+		Files:   sessionFiles{eng: eng},
 		Tracer:  d.tracer,
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
