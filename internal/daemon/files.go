@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/files"
 	"github.com/agentbox/agentbox/internal/httpapi"
+	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 	"github.com/agentbox/agentbox/internal/sandbox/workspace"
 )
@@ -17,11 +18,17 @@ import (
 // change is judged by the rules its sandbox's commit applies (its
 // policy's protected patterns, compiled as for its sandbox; a session
 // without a sandbox gets the built-in list), read afresh per request. A
-// session whose sandbox is live takes no change through the API: its
-// agent works on an overlay whose next commit would overwrite what the
-// API wrote underneath (docs/ARCHITECTURE.md, "Workspace files").
+// live sandboxed session's changes are made inside its sandbox, never
+// under its overlay: they reach the host through its commit, like the
+// agent's (docs/ARCHITECTURE.md, "Workspace files").
 type sessionFiles struct {
-	eng httpapi.Engine
+	eng *lateEngine
+}
+
+// sessionSandboxer is the engine's ability to hand out a live session's
+// sandbox (*engine.Manager has it).
+type sessionSandboxer interface {
+	SessionSandbox(id string) (sandbox.Sandbox, bool)
 }
 
 var _ httpapi.FilesService = sessionFiles{}
@@ -39,16 +46,15 @@ func (f sessionFiles) Open(ctx context.Context, id string) (*files.Workspace, er
 	if err != nil {
 		return nil, err
 	}
-	var readOnly error
-	if ls, ok := f.eng.(httpapi.LiveSandboxes); ok {
-		if _, live := ls.LiveSandbox(id); live {
-			readOnly = fmt.Errorf("%w: session %s: changes reach a running sandbox's workspace through its commit only; "+
-				"write between sessions (after it is stopped or ended) or through the agent", files.ErrSandboxLive, id)
+	var in *files.Sandboxed
+	if ss, ok := f.eng.Engine.(sessionSandboxer); ok {
+		if sb, live := ss.SessionSandbox(id); live {
+			in = &files.Sandboxed{Sandbox: sb, Dir: s.Cwd}
 		}
 	}
 	cwd := s.Cwd
 	w, err := files.Open(cwd, files.Options{
-		ReadOnly: readOnly,
+		Sandboxed: in,
 		Judge: func(ctx context.Context) (files.Judge, error) {
 			g, err := workspace.NewGate(ctx, cwd, opts)
 			if err != nil {

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,9 +91,11 @@ func TestSessionFiles(t *testing.T) {
 	}
 }
 
-// TestSandboxedSessionFiles: a live sandboxed session's workspace takes no
-// change through the API (409 sandbox-live) and reads show what its
-// commits applied: the agent's write after the turn that made it.
+// TestSandboxedSessionFiles: a live sandboxed session's changes are made
+// inside its sandbox: the agent sees them at once, the host only after
+// the sandbox's commit (never written around it); a protected path is
+// refused before anything runs; reads show what the commits applied.
+// Once the session has ended, changes go to the host tree.
 func TestSandboxedSessionFiles(t *testing.T) {
 	if pr := process.New(process.Options{}).Probe(t.Context()); !pr.Available {
 		t.Skipf("this host cannot build sandboxes: %s", pr.Reason)
@@ -102,21 +106,61 @@ func TestSandboxedSessionFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runTurn(t, c, s.ID, mock.Step{Kind: mock.KindWrite, Path: "made.txt", Content: "in the sandbox\n"})
+	if _, err := c.WriteFile(ctx, s.ID, "x.txt", []byte("through the sandbox\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Cwd, "x.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("written around the sandbox: %v", err)
+	}
+	if _, err := c.MakeDir(ctx, s.ID, "d/e", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteFile(ctx, s.ID, "CLAUDE.md", []byte("x")); kindOf(err) != "protected-path" {
+		t.Fatalf("protected write: %v", err)
+	}
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	_ = tw.WriteHeader(&tar.Header{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3})
+	_, _ = tw.Write([]byte("tar"))
+	_ = tw.Close()
+	if _, err := c.UploadArchive(ctx, s.ID, "up", tb.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	runTurn(t, c, s.ID,
+		mock.Step{Kind: mock.KindCommand, Command: "cp x.txt d/e/seen.txt && cp up/a.txt d/e/up.txt"},
+		mock.Step{Kind: mock.KindWrite, Path: "made.txt", Content: "in the sandbox\n"})
+	if got := readAll(t, c, s.ID, "d/e/seen.txt"); got != "through the sandbox\n" {
+		t.Fatalf("the agent saw %q", got)
+	}
+	if got := readAll(t, c, s.ID, "d/e/up.txt"); got != "tar" {
+		t.Fatalf("the agent saw the archive's %q", got)
+	}
 	if got := readAll(t, c, s.ID, "made.txt"); got != "in the sandbox\n" {
 		t.Fatalf("read %q", got)
 	}
-	if _, err := c.WriteFile(ctx, s.ID, "x.txt", []byte("x")); kindOf(err) != "sandbox-live" {
-		t.Fatalf("write to a live sandbox: %v", err)
+	if _, err := os.Stat(filepath.Join(s.Cwd, "CLAUDE.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a protected path reached the host")
 	}
-	if _, err := os.Stat(filepath.Join(s.Cwd, "x.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("written around the sandbox")
+	if err := c.DeleteFile(ctx, s.ID, "made.txt", false); err != nil {
+		t.Fatal(err)
 	}
-	// Once the session has ended, its workspace takes changes again.
+	if _, err := c.MoveFile(ctx, s.ID, "x.txt", "d/x.txt", false); err != nil {
+		t.Fatal(err)
+	}
+	// Once the session has ended (its sandbox committed), the changes
+	// are on the host, and the next go to the host tree.
 	if err := c.DeleteSession(ctx, s.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, s.ID, "x.txt", []byte("x")); err != nil {
+	for p, want := range map[string]bool{"made.txt": false, "x.txt": false, "d/x.txt": true} {
+		if _, err := os.Stat(filepath.Join(s.Cwd, p)); (err == nil) != want {
+			t.Errorf("%s on the host: %v, want %v", p, err, want)
+		}
+	}
+	if _, err := c.WriteFile(ctx, s.ID, "after.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Cwd, "after.txt")); err != nil {
 		t.Fatal(err)
 	}
 }

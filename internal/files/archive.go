@@ -2,6 +2,7 @@ package files
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,6 +174,21 @@ func (w *Workspace) Unpack(ctx context.Context, p string, r io.Reader) (Entry, e
 	}
 	if w.readOnly != nil {
 		return Entry{}, w.readOnly
+	}
+	if w.sb != nil {
+		if dest != "." {
+			if err := w.check(ctx, true, dest); err != nil {
+				return Entry{}, err
+			}
+		}
+		clean, err := w.cleanArchive(ctx, dest, r)
+		if err != nil {
+			return Entry{}, err
+		}
+		if err := w.sb.run(ctx, dest, scriptUnpack, bytes.NewReader(clean), dest); err != nil {
+			return Entry{}, err
+		}
+		return sandboxEntry(dest, "dir", 0), nil
 	}
 	if fi, err := w.root.Stat(dest); err == nil && !fi.IsDir() {
 		return Entry{}, fmt.Errorf("%w: %s is not a directory", ErrConflict, dest)

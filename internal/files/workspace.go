@@ -1,6 +1,7 @@
 package files
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -28,6 +29,8 @@ type Workspace struct {
 	// allows them.
 	readOnly error
 	j        Judge // made by judge on the first change
+	// sb, when set, makes the changes inside a live sandbox.
+	sb *Sandboxed
 }
 
 // Options say how a workspace is opened.
@@ -36,7 +39,10 @@ type Options struct {
 	Judge func(ctx context.Context) (Judge, error)
 	// ReadOnly, when set, is the error every change is refused with.
 	ReadOnly error
-	Limits   Limits
+	// Sandboxed, when set, makes every change inside that live sandbox
+	// (after the same checks), never on the host tree.
+	Sandboxed *Sandboxed
+	Limits    Limits
 }
 
 // Open opens the workspace directory dir.
@@ -45,7 +51,7 @@ func Open(dir string, o Options) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("files: open workspace: %w", err)
 	}
-	return &Workspace{root: r, judge: o.Judge, lim: o.Limits.withDefaults(), readOnly: o.ReadOnly}, nil
+	return &Workspace{root: r, judge: o.Judge, lim: o.Limits.withDefaults(), readOnly: o.ReadOnly, sb: o.Sandboxed}, nil
 }
 
 // Close releases the workspace.
@@ -252,6 +258,12 @@ func (w *Workspace) Write(ctx context.Context, p string, data []byte) (Entry, er
 	if err := w.check(ctx, false, rel); err != nil {
 		return Entry{}, err
 	}
+	if w.sb != nil {
+		if err := w.sb.run(ctx, rel, scriptWrite, bytes.NewReader(data), rel); err != nil {
+			return Entry{}, err
+		}
+		return sandboxEntry(rel, "file", int64(len(data))), nil
+	}
 	perm := fs.FileMode(0o644)
 	switch fi, err := w.root.Lstat(rel); {
 	case err == nil && fi.Mode().IsRegular():
@@ -313,6 +325,16 @@ func (w *Workspace) Mkdir(ctx context.Context, p string, parents bool) (Entry, e
 	if err := w.check(ctx, true, rel); err != nil {
 		return Entry{}, err
 	}
+	if w.sb != nil {
+		script := scriptMkdir
+		if parents {
+			script = scriptMkdirP
+		}
+		if err := w.sb.run(ctx, rel, script, nil, rel); err != nil {
+			return Entry{}, err
+		}
+		return sandboxEntry(rel, "dir", 0), nil
+	}
 	if parents {
 		err = w.root.MkdirAll(rel, 0o755)
 		if err == nil {
@@ -342,6 +364,26 @@ func (w *Workspace) Move(ctx context.Context, from, to string, overwrite bool) (
 	dst, err := CleanPath(to)
 	if err != nil {
 		return Entry{}, err
+	}
+	if w.sb != nil {
+		// The sandbox's view decides what is there; the host tree's
+		// entries below a directory are judged where they would go.
+		if err := w.check(ctx, false, src, dst); err != nil {
+			return Entry{}, err
+		}
+		if fi, err := w.root.Lstat(src); err == nil && fi.IsDir() {
+			if err := w.checkTree(ctx, src, dst); err != nil {
+				return Entry{}, err
+			}
+		}
+		flag := "0"
+		if overwrite {
+			flag = "1"
+		}
+		if err := w.sb.run(ctx, dst, scriptMove, nil, src, dst, flag); err != nil {
+			return Entry{}, err
+		}
+		return sandboxEntry(dst, "file", 0), nil
 	}
 	fi, err := w.root.Lstat(src)
 	if err != nil {
@@ -409,6 +451,21 @@ func (w *Workspace) Delete(ctx context.Context, p string, recursive bool) error 
 	rel, err := CleanPath(p)
 	if err != nil {
 		return err
+	}
+	if w.sb != nil {
+		if err := w.check(ctx, false, rel); err != nil {
+			return err
+		}
+		script := scriptRemove
+		if recursive {
+			if fi, err := w.root.Lstat(rel); err == nil && fi.IsDir() {
+				if err := w.checkTree(ctx, rel, rel); err != nil {
+					return err
+				}
+			}
+			script = scriptRemoveR
+		}
+		return w.sb.run(ctx, rel, script, nil, rel)
 	}
 	fi, err := w.root.Lstat(rel)
 	if err != nil {
