@@ -108,21 +108,19 @@ func (a *app) filesGetCmd() *cobra.Command {
 				return err
 			}
 			defer r.Close()
-			w := cmd.OutOrStdout()
-			if out != "" && out != "-" {
-				f, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
-				if _, err := io.Copy(f, r); err != nil {
-					return err
-				}
-				return f.Close()
+			if out == "" || out == "-" {
+				_, err = io.Copy(cmd.OutOrStdout(), r)
+				return err
 			}
-			_, err = io.Copy(w, r)
-			return err
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := io.Copy(f, r); err != nil {
+				return err
+			}
+			return f.Close()
 		},
 	}
 	f := cmd.Flags()
@@ -151,8 +149,8 @@ An upload that has a refused entry applies nothing.`,
 			var data []byte
 			var err error
 			dir := false
-			switch {
-			case local == "-":
+			switch local {
+			case "-":
 				data, err = io.ReadAll(cmd.InOrStdin())
 			default:
 				var fi fs.FileInfo

@@ -267,11 +267,11 @@ func (w *Workspace) stage(ctx context.Context, dest, stage string, r io.Reader) 
 			return nil, err
 		}
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadArchive, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadArchive, err)
 		}
 		if len(out) >= w.lim.MaxArchiveEntries {
 			return nil, fmt.Errorf("%w: more than %d entries", ErrTooLarge, w.lim.MaxArchiveEntries)
@@ -366,10 +366,7 @@ func (w *Workspace) stageFile(at string, r io.Reader, size int64, mode fs.FileMo
 // checkHeader checks one tar header against the rules of Unpack and
 // returns the entry it makes, its name cleaned.
 func checkHeader(h *tar.Header, dest string, lim Limits) (stagedEntry, error) {
-	name := strings.TrimSuffix(h.Name, "/")
-	if strings.HasPrefix(name, "./") {
-		name = strings.TrimPrefix(name, "./")
-	}
+	name := strings.TrimPrefix(strings.TrimSuffix(h.Name, "/"), "./")
 	rel, err := CleanPath(name)
 	if err != nil {
 		return stagedEntry{}, fmt.Errorf("archive entry %q: %w", h.Name, err)

@@ -8,7 +8,6 @@
 package files
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -193,6 +192,3 @@ func errno(err error) string {
 func isEscape(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }
-
-// ctxErr is ctx's error, if it is done.
-func ctxErr(ctx context.Context) error { return context.Cause(ctx) }

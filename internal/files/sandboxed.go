@@ -125,11 +125,11 @@ func (w *Workspace) cleanArchive(ctx context.Context, dest string, r io.Reader) 
 			return nil, err
 		}
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadArchive, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadArchive, err)
 		}
 		if n >= w.lim.MaxArchiveEntries {
 			return nil, fmt.Errorf("%w: more than %d entries", ErrTooLarge, w.lim.MaxArchiveEntries)

@@ -368,10 +368,14 @@ func (w *Workspace) Move(ctx context.Context, from, to string, overwrite bool) (
 	if w.sb != nil {
 		// The sandbox's view decides what is there; the host tree's
 		// entries below a directory are judged where they would go.
-		if err := w.check(ctx, false, src, dst); err != nil {
+		typ := "file"
+		fi, err := w.root.Lstat(src)
+		isDir := err == nil && fi.IsDir()
+		if err := w.check(ctx, isDir, src, dst); err != nil {
 			return Entry{}, err
 		}
-		if fi, err := w.root.Lstat(src); err == nil && fi.IsDir() {
+		if isDir {
+			typ = "dir"
 			if err := w.checkTree(ctx, src, dst); err != nil {
 				return Entry{}, err
 			}
@@ -383,7 +387,7 @@ func (w *Workspace) Move(ctx context.Context, from, to string, overwrite bool) (
 		if err := w.sb.run(ctx, dst, scriptMove, nil, src, dst, flag); err != nil {
 			return Entry{}, err
 		}
-		return sandboxEntry(dst, "file", 0), nil
+		return sandboxEntry(dst, typ, 0), nil
 	}
 	fi, err := w.root.Lstat(src)
 	if err != nil {

@@ -188,12 +188,12 @@ func toFileEntry(e files.Entry) client.FileEntry {
 }
 
 // withWorkspace runs f on the session's workspace and closes it.
-func withWorkspace[O any](s *server, ctx context.Context, id string, f func(*files.Workspace) (*O, error)) (*O, error) {
+func withWorkspace[O any](ctx context.Context, s *server, id string, f func(*files.Workspace) (*O, error)) (*O, error) {
 	w, err := s.workspace(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	out, err := f(w)
 	if err != nil {
 		return nil, s.fail(ctx, err)
@@ -209,7 +209,7 @@ func entryOutput(e files.Entry, err error) (*fileEntryOutput, error) {
 }
 
 func (s *server) listFiles(ctx context.Context, in *filesListInput) (*fileListOutput, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*fileListOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileListOutput, error) {
 		es, truncated, err := w.List(ctx, in.Path, in.Depth)
 		if err != nil {
 			return nil, err
@@ -223,7 +223,7 @@ func (s *server) listFiles(ctx context.Context, in *filesListInput) (*fileListOu
 }
 
 func (s *server) statFile(ctx context.Context, in *filePathInput) (*fileEntryOutput, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Stat(ctx, in.Path))
 	})
 }
@@ -235,11 +235,11 @@ func (s *server) readFile(ctx context.Context, in *fileReadInput) (*streamOutput
 	}
 	r, n, err := w.Read(ctx, in.Path, in.Offset, in.Length)
 	if err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, s.fail(ctx, err)
 	}
 	return &streamOutput{Body: func(rw http.ResponseWriter) {
-		defer w.Close()
+		defer func() { _ = w.Close() }()
 		defer r.Close()
 		h := rw.Header()
 		h.Set("Content-Type", "application/octet-stream")
@@ -251,25 +251,25 @@ func (s *server) readFile(ctx context.Context, in *fileReadInput) (*streamOutput
 }
 
 func (s *server) writeFile(ctx context.Context, in *fileWriteInput) (*fileEntryOutput, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Write(ctx, in.Path, in.RawBody))
 	})
 }
 
 func (s *server) makeDir(ctx context.Context, in *mkdirInput) (*fileEntryOutput, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Mkdir(ctx, in.Body.Path, in.Body.Parents))
 	})
 }
 
 func (s *server) moveFile(ctx context.Context, in *moveInput) (*fileEntryOutput, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite))
 	})
 }
 
 func (s *server) deleteFile(ctx context.Context, in *fileDeleteInput) (*struct{}, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*struct{}, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*struct{}, error) {
 		if err := w.Delete(ctx, in.Path, in.Recursive); err != nil {
 			return nil, err
 		}
@@ -284,11 +284,11 @@ func (s *server) downloadArchive(ctx context.Context, in *fileTreeInput) (*strea
 	}
 	write, err := w.PrepareArchive(ctx, in.Path)
 	if err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, s.fail(ctx, err)
 	}
 	return &streamOutput{Body: func(rw http.ResponseWriter) {
-		defer w.Close()
+		defer func() { _ = w.Close() }()
 		rw.Header().Set("Content-Type", "application/x-tar")
 		rw.Header().Set("X-Content-Type-Options", "nosniff")
 		rw.WriteHeader(http.StatusOK)
@@ -302,7 +302,7 @@ func (s *server) downloadArchive(ctx context.Context, in *fileTreeInput) (*strea
 }
 
 func (s *server) uploadArchive(ctx context.Context, in *archiveUploadInput) (*fileEntryOutput, error) {
-	return withWorkspace(s, ctx, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Unpack(ctx, in.Path, bytes.NewReader(in.RawBody)))
 	})
 }
@@ -316,11 +316,11 @@ func (s *server) watchFiles(ctx context.Context, in *fileTreeInput) (*streamOutp
 	changes, err := w.Watch(wctx, in.Path)
 	if err != nil {
 		cancel()
-		w.Close()
+		_ = w.Close()
 		return nil, s.fail(ctx, err)
 	}
 	return &streamOutput{Body: func(rw http.ResponseWriter) {
-		defer w.Close()
+		defer func() { _ = w.Close() }()
 		defer cancel()
 		c := s.newSSE(rw)
 		defer c.finish()

@@ -109,7 +109,7 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return p
 	}
 	msg := err.Error()
-	if typ, sentinel, status := refinement(err); sentinel != nil {
+	if typ, status, sentinel := refinement(err); sentinel != nil {
 		p := newProblem(status, typ, msg)
 		if errors.Is(sentinel, engine.ErrTooManyLive) {
 			retry := engine.DefaultLiveRetryAfter
@@ -210,7 +210,7 @@ var refinements = []struct {
 
 // refinement is the refined sentinel err matches and its problem type, or
 // nil.
-func refinement(err error) (typ string, sentinel error, status int) {
+func refinement(err error) (typ string, status int, sentinel error) {
 	for _, r := range refinements {
 		if !errors.Is(err, r.err) {
 			continue
@@ -221,11 +221,11 @@ func refinement(err error) (typ string, sentinel error, status int) {
 		}
 		var ce *engine.ChoiceError
 		if errors.Is(r.err, engine.ErrUnknownChoice) && errors.As(err, &ce) && ce.Field == "mode" {
-			return client.ProblemUnknownMode, r.err, status
+			return client.ProblemUnknownMode, status, r.err
 		}
-		return r.typ, r.err, status
+		return r.typ, status, r.err
 	}
-	return "", nil, 0
+	return "", 0, nil
 }
 
 func internalProblem(ctx context.Context) *problem {
