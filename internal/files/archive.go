@@ -224,13 +224,23 @@ func (w *Workspace) Unpack(ctx context.Context, p string, r io.Reader) (Entry, e
 			return Entry{}, fmt.Errorf("%w: %s is a %s", ErrNotRegular, target, kindName(fi.Mode()))
 		}
 	}
+	made := w.missing(dest)
 	if err := w.root.MkdirAll(dest, 0o755); err != nil {
 		return Entry{}, mapErr(dest, err)
+	}
+	for _, d := range made {
+		if err := w.own(d); err != nil {
+			return Entry{}, mapErr(d, err)
+		}
 	}
 	for _, s := range staged {
 		target := join(dest, s.name)
 		if s.dir {
-			if err := w.root.Mkdir(target, s.mode); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := w.root.Mkdir(target, s.mode); err == nil {
+				if err := w.own(target); err != nil {
+					return Entry{}, mapErr(target, err)
+				}
+			} else if !errors.Is(err, fs.ErrExist) {
 				return Entry{}, mapErr(target, err)
 			}
 			continue
@@ -315,6 +325,9 @@ func (w *Workspace) stage(ctx context.Context, dest, stage string, r io.Reader) 
 				return nil, fmt.Errorf("%w: more than %d bytes of files", ErrTooLarge, w.lim.MaxArchiveBytes)
 			}
 			err = w.stageFile(at, tr, h.Size, e.mode)
+		}
+		if err == nil {
+			err = w.own(at)
 		}
 		if err != nil {
 			if errors.Is(err, ErrBadArchive) {

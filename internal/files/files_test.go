@@ -1,3 +1,5 @@
+//go:build unix
+
 package files
 
 import (
@@ -385,5 +387,34 @@ func TestEscapeErrorText(t *testing.T) {
 	_, err = r.Open("link-out")
 	if !isEscape(err) {
 		t.Fatalf("os.Root's escape error is now %v: update isEscape", err)
+	}
+}
+
+// TestNewEntriesOwnedLikeTheRoot: as root, what the API makes gets the
+// workspace root's owner (as the sandbox commit gives it), and a replaced
+// file keeps its own.
+func TestNewEntriesOwnedLikeTheRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	ctx := t.Context()
+	f := newFixture(t)
+	must(t, os.Chown(f.ws, 1234, 1235))
+	must(t, os.Chown(filepath.Join(f.ws, "README.md"), 4321, 4322))
+	w := open(t, f)
+	_, err := w.Write(ctx, "new.txt", []byte("x"))
+	must(t, err)
+	_, err = w.Write(ctx, "README.md", []byte("x"))
+	must(t, err)
+	_, err = w.Mkdir(ctx, "a/b", true)
+	must(t, err)
+	_, err = w.Unpack(ctx, "up/in", bytes.NewReader(tarOf(t, &tar.Header{Name: "d/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})))
+	must(t, err)
+	for p, want := range map[string]int{"new.txt": 1234, "README.md": 4321, "a": 1234, "a/b": 1234, "up": 1234, "up/in": 1234, "up/in/d": 1234, "up/in/d/f": 1234} {
+		fi, err := os.Lstat(filepath.Join(f.ws, p))
+		must(t, err)
+		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != want {
+			t.Errorf("%s owned by %d, want %d", p, uid, want)
+		}
 	}
 }

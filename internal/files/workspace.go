@@ -31,6 +31,11 @@ type Workspace struct {
 	j        Judge // made by judge on the first change
 	// sb, when set, makes the changes inside a live sandbox.
 	sb *Sandboxed
+	// owner is given to new entries when chown is set: the workspace
+	// root's, as the sandbox commit gives them (the daemon runs as root,
+	// the workspace is its user's).
+	uid, gid int
+	chown    bool
 }
 
 // Options say how a workspace is opened.
@@ -51,7 +56,32 @@ func Open(dir string, o Options) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("files: open workspace: %w", err)
 	}
-	return &Workspace{root: r, judge: o.Judge, lim: o.Limits.withDefaults(), readOnly: o.ReadOnly, sb: o.Sandboxed}, nil
+	w := &Workspace{root: r, judge: o.Judge, lim: o.Limits.withDefaults(), readOnly: o.ReadOnly, sb: o.Sandboxed}
+	if fi, err := r.Stat("."); err == nil && canChown() {
+		w.uid, w.gid, w.chown = ownerOf(fi)
+	}
+	return w, nil
+}
+
+// own gives the new entry rel (not followed) the workspace's owner.
+func (w *Workspace) own(rel string) error {
+	if !w.chown {
+		return nil
+	}
+	return w.root.Lchown(rel, w.uid, w.gid)
+}
+
+// missing returns the ancestors of rel, and rel, that do not exist yet,
+// parents first: what MkdirAll will make.
+func (w *Workspace) missing(rel string) []string {
+	var out []string
+	for d := rel; d != "."; d = path.Dir(d) {
+		if _, err := w.root.Lstat(d); err == nil {
+			break
+		}
+		out = append([]string{d}, out...)
+	}
+	return out
 }
 
 // Close releases the workspace.
@@ -265,9 +295,13 @@ func (w *Workspace) Write(ctx context.Context, p string, data []byte) (Entry, er
 		return sandboxEntry(rel, "file", int64(len(data))), nil
 	}
 	perm := fs.FileMode(0o644)
+	uid, gid := w.uid, w.gid
 	switch fi, err := w.root.Lstat(rel); {
 	case err == nil && fi.Mode().IsRegular():
 		perm = fi.Mode().Perm()
+		if u, g, ok := ownerOf(fi); ok {
+			uid, gid = u, g // a replaced file keeps its owner
+		}
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
 		// Replaced by the file, never written through.
 	case err == nil && fi.IsDir():
@@ -277,7 +311,7 @@ func (w *Workspace) Write(ctx context.Context, p string, data []byte) (Entry, er
 	case !errors.Is(err, fs.ErrNotExist):
 		return Entry{}, mapErr(rel, err)
 	}
-	if err := w.writeNew(rel, data, perm); err != nil {
+	if err := w.writeNew(rel, data, perm, uid, gid); err != nil {
 		return Entry{}, err
 	}
 	return w.Stat(ctx, rel)
@@ -285,7 +319,7 @@ func (w *Workspace) Write(ctx context.Context, p string, data []byte) (Entry, er
 
 // writeNew writes data to a temporary file in rel's directory and renames
 // it to rel.
-func (w *Workspace) writeNew(rel string, data []byte, perm fs.FileMode) error {
+func (w *Workspace) writeNew(rel string, data []byte, perm fs.FileMode, uid, gid int) error {
 	tmp := join(path.Dir(rel), tempName("upload"))
 	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
@@ -297,6 +331,9 @@ func (w *Workspace) writeNew(rel string, data []byte, perm fs.FileMode) error {
 	}
 	if err == nil {
 		err = w.root.Chmod(tmp, perm) // the umask narrowed it
+	}
+	if err == nil && w.chown {
+		err = w.root.Lchown(tmp, uid, gid)
 	}
 	if err == nil {
 		err = w.root.Rename(tmp, rel)
@@ -335,7 +372,9 @@ func (w *Workspace) Mkdir(ctx context.Context, p string, parents bool) (Entry, e
 		}
 		return sandboxEntry(rel, "dir", 0), nil
 	}
+	made := []string{rel}
 	if parents {
+		made = w.missing(rel)
 		err = w.root.MkdirAll(rel, 0o755)
 		if err == nil {
 			if fi, serr := w.root.Lstat(rel); serr == nil && !fi.IsDir() {
@@ -350,6 +389,11 @@ func (w *Workspace) Mkdir(ctx context.Context, p string, parents bool) (Entry, e
 			return Entry{}, err
 		}
 		return Entry{}, mapErr(rel, err)
+	}
+	for _, d := range made {
+		if err := w.own(d); err != nil {
+			return Entry{}, mapErr(d, err)
+		}
 	}
 	return w.Stat(ctx, rel)
 }
