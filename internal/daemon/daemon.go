@@ -783,6 +783,7 @@ func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 		Version: version.String(),
 		Exec:    d.ex,
 		Secrets: d.secrets,
+		Files:   sessionFiles{eng: eng},
 		Tracer:  d.tracer,
 		UI:      inspector.Handler(),
 		ACP: acpserver.Handler(acpserver.HandlerOptions{

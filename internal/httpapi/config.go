@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/files"
 	"github.com/agentbox/agentbox/internal/tracing"
 )
 
@@ -42,6 +43,14 @@ type Config struct {
 	// (default 8 MiB; messages may carry inline images).
 	MaxBodyBytes    int64
 	MaxMessageBytes int64
+	// MaxFileBytes limits a file's content written with PUT
+	// /v1/sessions/{id}/files/content (default files.DefaultMaxFileBytes),
+	// MaxArchiveBytes a tar stream unpacked with PUT …/files/archive
+	// (default files.DefaultMaxArchiveBytes plus room for its headers).
+	MaxFileBytes    int64
+	MaxArchiveBytes int64
+	// Files serves /v1/sessions/{id}/files; nil answers it with 503.
+	Files FilesService
 	// Heartbeat is the interval of the comment lines that keep idle event
 	// streams open through proxies (default 15s).
 	Heartbeat time.Duration
@@ -78,6 +87,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = files.DefaultMaxFileBytes
+	}
+	if c.MaxArchiveBytes <= 0 {
+		c.MaxArchiveBytes = files.DefaultMaxArchiveBytes + 16<<20
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat

@@ -79,6 +79,7 @@ func humaConfig() huma.Config {
 				{Name: "exec", Description: "Code execution in a sandbox under a policy."},
 				{Name: "processes", Description: "Long-running sandboxed processes: start, stream and replay output, stdin, signals."},
 				{Name: "network", Description: "Sandboxes' egress: a session's network rules, and the secrets the egress proxy adds to requests."},
+				{Name: "files", Description: "A session's workspace files: list, stat, read, write, mkdir, move, delete, tar up and down, watch."},
 			},
 		},
 		Formats: map[string]huma.Format{
@@ -231,6 +232,7 @@ func (o *op[I, O]) registerHuma(api huma.API, s *server) {
 	hop := o.humaOperation(api, s)
 	if o.Stream == notStream {
 		huma.Register(api, hop, func(ctx context.Context, in *I) (*O, error) { return o.h(s, ctx, in) })
+		optionalRawBody[I](api, o.Method, o.Path)
 		return
 	}
 	huma.Register(api, hop, func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
@@ -244,6 +246,22 @@ func (o *op[I, O]) registerHuma(api huma.API, s *server) {
 			so.Body(w)
 		}}, nil
 	})
+}
+
+// optionalRawBody makes a raw body (RawBody) optional, as the adapter
+// takes it (an empty file is a file): huma marks it required. The
+// document's operation is the one huma's handler checks (Register keeps a
+// pointer to it), so the oracle answers the same.
+func optionalRawBody[I any](api huma.API, method, path string) {
+	if _, ok := reflect.TypeFor[I]().FieldByName("RawBody"); !ok {
+		return
+	}
+	item := api.OpenAPI().Paths[path]
+	for _, op := range []*huma.Operation{item.Put, item.Post, item.Patch} {
+		if op != nil && op.Method == method && op.RequestBody != nil {
+			op.RequestBody.Required = false
+		}
+	}
 }
 
 // The inputs' checks, as huma runs them (Resolver).
@@ -283,6 +301,14 @@ func streamResponses(api huma.API, kind streamKind) map[string]*huma.Response {
 			"result": reg.Schema(reflect.TypeFor[client.ExecResult](), true, "ExecResult"),
 			"error":  {Ref: "#/components/schemas/Problem"},
 		}))
+	case streamFile:
+		return rawResponse("The file's bytes.", "application/octet-stream")
+	case streamArchive:
+		return rawResponse("A tar stream (PAX).", "application/x-tar")
+	case streamChanges:
+		return sseResponse("The workspace's changes.", sseOneOf(map[string]*huma.Schema{
+			"change": reg.Schema(reflect.TypeFor[client.FileChange](), true, "FileChange"),
+		}))
 	case streamProcess:
 		chunk := reg.Schema(reflect.TypeFor[client.OutputChunk](), true, "OutputChunk")
 		return sseResponse("The process's events.", sseOneOf(map[string]*huma.Schema{
@@ -293,6 +319,16 @@ func streamResponses(api huma.API, kind streamKind) map[string]*huma.Response {
 		}))
 	}
 	return nil
+}
+
+// rawResponse documents an answer of raw bytes of one media type.
+func rawResponse(desc, mediaType string) map[string]*huma.Response {
+	return map[string]*huma.Response{
+		"200": {
+			Description: desc,
+			Content:     map[string]*huma.MediaType{mediaType: {Schema: &huma.Schema{Type: huma.TypeString, Format: "binary"}}},
+		},
+	}
 }
 
 // sseResponse documents an event stream whose messages are items.
@@ -345,6 +381,18 @@ func requireJSON(api huma.API) func(huma.Context, func(huma.Context)) {
 			return
 		}
 		r, _ := humago.Unwrap(ctx)
+		if op.RequestBody.Content["application/json"] == nil {
+			// A raw body: its own media type, as the adapter checks it.
+			for mt := range op.RequestBody.Content {
+				if r.ContentLength != 0 && !isMediaType(r.Header.Get("Content-Type"), mt) {
+					_ = huma.WriteErr(api, ctx, http.StatusUnsupportedMediaType,
+						"The request body must be "+mt+"; got "+strconv.Quote(r.Header.Get("Content-Type"))+".")
+					return
+				}
+			}
+			next(ctx)
+			return
+		}
 		if r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
 			_ = huma.WriteErr(api, ctx, http.StatusUnsupportedMediaType,
 				"Request bodies must be application/json; got "+strconv.Quote(r.Header.Get("Content-Type"))+".")

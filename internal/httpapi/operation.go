@@ -27,7 +27,8 @@ import (
 // declares (validate.go).
 //
 // An input type is a struct of parameters (fields tagged path:, query: or
-// header:, also in embedded structs) and an optional Body; an output type is
+// header:, also in embedded structs) and an optional Body (JSON) or RawBody
+// ([]byte of the media type its contentType tag names); an output type is
 // a struct with an optional Body and header fields (header:"Location"), or
 // streamOutput. A handler is a method of *server.
 
@@ -37,6 +38,8 @@ type bodyLimit uint8
 const (
 	limitBody    bodyLimit = iota // Config.MaxBodyBytes
 	limitMessage                  // Config.MaxMessageBytes
+	limitFile                     // Config.MaxFileBytes (a file's raw content)
+	limitArchive                  // Config.MaxArchiveBytes (a tar stream)
 )
 
 // streamKind names the documented Server-Sent Events answer of a streaming
@@ -48,6 +51,9 @@ const (
 	streamEvents             // a session's events
 	streamExec               // an execution's start, output and result
 	streamProcess            // a process's output and exit
+	streamFile               // a file's bytes, application/octet-stream
+	streamArchive            // a tar stream, application/x-tar
+	streamChanges            // a workspace's changes
 )
 
 // defaultBodyReadTimeout bounds the reading of a request body when the
@@ -120,7 +126,11 @@ type inputPlan struct {
 	params []paramField
 	query  map[string]bool // the query parameters known
 	// body is the index of the Body field, nil without one.
-	body         []int
+	body []int
+	// raw is the index of the RawBody field, nil without one; rawType is
+	// the media type it takes.
+	raw          []int
+	rawType      string
 	bodyRequired bool
 	bodySchema   *schema
 	contract     *contract
@@ -129,8 +139,13 @@ type inputPlan struct {
 // bodyLimit is the limit of the request bodies an operation takes, plus one:
 // a body of exactly the limit is accepted.
 func (s *server) bodyLimit(l bodyLimit) int64 {
-	if l == limitMessage {
+	switch l {
+	case limitMessage:
 		return s.cfg.MaxMessageBytes + 1
+	case limitFile:
+		return s.cfg.MaxFileBytes + 1
+	case limitArchive:
+		return s.cfg.MaxArchiveBytes + 1
 	}
 	return s.cfg.MaxBodyBytes + 1
 }
@@ -159,6 +174,13 @@ func planInput(t reflect.Type, method, path string, c *contract) (*inputPlan, er
 			}
 			if f.Name == "Body" && len(prefix) == 0 {
 				p.body = index
+				continue
+			}
+			if f.Name == "RawBody" && len(prefix) == 0 {
+				if f.Type != reflect.TypeFor[[]byte]() || f.Tag.Get("contentType") == "" {
+					return errors.New("httpapi: " + method + " " + path + ": RawBody must be a []byte with a contentType tag")
+				}
+				p.raw, p.rawType = index, f.Tag.Get("contentType")
 				continue
 			}
 			pf := paramField{index: index, kind: f.Type.Kind(), def: f.Tag.Get("default")}
@@ -199,6 +221,12 @@ func planInput(t reflect.Type, method, path string, c *contract) (*inputPlan, er
 			return nil, errors.New("httpapi: " + method + " " + path + ": the request body is not in the OpenAPI document")
 		}
 		p.bodyRequired, p.bodySchema = rb.Required, rb.Content["application/json"].Schema
+	}
+	if p.raw != nil {
+		rb := sop.RequestBody
+		if rb == nil || rb.Content[p.rawType].Schema == nil {
+			return nil, errors.New("httpapi: " + method + " " + path + ": the " + p.rawType + " request body is not in the OpenAPI document")
+		}
 	}
 	return p, nil
 }
@@ -261,6 +289,10 @@ func (p *inputPlan) decode(w http.ResponseWriter, r *http.Request, in any, limit
 	if p.body != nil && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
 		return newProblem(http.StatusUnsupportedMediaType, typeForStatus(http.StatusUnsupportedMediaType),
 			"Request bodies must be application/json; got "+strconv.Quote(r.Header.Get("Content-Type"))+".")
+	}
+	if p.raw != nil && r.ContentLength != 0 && !isMediaType(r.Header.Get("Content-Type"), p.rawType) {
+		return newProblem(http.StatusUnsupportedMediaType, typeForStatus(http.StatusUnsupportedMediaType),
+			"The request body must be "+p.rawType+"; got "+strconv.Quote(r.Header.Get("Content-Type"))+".")
 	}
 	v := validation{c: p.contract}
 	if r.URL.RawQuery != "" {
@@ -339,6 +371,14 @@ func (p *inputPlan) decode(w http.ResponseWriter, r *http.Request, in any, limit
 			status = st
 		}
 	}
+	if p.raw != nil {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		body, prob := readBody(r, limit, v.errs)
+		if prob != nil {
+			return prob
+		}
+		rv.FieldByIndex(p.raw).SetBytes(body)
+	}
 	if c, ok := in.(checker); ok {
 		v.errs = append(v.errs, c.check()...)
 	}
@@ -406,6 +446,17 @@ func (v *validation) decodeBody(ct string, body []byte, field reflect.Value, s *
 		v.errs = append(v.errs, &fieldError{Location: "body", Message: err.Error(), Value: string(body)})
 	}
 	return status
+}
+
+// isMediaType reports whether the Content-Type ct names the media type
+// want (parameters aside, case aside); an empty ct is taken as want (curl
+// -T sends none).
+func isMediaType(ct, want string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), want)
 }
 
 // checkBodyType accepts the media types that name JSON: application/json

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/errkind"
+	"github.com/agentbox/agentbox/internal/files"
 )
 
 // The problem type URIs are part of the API contract and are defined once,
@@ -108,8 +109,8 @@ func errorProblem(ctx context.Context, err error) *problem {
 		return p
 	}
 	msg := err.Error()
-	if typ, sentinel := refinement(err); sentinel != nil {
-		p := newProblem(kindStatus[errkind.Of(sentinel)], typ, msg)
+	if typ, status, sentinel := refinement(err); sentinel != nil {
+		p := newProblem(status, typ, msg)
 		if errors.Is(sentinel, engine.ErrTooManyLive) {
 			retry := engine.DefaultLiveRetryAfter
 			var ce *engine.LiveCapError
@@ -174,43 +175,57 @@ var kindStatus = map[*errkind.Kind]int{
 }
 
 // refinements are the sentinels whose problem type is more precise than
-// their kind's; the status is their kind's. First match wins.
+// their kind's; the status is their kind's unless status is set. First
+// match wins.
 var refinements = []struct {
-	err error
-	typ string
+	err    error
+	typ    string
+	status int
 }{
-	{engine.ErrUnknownAgent, client.ProblemUnknownAgent},
-	{engine.ErrInvalidMCP, client.ProblemInvalidMCPServer},
-	{engine.ErrBusy, client.ProblemBusy},
-	{engine.ErrNoTurn, client.ProblemNoTurn},
-	{engine.ErrLive, client.ProblemLive},
-	{engine.ErrNotResumable, client.ProblemNotResumable},
-	{engine.ErrNotLive, client.ProblemNotLive},
-	{engine.ErrEnvRequired, client.ProblemEnvRequired},
-	{engine.ErrMCPUnsupported, client.ProblemMCPUnsupported},
-	{engine.ErrMCPRequired, client.ProblemMCPRequired},
-	{engine.ErrUnsupportedContent, client.ProblemUnsupportedContent},
-	{engine.ErrUnknownChoice, client.ProblemUnknownModel}, // or unknown-mode: see refinement
-	{engine.ErrSwitchUnsupported, client.ProblemSwitchUnsupported},
-	{engine.ErrNoSandbox, client.ProblemNoSandbox},
-	{engine.ErrAlreadyResolved, client.ProblemAlreadyResolved},
-	{engine.ErrTooManyLive, client.ProblemTooManyLiveSessions},
+	{engine.ErrUnknownAgent, client.ProblemUnknownAgent, 0},
+	{engine.ErrInvalidMCP, client.ProblemInvalidMCPServer, 0},
+	{engine.ErrBusy, client.ProblemBusy, 0},
+	{engine.ErrNoTurn, client.ProblemNoTurn, 0},
+	{engine.ErrLive, client.ProblemLive, 0},
+	{engine.ErrNotResumable, client.ProblemNotResumable, 0},
+	{engine.ErrNotLive, client.ProblemNotLive, 0},
+	{engine.ErrEnvRequired, client.ProblemEnvRequired, 0},
+	{engine.ErrMCPUnsupported, client.ProblemMCPUnsupported, 0},
+	{engine.ErrMCPRequired, client.ProblemMCPRequired, 0},
+	{engine.ErrUnsupportedContent, client.ProblemUnsupportedContent, 0},
+	{engine.ErrUnknownChoice, client.ProblemUnknownModel, 0}, // or unknown-mode: see refinement
+	{engine.ErrSwitchUnsupported, client.ProblemSwitchUnsupported, 0},
+	{engine.ErrNoSandbox, client.ProblemNoSandbox, 0},
+	{engine.ErrAlreadyResolved, client.ProblemAlreadyResolved, 0},
+	{engine.ErrTooManyLive, client.ProblemTooManyLiveSessions, 0},
+	{files.ErrOutside, client.ProblemOutsideWorkspace, http.StatusForbidden},
+	{files.ErrProtected, client.ProblemProtectedPath, http.StatusForbidden},
+	{files.ErrNotFound, client.ProblemFileNotFound, 0},
+	{files.ErrNotRegular, client.ProblemNotRegularFile, 0},
+	{files.ErrTooLarge, client.ProblemTooLarge, http.StatusRequestEntityTooLarge},
+	{files.ErrBadArchive, client.ProblemInvalidArchive, 0},
+	{files.ErrExists, client.ProblemFileExists, 0},
+	{files.ErrSandboxLive, client.ProblemSandboxLive, 0},
 }
 
 // refinement is the refined sentinel err matches and its problem type, or
 // nil.
-func refinement(err error) (typ string, sentinel error) {
+func refinement(err error) (typ string, status int, sentinel error) {
 	for _, r := range refinements {
 		if !errors.Is(err, r.err) {
 			continue
 		}
+		status := r.status
+		if status == 0 {
+			status = kindStatus[errkind.Of(r.err)]
+		}
 		var ce *engine.ChoiceError
 		if errors.Is(r.err, engine.ErrUnknownChoice) && errors.As(err, &ce) && ce.Field == "mode" {
-			return client.ProblemUnknownMode, r.err
+			return client.ProblemUnknownMode, status, r.err
 		}
-		return r.typ, r.err
+		return r.typ, status, r.err
 	}
-	return "", nil
+	return "", 0, nil
 }
 
 func internalProblem(ctx context.Context) *problem {

@@ -260,6 +260,14 @@ func loadContract(doc []byte) (*contract, error) {
 					if mt.Schema == nil {
 						continue
 					}
+					if ct != "application/json" {
+						// A raw body (a file, a tar stream): bytes the
+						// handler reads, which no schema constrains.
+						if !rawSchema(mt.Schema) {
+							return nil, fmt.Errorf("httpapi: %s %s: body %s: only a binary string is supported", method, path, ct)
+						}
+						continue
+					}
 					if err := mt.Schema.prepare(&c); err != nil {
 						return nil, fmt.Errorf("httpapi: %s %s: body %s: %w", method, path, ct, err)
 					}
@@ -268,6 +276,19 @@ func loadContract(doc []byte) (*contract, error) {
 		}
 	}
 	return &c, nil
+}
+
+// rawSchema reports whether s is the schema of raw bytes: a string of
+// format binary (and its contentMediaType), nothing else.
+func rawSchema(s *schema) bool {
+	for _, k := range s.unknown {
+		if k != "contentMediaType" { // documents the media type again
+			return false
+		}
+	}
+	return string(s.Type) == `"string"` && s.Format == "binary" && s.Ref == "" &&
+		s.Properties == nil && s.Items == nil && s.Enum == nil && s.Pattern == "" &&
+		s.MinLength == nil && s.MaxLength == nil
 }
 
 // theContract is the embedded document's, read on first use (no request

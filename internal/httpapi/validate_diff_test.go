@@ -36,12 +36,18 @@ type diffPair struct {
 const diffMaxBody = 512 // small, to reach the limits cheaply
 
 func newDiffPair(t testing.TB) *diffPair {
-	cfg := Config{Token: testToken, MaxBodyBytes: diffMaxBody, MaxMessageBytes: 2 * diffMaxBody, Version: "diff", Started: time.Unix(0, 0)}
+	cfg := diffConfig()
+	cfg.Token, cfg.Version, cfg.Started = testToken, "diff", time.Unix(0, 0)
 	ours := newServer(cfg, newFakeEngine(), nil, nil)
 	oracle := newServer(cfg, newFakeEngine(), nil, nil)
 	oracle.mux = http.NewServeMux()
 	humaAPI(oracle, oracle.mux)
 	return &diffPair{ours: ours, oracle: oracle}
+}
+
+// diffConfig is the limits of both servers of the differential test.
+func diffConfig() Config {
+	return Config{MaxBodyBytes: diffMaxBody, MaxMessageBytes: 2 * diffMaxBody, MaxFileBytes: 3 * diffMaxBody, MaxArchiveBytes: 4 * diffMaxBody}
 }
 
 // diffRequest is one request; contentLength -1 sends the body chunked.
@@ -392,6 +398,24 @@ func diffCases(t testing.TB) []diffRequest {
 			req(diffRequest{body: []byte(`{}`)})
 			continue
 		}
+		limit := int(newServer(diffConfig(), nil, nil, nil).bodyLimit(sp.Limit)) - 1
+		if sop.RequestBody.Content["application/json"].Schema == nil {
+			// A raw body: its media type and others, empty, and sizes
+			// about its limit.
+			for mt := range sop.RequestBody.Content {
+				for _, ct := range append([]string{mt, strings.ToUpper(mt) + "; x=1", mt + "x"}, contentTypes...) {
+					req(diffRequest{body: []byte("raw\x00\xffbytes"), header: map[string]string{"Content-Type": ct}})
+					req(diffRequest{body: []byte{}, header: map[string]string{"Content-Type": ct}})
+					req(diffRequest{body: []byte("raw"), header: map[string]string{"Content-Type": ct}, chunked: true})
+				}
+				for _, n := range []int{limit - 1, limit, limit + 1, 4 * limit} {
+					req(diffRequest{body: bytes.Repeat([]byte{0}, n), header: map[string]string{"Content-Type": mt}})
+					req(diffRequest{body: bytes.Repeat([]byte{0}, n), header: map[string]string{"Content-Type": mt}, chunked: true})
+				}
+			}
+			req(diffRequest{})
+			continue
+		}
 		bs := sop.RequestBody.Content["application/json"].Schema
 		for _, b := range bodyCases(c, bs) {
 			req(diffRequest{body: b})
@@ -408,7 +432,6 @@ func diffCases(t testing.TB) []diffRequest {
 			req(diffRequest{body: valid, header: map[string]string{"Content-Type": ct}, chunked: true})
 		}
 		req(diffRequest{})
-		limit := int(newServer(Config{MaxBodyBytes: diffMaxBody, MaxMessageBytes: 2 * diffMaxBody}, nil, nil, nil).bodyLimit(sp.Limit)) - 1
 		for _, n := range []int{limit - 1, limit, limit + 1, limit + 2, 4 * limit} {
 			pad := max(n-len(`{"zz":""}`), 0)
 			req(diffRequest{body: []byte(`{"zz":"` + strings.Repeat("a", pad) + `"}`)})

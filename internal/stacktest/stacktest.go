@@ -85,6 +85,9 @@ func New(t testing.TB, opts Options) *Stack {
 		opts.Engine(&cfg)
 	}
 	mgr := engine.New(cfg)
+	if opts.API.Files == nil {
+		opts.API.Files = stackFiles{mgr}
+	}
 	h := httpapi.New(opts.API, mgr, metrics.New(), nil)
 	if f := opts.Faults; f != nil {
 		if f.Later == nil {

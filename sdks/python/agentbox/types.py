@@ -211,6 +211,29 @@ class ExecResult(TypedDict):
     signal: NotRequired[str]
 
 
+class FileChange(TypedDict):
+    path: str
+    op: Literal["create", "write", "remove", "rename"]
+
+
+class FileEntry(TypedDict):
+    #: Slash-separated, relative to the workspace root; "." is the root.
+    path: str
+    name: str
+    #: other: a device, fifo or socket (never read or written).
+    type: Literal["file", "dir", "symlink", "other"]
+    size: int
+    #: Permission bits in octal, e.g. "0644".
+    mode: str
+    mtime: str
+
+
+class FileList(TypedDict):
+    entries: 'list[FileEntry]'
+    #: The listing stopped at the daemon's bound on entries.
+    truncated: NotRequired[bool]
+
+
 class Health(TypedDict):
     #: Always "ok" when the daemon answers.
     status: str
@@ -252,6 +275,23 @@ class MCPServer(TypedDict):
     type: NotRequired[Literal["stdio", "http", "sse"]]
     #: http/sse: the server's URL.
     url: NotRequired[str]
+
+
+class MakeDir(TypedDict):
+    path: str
+    #: Make missing parent directories too; an existing directory is no error.
+    parents: NotRequired[bool]
+
+
+MoveFile = TypedDict(
+    "MoveFile",
+    {
+        "from": str,
+        "to": str,
+        #: Replace a file or empty directory at to.
+        "overwrite": NotRequired[bool],
+    },
+)
 
 
 class OutputChunk(TypedDict):

@@ -179,6 +179,29 @@ export interface ExecResult {
 	violations: Violation[] | null;
 }
 
+export interface FileChange {
+	op: "create" | "write" | "remove" | "rename";
+	path: string;
+}
+
+export interface FileEntry {
+	/** Permission bits in octal, e.g. "0644". */
+	mode: string;
+	mtime: string;
+	name: string;
+	/** Slash-separated, relative to the workspace root; "." is the root. */
+	path: string;
+	size: number;
+	/** other: a device, fifo or socket (never read or written). */
+	type: "file" | "dir" | "symlink" | "other";
+}
+
+export interface FileList {
+	entries: FileEntry[];
+	/** The listing stopped at the daemon's bound on entries. */
+	truncated?: boolean;
+}
+
 export interface Health {
 	/** Universal event schema version. */
 	schema_version: number;
@@ -216,6 +239,19 @@ export interface MCPServer {
 	type?: "stdio" | "http" | "sse";
 	/** http/sse: the server's URL. */
 	url?: string;
+}
+
+export interface MakeDir {
+	/** Make missing parent directories too; an existing directory is no error. */
+	parents?: boolean;
+	path: string;
+}
+
+export interface MoveFile {
+	from: string;
+	/** Replace a file or empty directory at to. */
+	overwrite?: boolean;
+	to: string;
 }
 
 export interface OutputChunk {
@@ -593,6 +629,22 @@ export interface Operations {
 		bodyRequired: true;
 		response: Session;
 	};
+	/** Delete a workspace entry */
+	deleteFile: {
+		method: "DELETE";
+		path: "/v1/sessions/{id}/files";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Relative to the workspace root. */
+			path: string;
+			/** Remove a directory with everything in it. */
+			recursive?: boolean;
+		};
+		body: never;
+		bodyRequired: false;
+		response: void;
+	};
 	/** Kill and forget a process */
 	deleteProcess: {
 		method: "DELETE";
@@ -630,6 +682,20 @@ export interface Operations {
 		body: never;
 		bodyRequired: false;
 		response: void;
+	};
+	/** Download a workspace tree as tar */
+	downloadArchive: {
+		method: "GET";
+		path: "/v1/sessions/{id}/files/archive";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Relative to the workspace root. */
+			path?: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Uint8Array;
 	};
 	/** Run code in a sandbox */
 	exec: {
@@ -802,6 +868,22 @@ export interface Operations {
 		bodyRequired: false;
 		response: EventPage;
 	};
+	/** List a workspace directory */
+	listFiles: {
+		method: "GET";
+		path: "/v1/sessions/{id}/files";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** A directory, relative to the workspace root. */
+			path?: string;
+			/** Levels listed: 1 is the directory's entries. */
+			depth?: number;
+		};
+		body: never;
+		bodyRequired: false;
+		response: FileList;
+	};
 	/** List processes */
 	listProcesses: {
 		method: "GET";
@@ -850,6 +932,30 @@ export interface Operations {
 		bodyRequired: false;
 		response: SessionList;
 	};
+	/** Make a workspace directory */
+	makeDir: {
+		method: "POST";
+		path: "/v1/sessions/{id}/files/mkdir";
+		params: {
+			/** Session ID. */
+			id: string;
+		};
+		body: MakeDir;
+		bodyRequired: true;
+		response: FileEntry;
+	};
+	/** Move a workspace entry */
+	moveFile: {
+		method: "POST";
+		path: "/v1/sessions/{id}/files/move";
+		params: {
+			/** Session ID. */
+			id: string;
+		};
+		body: MoveFile;
+		bodyRequired: true;
+		response: FileEntry;
+	};
 	/** Add or replace a secret */
 	putSecret: {
 		method: "PUT";
@@ -861,6 +967,24 @@ export interface Operations {
 		body: PutSecret;
 		bodyRequired: true;
 		response: SecretInfo;
+	};
+	/** Read a workspace file */
+	readFile: {
+		method: "GET";
+		path: "/v1/sessions/{id}/files/content";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** A regular file, relative to the workspace root. */
+			path: string;
+			/** The first byte to read. */
+			offset?: number;
+			/** Bytes to read at most; 0 or absent: to the end (within the daemon's bound). */
+			length?: number;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Uint8Array;
 	};
 	/** Resume a session */
 	resumeSession: {
@@ -943,6 +1067,20 @@ export interface Operations {
 		bodyRequired: true;
 		response: Process;
 	};
+	/** Describe a workspace entry */
+	statFile: {
+		method: "GET";
+		path: "/v1/sessions/{id}/files/stat";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Relative to the workspace root. */
+			path: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: FileEntry;
+	};
 	/** Follow a session's events (SSE) */
 	streamEvents: {
 		method: "GET";
@@ -1011,6 +1149,20 @@ export interface Operations {
 		bodyRequired: true;
 		response: Session;
 	};
+	/** Upload a tar into the workspace */
+	uploadArchive: {
+		method: "PUT";
+		path: "/v1/sessions/{id}/files/archive";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** The directory to unpack into, made if missing. */
+			path?: string;
+		};
+		body: Uint8Array | string;
+		bodyRequired: false;
+		response: FileEntry;
+	};
 	/** Wait for a process to exit */
 	waitProcess: {
 		method: "POST";
@@ -1024,6 +1176,39 @@ export interface Operations {
 		body: never;
 		bodyRequired: false;
 		response: Process;
+	};
+	/** Watch a workspace directory */
+	watchFiles: {
+		method: "GET";
+		path: "/v1/sessions/{id}/files/watch";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Relative to the workspace root. */
+			path?: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: {
+			data: FileChange;
+			event: "change";
+			/** The event's seq, when it has one. */
+			id?: number;
+		};
+	};
+	/** Write a workspace file */
+	writeFile: {
+		method: "PUT";
+		path: "/v1/sessions/{id}/files/content";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** A regular file, relative to the workspace root; its directory must exist. */
+			path: string;
+		};
+		body: Uint8Array | string;
+		bodyRequired: false;
+		response: FileEntry;
 	};
 }
 

@@ -1,0 +1,336 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/files"
+)
+
+// FilesService opens a session's workspace for the files API; the daemon's
+// implementation decides which tree that is and what a change may touch
+// (see docs/ARCHITECTURE.md, "Workspace files"). An unknown session is an
+// error of kind NotFound.
+type FilesService interface {
+	Open(ctx context.Context, sessionID string) (*files.Workspace, error)
+}
+
+type filesListInput struct {
+	ID    string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path  string `query:"path" maxLength:"4096" default:"." doc:"A directory, relative to the workspace root."`
+	Depth int    `query:"depth" minimum:"1" maximum:"64" default:"1" doc:"Levels listed: 1 is the directory's entries."`
+}
+
+type filePathInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Relative to the workspace root."`
+}
+
+type fileReadInput struct {
+	ID     string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path   string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"A regular file, relative to the workspace root."`
+	Offset int64  `query:"offset" minimum:"0" doc:"The first byte to read."`
+	Length int64  `query:"length" minimum:"0" doc:"Bytes to read at most; 0 or absent: to the end (within the daemon's bound)."`
+}
+
+type fileWriteInput struct {
+	ID      string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path    string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"A regular file, relative to the workspace root; its directory must exist."`
+	RawBody []byte `contentType:"application/octet-stream"`
+}
+
+type mkdirInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Body client.MakeDir
+}
+
+type moveInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Body client.MoveFile
+}
+
+type fileDeleteInput struct {
+	ID        string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path      string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Relative to the workspace root."`
+	Recursive bool   `query:"recursive" doc:"Remove a directory with everything in it."`
+}
+
+type fileTreeInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path string `query:"path" maxLength:"4096" default:"." doc:"Relative to the workspace root."`
+}
+
+type archiveUploadInput struct {
+	ID      string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	Path    string `query:"path" maxLength:"4096" default:"." doc:"The directory to unpack into, made if missing."`
+	RawBody []byte `contentType:"application/x-tar"`
+}
+
+type fileListOutput struct{ Body client.FileList }
+
+type fileEntryOutput struct{ Body client.FileEntry }
+
+// filesErrors are the statuses every files operation may answer besides
+// the common ones.
+var filesErrors = []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict,
+	http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable}
+
+const filesDoc = " Paths are slash-separated and relative to the workspace root (\".\"); one that leaves it (absolute, \"..\", " +
+	"a symlink pointing out) is refused with 403 outside-workspace."
+
+const changeDoc = " A change the session's sandbox commit would drop (a protected path, anything in .git, what the host's git " +
+	"configuration runs) is refused with 403 protected-path; while the session's sandbox runs, changes are refused with 409 sandbox-live."
+
+var filesOps = []route{
+	&op[filesListInput, fileListOutput]{h: (*server).listFiles, opSpec: opSpec{
+		ID: "listFiles", Method: http.MethodGet, Path: "/v1/sessions/{id}/files", Tag: "files",
+		Summary:     "List a workspace directory",
+		Description: "The entries of a directory of the session's workspace, depth levels down, in path order; symlinks are listed, not followed. At most 10 000 entries (truncated says so)." + filesDoc,
+		Errors:      errs(filesErrors...),
+	}},
+	&op[filePathInput, fileEntryOutput]{h: (*server).statFile, opSpec: opSpec{
+		ID: "statFile", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/stat", Tag: "files",
+		Summary:     "Describe a workspace entry",
+		Description: "A file, directory or symlink (the link itself) of the session's workspace." + filesDoc,
+		Errors:      errs(filesErrors...),
+	}},
+	&op[fileReadInput, streamOutput]{h: (*server).readFile, opSpec: opSpec{
+		ID: "readFile", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/content", Tag: "files",
+		Summary:     "Read a workspace file",
+		Description: "The bytes of a regular file, from offset, length bytes at most; one read returns at most 16 MiB (413 too-large beyond: read in ranges). Devices, fifos and sockets are refused (422 not-regular-file)." + filesDoc,
+		Errors:      errs(append(filesErrors, http.StatusUnprocessableEntity)...),
+		Stream:      streamFile,
+	}},
+	&op[fileWriteInput, fileEntryOutput]{h: (*server).writeFile, opSpec: opSpec{
+		ID: "writeFile", Method: http.MethodPut, Path: "/v1/sessions/{id}/files/content", Tag: "files",
+		Summary:     "Write a workspace file",
+		Description: "Replaces (or creates) a regular file with the request's bytes, at most 16 MiB, atomically: a symlink at the path is replaced, never written through. An existing file keeps its permission bits." + filesDoc + changeDoc,
+		Limit:       limitFile, ReadTimeout: time.Minute,
+		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType)...),
+	}},
+	&op[mkdirInput, fileEntryOutput]{h: (*server).makeDir, opSpec: opSpec{
+		ID: "makeDir", Method: http.MethodPost, Path: "/v1/sessions/{id}/files/mkdir", Tag: "files",
+		Summary:     "Make a workspace directory",
+		Description: "Makes a directory (with parents, its missing parents too)." + filesDoc + changeDoc,
+		Errors:      errs(append(filesErrors, http.StatusBadRequest, http.StatusUnsupportedMediaType)...),
+	}},
+	&op[moveInput, fileEntryOutput]{h: (*server).moveFile, opSpec: opSpec{
+		ID: "moveFile", Method: http.MethodPost, Path: "/v1/sessions/{id}/files/move", Tag: "files",
+		Summary:     "Move a workspace entry",
+		Description: "Renames from to to; an existing to only with overwrite (a file or an empty directory). Every path a moved directory's entries leave and take is judged." + filesDoc + changeDoc,
+		Errors:      errs(append(filesErrors, http.StatusBadRequest, http.StatusUnsupportedMediaType)...),
+	}},
+	&op[fileDeleteInput, struct{}]{h: (*server).deleteFile, opSpec: opSpec{
+		ID: "deleteFile", Method: http.MethodDelete, Path: "/v1/sessions/{id}/files", Tag: "files",
+		Summary:     "Delete a workspace entry",
+		Description: "Removes a file, symlink or empty directory; a directory with everything in it with recursive." + filesDoc + changeDoc,
+		Status:      http.StatusNoContent,
+		Errors:      errs(filesErrors...),
+	}},
+	&op[fileTreeInput, streamOutput]{h: (*server).downloadArchive, opSpec: opSpec{
+		ID: "downloadArchive", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/archive", Tag: "files",
+		Summary:     "Download a workspace tree as tar",
+		Description: "A tar stream (PAX) of the tree at path, names relative to it: files, directories and symlinks (not followed); devices, fifos and sockets are left out. At most 10 000 entries and 64 MiB of files (413 too-large before any byte)." + filesDoc,
+		Errors:      errs(filesErrors...),
+		Stream:      streamArchive,
+	}},
+	&op[archiveUploadInput, fileEntryOutput]{h: (*server).uploadArchive, opSpec: opSpec{
+		ID: "uploadArchive", Method: http.MethodPut, Path: "/v1/sessions/{id}/files/archive", Tag: "files",
+		Summary: "Upload a tar into the workspace",
+		Description: "Unpacks a tar stream into the directory path (made if missing), replacing files. Every entry is checked before anything is applied: " +
+			"relative clean names, files, directories and symlinks only (a symlink's target inside the workspace), no hard links, devices or fifos, " +
+			"no setuid, setgid or sticky bit, at most 10 000 entries and 64 MiB of files; a refused entry applies nothing (422 invalid-archive, " +
+			"403, 413)." + filesDoc + changeDoc,
+		Limit: limitArchive, ReadTimeout: 5 * time.Minute,
+		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)...),
+	}},
+	&op[fileTreeInput, streamOutput]{h: (*server).watchFiles, opSpec: opSpec{
+		ID: "watchFiles", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/watch", Tag: "files",
+		Summary: "Watch a workspace directory",
+		Description: "Server-Sent Events, one change event per change below the directory (at every depth, up to 1024 directories): create, write, remove, " +
+			"rename (for the old path and the new). The stream ends when the daemon's queue of changes overflows: list again and watch anew. " +
+			"A sandboxed session's changes reach the workspace, and this stream, when its sandbox commits them (at the end of each turn)." + filesDoc,
+		Errors: errs(filesErrors...),
+		Stream: streamChanges,
+	}},
+}
+
+// filesSvc returns the service, or a 503 when the daemon has none.
+func (s *server) filesSvc() (FilesService, error) {
+	if s.cfg.Files == nil {
+		return nil, newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, "This daemon serves no workspace files.")
+	}
+	return s.cfg.Files, nil
+}
+
+// workspace opens the session's workspace; the caller closes it.
+func (s *server) workspace(ctx context.Context, id string) (*files.Workspace, error) {
+	svc, err := s.filesSvc()
+	if err != nil {
+		return nil, err
+	}
+	w, err := svc.Open(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return w, nil
+}
+
+func toFileEntry(e files.Entry) client.FileEntry {
+	return client.FileEntry{Path: e.Path, Name: e.Name, Type: e.Type, Size: e.Size,
+		Mode: fmt.Sprintf("%04o", uint32(e.Mode)), MTime: e.ModTime.UTC()}
+}
+
+// withWorkspace runs f on the session's workspace and closes it.
+func withWorkspace[O any](ctx context.Context, s *server, id string, f func(*files.Workspace) (*O, error)) (*O, error) {
+	w, err := s.workspace(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Close() }()
+	out, err := f(w)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return out, nil
+}
+
+func entryOutput(e files.Entry, err error) (*fileEntryOutput, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &fileEntryOutput{Body: toFileEntry(e)}, nil
+}
+
+func (s *server) listFiles(ctx context.Context, in *filesListInput) (*fileListOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileListOutput, error) {
+		es, truncated, err := w.List(ctx, in.Path, in.Depth)
+		if err != nil {
+			return nil, err
+		}
+		out := client.FileList{Entries: make([]client.FileEntry, len(es)), Truncated: truncated}
+		for i, e := range es {
+			out.Entries[i] = toFileEntry(e)
+		}
+		return &fileListOutput{Body: out}, nil
+	})
+}
+
+func (s *server) statFile(ctx context.Context, in *filePathInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+		return entryOutput(w.Stat(ctx, in.Path))
+	})
+}
+
+func (s *server) readFile(ctx context.Context, in *fileReadInput) (*streamOutput, error) {
+	w, err := s.workspace(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	r, n, err := w.Read(ctx, in.Path, in.Offset, in.Length)
+	if err != nil {
+		_ = w.Close()
+		return nil, s.fail(ctx, err)
+	}
+	return &streamOutput{Body: func(rw http.ResponseWriter) {
+		defer func() { _ = w.Close() }()
+		defer r.Close()
+		h := rw.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Length", strconv.FormatInt(n, 10))
+		h.Set("X-Content-Type-Options", "nosniff")
+		rw.WriteHeader(http.StatusOK)
+		_, _ = io.Copy(rw, r)
+	}}, nil
+}
+
+func (s *server) writeFile(ctx context.Context, in *fileWriteInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+		return entryOutput(w.Write(ctx, in.Path, in.RawBody))
+	})
+}
+
+func (s *server) makeDir(ctx context.Context, in *mkdirInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+		return entryOutput(w.Mkdir(ctx, in.Body.Path, in.Body.Parents))
+	})
+}
+
+func (s *server) moveFile(ctx context.Context, in *moveInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+		return entryOutput(w.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite))
+	})
+}
+
+func (s *server) deleteFile(ctx context.Context, in *fileDeleteInput) (*struct{}, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*struct{}, error) {
+		if err := w.Delete(ctx, in.Path, in.Recursive); err != nil {
+			return nil, err
+		}
+		return &struct{}{}, nil
+	})
+}
+
+func (s *server) downloadArchive(ctx context.Context, in *fileTreeInput) (*streamOutput, error) {
+	w, err := s.workspace(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	write, err := w.PrepareArchive(ctx, in.Path)
+	if err != nil {
+		_ = w.Close()
+		return nil, s.fail(ctx, err)
+	}
+	return &streamOutput{Body: func(rw http.ResponseWriter) {
+		defer func() { _ = w.Close() }()
+		rw.Header().Set("Content-Type", "application/x-tar")
+		rw.Header().Set("X-Content-Type-Options", "nosniff")
+		rw.WriteHeader(http.StatusOK)
+		if err := write(rw); err != nil && ctx.Err() == nil {
+			// The status is sent: a cut stream is all the client can
+			// be told (a tar without its end marker).
+			logFor(ctx).WarnContext(ctx, "archive stream cut", "err", err)
+			panic(http.ErrAbortHandler)
+		}
+	}}, nil
+}
+
+func (s *server) uploadArchive(ctx context.Context, in *archiveUploadInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+		return entryOutput(w.Unpack(ctx, in.Path, bytes.NewReader(in.RawBody)))
+	})
+}
+
+func (s *server) watchFiles(ctx context.Context, in *fileTreeInput) (*streamOutput, error) {
+	w, err := s.workspace(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	changes, err := w.Watch(wctx, in.Path)
+	if err != nil {
+		cancel()
+		_ = w.Close()
+		return nil, s.fail(ctx, err)
+	}
+	return &streamOutput{Body: func(rw http.ResponseWriter) {
+		defer func() { _ = w.Close() }()
+		defer cancel()
+		c := s.newSSE(rw)
+		defer c.finish()
+		if !c.begin(0) {
+			return
+		}
+		for ch := range changes {
+			if !c.event("", "change", client.FileChange{Path: ch.Path, Op: ch.Op}) {
+				return
+			}
+		}
+	}}, nil
+}
