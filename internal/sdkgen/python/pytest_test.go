@@ -74,8 +74,7 @@ func requirePython(t *testing.T) {
 
 // runPytest runs pytest in sdks/python with the daemon's address, token
 // and data directory (and env) in its environment, and fails on a failed
-// test or on any skip but the files API's while the daemon has no such
-// route, and, when not root, the tests that need root.
+// test or on any skip but, when not root, the tests that need root.
 func runPytest(t *testing.T, d daemon, env []string, args ...string) {
 	t.Helper()
 	sdk, err := filepath.Abs(sdkDir)
@@ -101,7 +100,7 @@ func runPytest(t *testing.T, d daemon, env []string, args ...string) {
 		t.Fatalf("pytest: %v", err)
 	}
 	for _, line := range regexp.MustCompile(`(?m)^SKIPPED .*$`).FindAllString(string(out), -1) {
-		if !strings.Contains(line, "files API not merged yet") && (os.Geteuid() == 0 || !strings.Contains(line, "needs root")) {
+		if os.Geteuid() == 0 || !strings.Contains(line, "needs root") {
 			t.Errorf("unexpected skip: %s", line)
 		}
 	}

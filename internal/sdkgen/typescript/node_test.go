@@ -27,10 +27,13 @@ func TestNodeSDK(t *testing.T) {
 	node := requireNode(t)
 	url, token := startDaemon(t, buildDaemon(t))
 	out := runNode(t, node, "", "AGENTBOX_URL="+url, "AGENTBOX_TOKEN="+token)
-	// Every test ran: none but the claude one (TestNodeSDKClaude's) and
-	// the files step, while the daemon has no files API, may skip.
+	// Every test ran: none but the claude one (TestNodeSDKClaude's) may
+	// skip.
 	if bytes.Contains(out, []byte("AGENTBOX_URL is not set")) {
 		t.Fatalf("the daemon tests did not run")
+	}
+	if m := regexp.MustCompile(`(?m)^# skipped (\d+)$`).FindSubmatch(out); m == nil || string(m[1]) != "1" {
+		t.Fatalf("node --test skipped %q tests, want 1 (the claude one)", m)
 	}
 }
 

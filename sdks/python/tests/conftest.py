@@ -16,16 +16,6 @@ from urllib.parse import urlsplit
 import pytest
 
 
-def no_files_route(e: BaseException) -> bool:
-    """Whether e is the daemon's answer to a route it does not have (the
-    files API, which another branch adds): the only step these tests may
-    skip. A missing file is a 404 too, but with another detail."""
-    import agentbox
-
-    return (isinstance(e, agentbox.APIError) and e.status == 404 and "/files/" in e.path
-            and e.detail == "No such route.")
-
-
 @pytest.fixture
 def daemon_env() -> dict[str, str]:
     url, token = os.environ.get("AGENTBOX_URL"), os.environ.get("AGENTBOX_TOKEN")

@@ -13,7 +13,6 @@ import pytest
 import agentbox
 from agentbox.events import AnyEvent
 
-from conftest import no_files_route
 
 
 @pytest.fixture
@@ -37,12 +36,7 @@ def test_claude_flow(llm_env):
         assert "permission.requested" in types and "permission.resolved" in types, types
         assert seen[-1]["type"] == "turn.completed" and seen[-1]["data"]["stop_reason"] == "end_turn", seen[-1]
         assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
-        try:
-            assert ab.read_file(s["id"], "hello.txt") == b"hi"
-        except agentbox.APIError as e:
-            if no_files_route(e):
-                pytest.skip(f"the daemon answers 404 for GET /v1/sessions/{{id}}/files/content ({e}): files API not merged yet")
-            raise
+        assert ab.read_file(s["id"], "hello.txt") == b"hi"
         ab.delete_session(s["id"])
 
 

@@ -11,7 +11,6 @@ import pytest
 import agentbox
 from agentbox.events import AnyEvent
 
-from conftest import no_files_route
 
 #: What the mock's write scenarios put in the file.
 MOCK_CONTENT = b"Hello from the mock agent.\nThis file was written by the write scenario.\n"
@@ -32,15 +31,9 @@ CUT_SCRIPT = [
 ]
 
 
-def read_or_skip(ab: agentbox.Client, session_id: str, path: str) -> bytes:
-    """Reads a file through the files API; skips (only this step) when the
-    daemon has no such route yet."""
-    try:
-        return ab.read_file(session_id, path)
-    except agentbox.APIError as e:
-        if no_files_route(e):
-            pytest.skip(f"the daemon answers 404 for GET /v1/sessions/{{id}}/files/content ({e}): files API not merged yet")
-        raise
+def read_file(ab: agentbox.Client, session_id: str, path: str) -> bytes:
+    """Reads a file through the files API."""
+    return ab.read_file(session_id, path)
 
 
 def test_flow(daemon_env):
@@ -71,7 +64,7 @@ def test_flow(daemon_env):
         assert changes and changes[0]["status"] == "completed" and changes[0]["changes"][0]["path"] == "hello.txt"
         # The stream saw exactly what the log holds.
         assert ab.events(s["id"])["events"] == seen
-        assert read_or_skip(ab, s["id"], "hello.txt") == MOCK_CONTENT
+        assert read_file(ab, s["id"], "hello.txt") == MOCK_CONTENT
 
 
 def test_run_turn_permission_denied(daemon_env):

@@ -11,7 +11,6 @@ import pytest
 import agentbox
 from agentbox.events import AnyEvent
 
-from conftest import no_files_route
 from test_daemon import CUT_SCRIPT, MOCK_CONTENT
 
 
@@ -35,16 +34,9 @@ def test_flow_async(daemon_env):
                 return {"decision": "allow"}
             done = await ab.run_turn(s["id"], "/scenario permission-write again.txt", on_permission=allow)
             assert done["stop_reason"] == "end_turn"
-            try:
-                return await ab.read_file(s["id"], "again.txt")
-            except agentbox.APIError as e:
-                if no_files_route(e):
-                    return None
-                raise
+            return await ab.read_file(s["id"], "again.txt")
 
     got = asyncio.run(main())
-    if got is None:
-        pytest.skip("the daemon answers 404 for GET /v1/sessions/{id}/files/content: files API not merged yet")
     assert got == MOCK_CONTENT
 
 

@@ -11,7 +11,6 @@ import pytest
 
 import agentbox
 
-from conftest import no_files_route
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -24,11 +23,6 @@ def test_readme_flow(daemon_env):
     for step in ("create_session(", "send(", "stream(", "answer_permission(", "read_file("):
         assert step in flow, step
     out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(flow, str(README), "exec"), {})
-    except agentbox.APIError as e:
-        if no_files_route(e):
-            pytest.skip(f"the daemon answers 404 for GET /v1/sessions/{{id}}/files/content ({e}): files API not merged yet")
-        raise
+    with contextlib.redirect_stdout(out):
+        exec(compile(flow, str(README), "exec"), {})
     assert out.getvalue() == "Hello from the mock agent.\nThis file was written by the write scenario.\n\n"
