@@ -13,7 +13,7 @@ import (
 // does not would stop at the first request), and every operation of the
 // table finds its parameters and body in it.
 func TestContractLoads(t *testing.T) {
-	c, err := loadContract(api.OpenAPI)
+	c, err := loadContract(api.OpenAPI())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"compress/gzip"
 	"bytes"
 	"context"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentbox/agentbox/api"
 	"github.com/agentbox/agentbox/internal/golden"
 )
 
@@ -24,6 +26,9 @@ func TestOpenAPIUpToDate(t *testing.T) {
 		if err := os.WriteFile(specFile, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(specFile+".gz", gzipDocument(t, got), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return
 	}
 	want, err := os.ReadFile(specFile)
@@ -34,6 +39,38 @@ func TestOpenAPIUpToDate(t *testing.T) {
 		t.Fatalf("api/openapi.json is stale; run go test ./internal/httpapi -run TestOpenAPIUpToDate -update\n(-committed +code):\n%s",
 			cmp.Diff(string(want), string(got)))
 	}
+	// What the binary embeds: the same document, compressed. Compared
+	// decompressed, so a Go release that compresses differently does not
+	// make the committed file stale.
+	gz, err := os.ReadFile(specFile + ".gz")
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if doc, err := api.Gunzip(gz); err != nil || !bytes.Equal(doc, want) {
+		t.Fatalf("api/openapi.json.gz is not api/openapi.json compressed (%v); run go test ./internal/httpapi -run TestOpenAPIUpToDate -update", err)
+	}
+	if !bytes.Equal(api.OpenAPI(), want) {
+		t.Fatal("the embedded document is not api/openapi.json")
+	}
+}
+
+// gzipDocument compresses doc as api/openapi.json.gz holds it: the best
+// compression, and no name or time in the header, so the file changes only
+// with the document.
+func gzipDocument(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 func TestOpenAPIStable(t *testing.T) {
@@ -82,5 +119,38 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/openapi+json" {
 		t.Fatalf("Content-Type = %q", ct)
+	}
+	// Set by hand, Accept-Encoding turns off the client's transparent
+	// decompression: what the daemon sends is seen as it is.
+	for _, tc := range []struct {
+		accept string
+		gzip   bool
+	}{
+		{"identity", false},
+		{"gzip", true},
+		{"br, gzip;q=0.5", true},
+		{"gzip;q=0", false},
+		{"GZIP ; Q=1.0", true},
+		{"x-gzip", true},
+		{"*", false},
+	} {
+		r := h.do("GET", "/openapi.json", "", "Accept-Encoding", tc.accept)
+		r.ok(t, 200, nil)
+		body := r.body
+		if got := r.Header.Get("Content-Encoding") == "gzip"; got != tc.gzip {
+			t.Errorf("Accept-Encoding %q: gzip %v, want %v", tc.accept, got, tc.gzip)
+		}
+		if tc.gzip {
+			var err error
+			if body, err = api.Gunzip(body); err != nil {
+				t.Fatalf("Accept-Encoding %q: %v", tc.accept, err)
+			}
+		}
+		if !bytes.Equal(body, specDocument()) {
+			t.Errorf("Accept-Encoding %q: the document differs from specDocument()", tc.accept)
+		}
+		if v := r.Header.Get("Vary"); v != "Accept-Encoding" {
+			t.Errorf("Accept-Encoding %q: Vary %q", tc.accept, v)
+		}
 	}
 }

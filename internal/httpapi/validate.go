@@ -297,7 +297,7 @@ func rawSchema(s *schema) bool {
 // validate: it stops the daemon (TestContractLoads keeps that from being
 // released).
 var theContract = sync.OnceValue(func() *contract {
-	c, err := loadContract(api.OpenAPI)
+	c, err := loadContract(api.OpenAPI())
 	if err != nil {
 		panic(err)
 	}

@@ -17,7 +17,7 @@ var sdkDir = filepath.Join("..", "..", "..", "sdks", "python")
 // what the generator makes of api/openapi.json and the event schema.
 // After changing either: go test ./internal/sdkgen/python -run TestGenerated -update
 func TestGenerated(t *testing.T) {
-	files, err := Generate(api.OpenAPI, event.JSONSchema())
+	files, err := Generate(api.OpenAPI(), event.JSONSchema())
 	if err != nil {
 		t.Fatal(err)
 	}
