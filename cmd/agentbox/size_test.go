@@ -14,7 +14,11 @@ import (
 // makes the binary grow back. 17 MiB since huma, goccy/go-yaml,
 // acp-go-sdk and go-seccomp-bpf left the run-time binary (16.75 MiB then):
 // a change that needs more raises it here, in its own commit, saying why.
-const maxBinary = 17 << 20
+// 17.5 MiB since the workspace API and the inspector (issue 15): the files
+// API with archive/tar +448 KiB, session diffs and commands +140 KiB, the
+// inspector +48 KiB, the Python zygote +36 KiB, less 188 KiB for the
+// OpenAPI document embedded compressed: 17.21 MiB then.
+const maxBinary = 35 << 19
 
 // TestBinarySize builds the default binary with scripts/build itself (the
 // static, stripped build users get) and fails when it is larger than
