@@ -1,8 +1,8 @@
 package httpapi
 
 import (
-	"compress/gzip"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"os"
 	"path/filepath"
