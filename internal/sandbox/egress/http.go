@@ -285,7 +285,15 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 	var err error
 	carried := false
 	defer func() {
-		if !carried || err != nil && r.Context().Err() != nil {
+		// The request's context ends before the handler returns only when
+		// the client went away (or the sandbox closed): whatever
+		// ReverseProxy made of it, the answer was not carried whole. (It
+		// can return normally then: when the upstream, cancelled in turn,
+		// ends its body cleanly before the proxy sees the cancellation; the
+		// race made TestAbortedRequestsAudited fail 1 run in 15.) A client
+		// that closes while the last bytes of a complete answer are on
+		// their way counts as aborted too: from here the two look alike.
+		if !carried || r.Context().Err() != nil {
 			// The credentials went upstream with the request.
 			used, err = added, fmt.Errorf("%w (%w)", errAborted, cmp.Or(err, context.Cause(r.Context()), errors.New("handler aborted")))
 		}
