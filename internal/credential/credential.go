@@ -120,6 +120,19 @@ var valueRules = sync.OnceValue(func() []valueRule {
 	}
 })
 
+// InContent returns why content looks like it holds a credential (a known
+// token format anywhere in it), or "" when it does not. It is what keeps
+// credentials a workspace holds (a .env file, a key pasted in a config)
+// out of the copies the daemon keeps of workspace files.
+func InContent(content []byte) Reason {
+	for _, r := range valueRules() {
+		if r.re.Match(content) {
+			return r.what
+		}
+	}
+	return ""
+}
+
 func checkValue(v string) Reason {
 	for _, r := range valueRules() {
 		if r.re.MatchString(v) {

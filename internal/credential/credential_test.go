@@ -130,3 +130,21 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+func TestInContent(t *testing.T) {
+	for _, tc := range []struct {
+		content string
+		want    bool
+	}{
+		{"ANTHROPIC_API_KEY=sk-ant-api03-0123456789abcdef0123\n", true},
+		{"# config\ntoken: ghp_0123456789abcdefghij0123\n", true},
+		{"-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n", true},
+		{"postgres://app:hunter2secret@db:5432/app", true},
+		{"package main\n\nfunc main() { println(\"sk-\") }\n", false},
+		{"", false},
+	} {
+		if got := InContent([]byte(tc.content)) != ""; got != tc.want {
+			t.Errorf("InContent(%q) = %v, want %v", tc.content, got, tc.want)
+		}
+	}
+}

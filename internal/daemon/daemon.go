@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agent/opencode"
 	"github.com/agentbox/agentbox/internal/agent/pi"
 	"github.com/agentbox/agentbox/internal/audit"
+	"github.com/agentbox/agentbox/internal/credential"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/execution"
@@ -568,6 +570,13 @@ func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) e
 	if err != nil {
 		return err
 	}
+	// No credential a workspace holds is copied into the data directory:
+	// a file that holds a known token format or the value of a secret the
+	// daemon keeps is recorded by its hash only (its diff names it
+	// without its text).
+	snaps.Withhold = func(content []byte) bool {
+		return credential.InContent(content) != "" || holdsSecret(d.secrets, content)
+	}
 	d.mgr = engine.New(engine.Config{
 		Store: d.st, Agents: cfg.Agents, Metrics: d.metrics, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
@@ -1067,4 +1076,19 @@ func orDefault[T int | time.Duration](v, def T) T {
 		return 0
 	}
 	return v
+}
+
+// holdsSecret reports whether content holds the value of one of the
+// daemon's secrets (values shorter than 8 bytes are not looked for: they
+// would match by chance, and are no secret worth the name).
+func holdsSecret(secrets *egress.Secrets, content []byte) bool {
+	if secrets == nil {
+		return false
+	}
+	for _, info := range secrets.List() {
+		if sec, ok := secrets.Secret(info.Name); ok && len(sec.Value) >= 8 && bytes.Contains(content, []byte(sec.Value)) {
+			return true
+		}
+	}
+	return false
 }

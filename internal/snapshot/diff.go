@@ -138,6 +138,9 @@ func (s *Store) fileDiff(dir string, c FileChange, old, new *Entry) (string, boo
 		if side.e == nil {
 			continue
 		}
+		if side.e.Withheld {
+			return fmt.Sprintf("Files a/%s and b/%s differ (not diffed: the content looks like it holds a credential, and is not kept)\n", name, name), true
+		}
 		if side.e.Hash == "" {
 			return fmt.Sprintf("Files a/%s and b/%s differ (not diffed: over %d bytes)\n", name, name, s.limits.Blob), true
 		}

@@ -101,6 +101,12 @@ var (
 type Store struct {
 	dir    string
 	limits Limits
+	// Withhold, when set (before the first Take), says whether content
+	// must not be kept: such a file is recorded by its hash only, never
+	// copied into the store, and the diff lists it without its text.
+	// The daemon sets it to recognise credentials, so a workspace's
+	// secrets (a .env file) are never copied into its data directory.
+	Withhold func(content []byte) bool
 }
 
 // New returns a store under dir (created when missing, mode 0700).
@@ -136,8 +142,11 @@ type Entry struct {
 	Link bool  `json:"l,omitempty"`
 	Size int64 `json:"s"`
 	// Hash is the sha256 of the content when it was read (and kept as a
-	// blob); empty when the file was too large, and then Stat tells.
+	// blob unless Withheld); empty when the file was too large, and then
+	// Stat tells.
 	Hash string `json:"h,omitempty"`
+	// Withheld: the content was read but not kept (Store.Withhold).
+	Withheld bool `json:"w,omitempty"`
 	// Stat identifies the file's version without reading it: size,
 	// modification and change times, inode.
 	Stat string `json:"t"`
@@ -272,7 +281,7 @@ func (s *Store) scan(ctx context.Context, dir, workspace string, prev *Manifest)
 			}
 		}
 	}
-	w := &walker{ctx: ctx, root: root, blobs: filepath.Join(dir, "blobs"), limits: s.limits, known: known, m: &Manifest{Taken: time.Now().UTC()}}
+	w := &walker{ctx: ctx, root: root, blobs: filepath.Join(dir, "blobs"), limits: s.limits, known: known, m: &Manifest{Taken: time.Now().UTC()}, withhold: s.Withhold}
 	if err := w.walk(".", 0); err != nil {
 		return nil, err
 	}
@@ -288,6 +297,8 @@ type walker struct {
 	known  map[string]Entry
 	stored int64
 	m      *Manifest
+	// withhold is the store's Withhold.
+	withhold func([]byte) bool
 }
 
 // skipDir reports directories whose contents are not the work: git's
@@ -363,11 +374,11 @@ func (w *walker) entry(p string, de fs.DirEntry) (Entry, bool) {
 			return Entry{}, false
 		}
 		e.Link, e.Size = true, int64(len(target))
-		e.Hash = w.store([]byte(target))
+		e.Hash, e.Withheld = w.store([]byte(target))
 		return e, true
 	}
 	if k, ok := w.known[p]; ok && !k.Link && k.Stat == e.Stat {
-		e.Hash = k.Hash
+		e.Hash, e.Withheld = k.Hash, k.Withheld
 		return e, true
 	}
 	if fi.Size() > w.limits.Blob || w.stored+fi.Size() > w.limits.Stored {
@@ -388,23 +399,29 @@ func (w *walker) entry(p string, de fs.DirEntry) (Entry, bool) {
 		return e, true
 	}
 	e.Size, e.Stat = int64(len(data)), statKey(ofi)
-	w.stored += int64(len(data))
-	e.Hash = w.store(data)
+	e.Hash, e.Withheld = w.store(data)
+	if !e.Withheld {
+		w.stored += int64(len(data))
+	}
 	return e, true
 }
 
 // store keeps data as a blob and returns its hash; "" when it could not
-// be written (the entry is then recorded by size and times only).
-func (w *walker) store(data []byte) string {
+// be written (the entry is then recorded by size and times only). Data
+// the store withholds is not written: its hash alone, and withheld.
+func (w *walker) store(data []byte) (hash string, withheld bool) {
 	sum := sha256.Sum256(data)
 	h := hex.EncodeToString(sum[:])
+	if w.withhold != nil && w.withhold(data) {
+		return h, true
+	}
 	if _, err := os.Stat(filepath.Join(w.blobs, h)); err == nil {
-		return h
+		return h, false
 	}
 	if err := writeAtomic(w.blobs, h, data); err != nil {
-		return ""
+		return "", false
 	}
-	return h
+	return h, false
 }
 
 // blob reads the content of hash h of session dir.

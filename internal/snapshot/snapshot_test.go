@@ -227,3 +227,56 @@ func FuzzDiffPath(f *testing.F) {
 		}
 	})
 }
+
+// TestWithhold: content the store withholds (the daemon's credential
+// check) is never written under the store's directory, in any state; the
+// file's changes are still found, and the diff names it without its text.
+func TestWithhold(t *testing.T) {
+	const (
+		secret = "sk-live-0123456789abcdef"
+		later  = "sk-live-fedcba9876543210"
+	)
+	ws, dir := t.TempDir(), t.TempDir()
+	st, err := New(dir, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Withhold = func(b []byte) bool { return strings.Contains(string(b), "sk-live-") }
+	write(t, ws, map[string]string{".env": "KEY=" + secret + "\n", "a.txt": "1\n", "gone.env": "OLD=" + secret + "\n"})
+	if err := os.Symlink(secret, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	const id = "ses_1"
+	if err := st.Take(t.Context(), id, PointStart, ws); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, map[string]string{".env": "KEY=" + later + "\n", "a.txt": "2\n", "new.env": later})
+	if err := os.Remove(filepath.Join(ws, "gone.env")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Take(t.Context(), id, TurnAfter("turn_1"), ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{Now, TurnAfter("turn_1")} {
+		d, err := st.Diff(t.Context(), id, PointStart, to, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"modified .env (binary)", "modified a.txt", "deleted gone.env (binary)", "added new.env (binary)"}
+		if got := paths(d); !slices.Equal(got, want) {
+			t.Errorf("%s: files %q, want %q", to, got, want)
+		}
+		if strings.Contains(d.Text, "sk-live-") || !strings.Contains(d.Text, "-1\n+2\n") || !strings.Contains(d.Text, "not diffed: the content looks like it holds a credential") {
+			t.Errorf("%s: diff:\n%s", to, d.Text)
+		}
+	}
+	_ = filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
+		if err != nil || !de.Type().IsRegular() {
+			return err
+		}
+		if b, _ := os.ReadFile(p); strings.Contains(string(b), "sk-live-") {
+			t.Errorf("%s holds the withheld content", p)
+		}
+		return nil
+	})
+}
