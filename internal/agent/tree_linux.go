@@ -205,17 +205,20 @@ func supervise(args []string) int {
 	if err != nil {
 		return fail("start %s: %v", args[1], err)
 	}
-	if _, err := ctl.Write([]byte("ok " + strconv.Itoa(pid))); err != nil {
-		killTree()
-		return 127
-	}
 	// The supervisor holds none of the agent's stdio open: readers see
-	// EOF when the tree is gone.
+	// EOF when the tree is gone, and a writer EPIPE once the agent closed
+	// its stdin. Before the "ok": the daemon may write at once, and until
+	// these are replaced the supervisor's copy of the stdin pipe took the
+	// write of an agent that had closed its own (TestFailed, 1 run in 9).
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
 		for i := range 3 {
 			_ = unix.Dup3(int(null.Fd()), i, 0)
 		}
 		null.Close()
+	}
+	if _, err := ctl.Write([]byte("ok " + strconv.Itoa(pid))); err != nil {
+		killTree()
+		return 127
 	}
 
 	cmds := make(chan byte)
