@@ -265,83 +265,108 @@ type stagedEntry struct {
 	mode fs.FileMode
 }
 
-// stage unpacks r into the directory stage, checking every entry; it
-// returns the entries, parents before children.
-func (w *Workspace) stage(ctx context.Context, dest, stage string, r io.Reader) ([]stagedEntry, error) {
+// walkArchive reads the tar stream r, to be unpacked at dest, and hands fn
+// each entry that passed every check, with the reader of its content: the
+// one place an uploaded archive is judged, whether it is unpacked here
+// (stage) or rewritten for a sandbox (cleanArchive). The checks: the
+// entry count and the bytes of files bounded, each header by checkHeader
+// (names, types, modes), no name twice, nothing below a symlink of the
+// archive, and each path by the workspace's judge (protected paths).
+func (w *Workspace) walkArchive(ctx context.Context, dest string, r io.Reader, fn func(h *tar.Header, e stagedEntry, content io.Reader) error) error {
 	tr := tar.NewReader(r)
-	var out []stagedEntry
 	seen, links := map[string]bool{}, map[string]bool{}
 	var total int64
-	for {
+	for n := 0; ; n++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadArchive, err)
+			return fmt.Errorf("%w: %w", ErrBadArchive, err)
 		}
-		if len(out) >= w.lim.MaxArchiveEntries {
-			return nil, fmt.Errorf("%w: more than %d entries", ErrTooLarge, w.lim.MaxArchiveEntries)
+		if n >= w.lim.MaxArchiveEntries {
+			return fmt.Errorf("%w: more than %d entries", ErrTooLarge, w.lim.MaxArchiveEntries)
 		}
 		e, err := checkHeader(h, dest, w.lim)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if e.name == "." {
 			continue // the destination itself
 		}
 		if seen[e.name] {
-			return nil, fmt.Errorf("%w: %s appears twice", ErrBadArchive, e.name)
+			return fmt.Errorf("%w: %s appears twice", ErrBadArchive, e.name)
 		}
+		seen[e.name] = true
 		for d := path.Dir(e.name); d != "."; d = path.Dir(d) {
 			if links[d] {
-				return nil, fmt.Errorf("%w: %s lies below the symlink %s", ErrBadArchive, e.name, d)
+				return fmt.Errorf("%w: %s lies below the symlink %s", ErrBadArchive, e.name, d)
 			}
 		}
 		if h.Typeflag == tar.TypeSymlink {
 			links[e.name] = true
 		}
-		seen[e.name] = true
-		// The parents of an entry are directories of the archive.
-		if parent := path.Dir(e.name); parent != "." && !seen[parent] {
-			if err := w.stageParents(stage, parent, seen, &out); err != nil {
-				return nil, err
+		if err := w.check(ctx, e.dir, join(dest, e.name)); err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeSymlink {
+			if total += h.Size; total > w.lim.MaxArchiveBytes {
+				return fmt.Errorf("%w: more than %d bytes of files", ErrTooLarge, w.lim.MaxArchiveBytes)
 			}
 		}
-		if err := w.check(ctx, e.dir, join(dest, e.name)); err != nil {
-			return nil, err
+		if err := fn(h, e, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// stage unpacks r into the directory stage, the entries judged by
+// walkArchive; it returns the entries, parents before children (a parent
+// the archive does not list is made, as a directory).
+func (w *Workspace) stage(ctx context.Context, dest, stage string, r io.Reader) ([]stagedEntry, error) {
+	var out []stagedEntry
+	made := map[string]bool{} // the entries staged, and the parents made
+	err := w.walkArchive(ctx, dest, r, func(h *tar.Header, e stagedEntry, content io.Reader) error {
+		if made[e.name] { // a parent made for an earlier entry
+			return fmt.Errorf("%w: %s appears twice", ErrBadArchive, e.name)
+		}
+		made[e.name] = true
+		if parent := path.Dir(e.name); parent != "." && !made[parent] {
+			if err := w.stageParents(stage, parent, made, &out); err != nil {
+				return err
+			}
 		}
 		at := stage + "/" + e.name
+		var err error
 		switch h.Typeflag {
 		case tar.TypeDir:
 			err = w.root.Mkdir(at, 0o700)
 		case tar.TypeSymlink:
 			err = w.root.Symlink(h.Linkname, at)
 		default:
-			if total += h.Size; total > w.lim.MaxArchiveBytes {
-				return nil, fmt.Errorf("%w: more than %d bytes of files", ErrTooLarge, w.lim.MaxArchiveBytes)
-			}
-			err = w.stageFile(at, tr, h.Size, e.mode)
+			err = w.stageFile(at, content, h.Size, e.mode)
 		}
 		if err == nil {
 			err = w.own(at)
 		}
 		if err != nil {
 			if errors.Is(err, ErrBadArchive) {
-				return nil, err
+				return err
 			}
-			return nil, mapErr(e.name, err)
+			return mapErr(e.name, err)
 		}
 		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// stageParents adds the directories on the way to parent that the
-// archive did not list.
 func (w *Workspace) stageParents(stage, parent string, seen map[string]bool, out *[]stagedEntry) error {
 	var missing []string
 	for d := parent; d != "." && !seen[d]; d = path.Dir(d) {

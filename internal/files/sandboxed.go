@@ -110,70 +110,34 @@ func sandboxEntry(rel, typ string, size int64) Entry {
 	return Entry{Path: rel, Name: path.Base(rel), Type: typ, Size: size, Mode: mode, ModTime: time.Now()}
 }
 
-// cleanArchive reads the tar stream r whole, checks every entry as Unpack
-// does (the names, types, modes and bounds, each path by the workspace's
-// judge) and writes again only what it checked: names clean, modes the
-// permission bits, no owner.
+// cleanArchive reads the tar stream r whole, its entries judged by
+// walkArchive as Unpack's are, and writes again only what passed: names
+// clean, modes the permission bits, no owner.
 func (w *Workspace) cleanArchive(ctx context.Context, dest string, r io.Reader) ([]byte, error) {
-	tr := tar.NewReader(r)
 	var out bytes.Buffer
 	tw := tar.NewWriter(&out)
-	seen, links := map[string]bool{}, map[string]bool{}
-	var total int64
-	for n := 0; ; n++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadArchive, err)
-		}
-		if n >= w.lim.MaxArchiveEntries {
-			return nil, fmt.Errorf("%w: more than %d entries", ErrTooLarge, w.lim.MaxArchiveEntries)
-		}
-		e, err := checkHeader(h, dest, w.lim)
-		if err != nil {
-			return nil, err
-		}
-		if e.name == "." {
-			continue
-		}
-		if seen[e.name] {
-			return nil, fmt.Errorf("%w: %s appears twice", ErrBadArchive, e.name)
-		}
-		seen[e.name] = true
-		for d := path.Dir(e.name); d != "."; d = path.Dir(d) {
-			if links[d] {
-				return nil, fmt.Errorf("%w: %s lies below the symlink %s", ErrBadArchive, e.name, d)
-			}
-		}
-		if err := w.check(ctx, e.dir, join(dest, e.name)); err != nil {
-			return nil, err
-		}
+	err := w.walkArchive(ctx, dest, r, func(h *tar.Header, e stagedEntry, content io.Reader) error {
 		nh := &tar.Header{Name: e.name, Mode: int64(e.mode), ModTime: h.ModTime, Format: tar.FormatPAX}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			nh.Typeflag, nh.Name = tar.TypeDir, e.name+"/"
 		case tar.TypeSymlink:
-			links[e.name] = true
 			nh.Typeflag, nh.Linkname = tar.TypeSymlink, h.Linkname
 		default:
-			if total += h.Size; total > w.lim.MaxArchiveBytes {
-				return nil, fmt.Errorf("%w: more than %d bytes of files", ErrTooLarge, w.lim.MaxArchiveBytes)
-			}
 			nh.Typeflag, nh.Size = tar.TypeReg, h.Size
 		}
 		if err := tw.WriteHeader(nh); err != nil {
-			return nil, err
+			return err
 		}
 		if nh.Typeflag == tar.TypeReg {
-			if n, err := io.Copy(tw, io.LimitReader(tr, h.Size)); err != nil || n != h.Size {
-				return nil, fmt.Errorf("%w: %s ends early", ErrBadArchive, e.name)
+			if n, err := io.Copy(tw, io.LimitReader(content, h.Size)); err != nil || n != h.Size {
+				return fmt.Errorf("%w: %s ends early", ErrBadArchive, e.name)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
