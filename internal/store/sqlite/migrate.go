@@ -5,50 +5,16 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/store"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded schema step, named NNNN_description.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version and '_'", base)
-		}
-		b, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i := range ms {
-		if ms[i].version != i+1 {
-			return nil, fmt.Errorf("migration %s: versions must be 1, 2, 3... without gaps", ms[i].name)
-		}
-	}
-	return ms, nil
+func migrations() ([]store.Migration, error) {
+	return store.LoadMigrations(migrationFS, "migrations")
 }
 
 // migrate applies the embedded migrations the database has not seen yet, all
@@ -94,13 +60,13 @@ func migrate(ctx context.Context, conn *sql.Conn) (err error) {
 		return fmt.Errorf("database schema version %d is newer than this program's %d", current, len(ms))
 	}
 	for _, m := range ms[current:] {
-		if _, err := conn.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
+		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 		if _, err := conn.ExecContext(ctx,
 			"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
+			m.Version, m.Name, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
