@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
 )
 
 // Every parameter and result travels in PostgreSQL's binary format, which
@@ -35,9 +34,9 @@ type param struct {
 	val []byte // nil: NULL
 }
 
-func text(s string) param       { return param{oidText, []byte(s)} }
-func bytea(b []byte) param      { return param{oidBytea, nilIfEmpty(b)} }
-func int8p(n int64) param       { return param{oidInt8, be64(n)} }
+func text(s string) param  { return param{oidText, []byte(s)} }
+func bytea(b []byte) param { return param{oidBytea, nilIfEmpty(b)} }
+func int8p(n int64) param  { return param{oidInt8, be64(n)} }
 func optInt8(n *int64) param {
 	if n == nil {
 		return param{oid: oidInt8}
@@ -149,5 +148,3 @@ func serverError(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe)
 }
-
-
