@@ -120,10 +120,11 @@ var layers = []layer{
 // importedOnlyBy: a package only the listed packages (and test-support
 // packages) import.
 var importedOnlyBy = map[string][]string{
-	"internal/daemon":       {".", "cmd/agentbox"},
-	"internal/httpapi":      {"internal/daemon"},
-	"internal/store/sqlite": {"internal/daemon"},
-	"internal/agent/mock":   {"internal/daemon"},
+	"internal/daemon":         {".", "cmd/agentbox"},
+	"internal/httpapi":        {"internal/daemon"},
+	"internal/store/sqlite":   {"internal/daemon"},
+	"internal/store/postgres": {"internal/daemon"},
+	"internal/agent/mock":     {"internal/daemon"},
 }
 
 // allowance is a known exception to the table: file may import imp

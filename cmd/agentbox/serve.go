@@ -132,6 +132,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&cfg.Listen, "listen", daemon.DefaultListen, "address: host:port or unix:/path [AGENTBOX_LISTEN]")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default ~/.local/share/agentbox) [AGENTBOX_DATA_DIR]")
 	f.StringVar(&cfg.DBPath, "db", "", "SQLite database file (default DATA_DIR/agentbox.db) [AGENTBOX_DB]")
+	f.StringVar(&cfg.Store, "store", "", "the store: sqlite (default: the --db file) or a PostgreSQL DSN, postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=..., which several daemons may share (see docs/postgres.md); the password is never logged [AGENTBOX_STORE]")
 	f.StringVar(&cfg.Token, "token", "", "bearer token clients must send [AGENTBOX_TOKEN]")
 	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "no authentication: no token, not even DATA_DIR/token; any local user (or anyone, on a non-loopback address) drives the daemon")
 	f.StringVar(&allowedHosts, "allowed-hosts", "", "comma-separated names (or name:port) clients may reach the daemon by, besides loopback addresses, localhost and the listen address; * allows any Host [AGENTBOX_ALLOWED_HOSTS]")

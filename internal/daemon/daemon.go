@@ -86,6 +86,11 @@ type Config struct {
 	DataDir string
 	// DBPath overrides the database file. Default DataDir/agentbox.db.
 	DBPath string
+	// Store selects the store: empty (or "sqlite") is SQLite at DBPath;
+	// a PostgreSQL DSN (postgres://...) is the PostgreSQL store, which
+	// several daemons may share (storeopen.go). Its password is never
+	// logged.
+	Store string
 	// Token is the bearer token clients must send. Without one, the daemon
 	// uses (making it if needed) the token in DATA_DIR/token, mode 0600,
 	// which the CLI reads; a non-loopback Listen needs Token set. With
@@ -455,30 +460,26 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 
 // openedStore is the outcome of openStore's goroutine.
 type openedStore struct {
-	st   *sqlite.Store
+	st   store.Store
 	err  error
 	took time.Duration
 }
 
-// openStore starts opening the SQLite store on another goroutine; await
+// openStore starts opening the store (openBackend) on another goroutine; await
 // gives its outcome (awaitStore). The cleanup waits for the opening and
 // closes what it opened.
 func (d *Daemon) openStore(ctx context.Context, cu *cleanup) (await func() openedStore, err error) {
 	if err := failStep("store"); err != nil {
 		return nil, err
 	}
-	opts := sqlite.Options{}
-	if d.cfg.SyncNormal {
-		opts.Sync = sqlite.SyncNormal
+	if _, err := storeKind(d.cfg.Store); err != nil {
+		return nil, err
 	}
-	path := d.cfg.DBPath
+	cfg := d.cfg
 	c := make(chan openedStore, 1)
 	go func() {
 		start := time.Now()
-		st, err := sqlite.Open(ctx, path, opts)
-		if err != nil {
-			err = fmt.Errorf("open store %s: %w", path, err)
-		}
+		st, err := openBackend(ctx, cfg)
 		c <- openedStore{st: st, err: err, took: time.Since(start)}
 	}()
 	await = sync.OnceValue(func() openedStore { return <-c })
@@ -914,7 +915,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		auth = "none (--insecure-no-auth)"
 	}
 	d.trace.step("serve")
-	d.log.Info("agentbox serving", "url", d.url, "db", d.cfg.DBPath, "version", version.String(), "auth", auth,
+	d.log.Info("agentbox serving", "url", d.url, "db", storeName(d.cfg), "version", version.String(), "auth", auth,
 		"start", d.trace.total().Round(10*time.Microsecond))
 	d.log.Debug("start-up trace", d.trace.attrs()...)
 	// What no request needs before the first sandbox starts now, beside
