@@ -107,6 +107,7 @@ type writer struct {
 	stopped bool
 	signal  chan struct{} // something queued, or stop
 	exited  chan struct{}
+	conn    *pgconn.PgConn // the writer goroutine's own
 }
 
 func (w *writer) init() {
@@ -165,6 +166,11 @@ func (w *writer) take(limit int) (batch []*appendOp, stopped bool) {
 
 func (s *Store) writeLoop() {
 	defer close(s.w.exited)
+	defer func() {
+		if s.w.conn != nil {
+			closeConn(s.w.conn)
+		}
+	}()
 	for range s.w.signal {
 		for {
 			batch, stopped := s.w.take(s.opts.MaxBatch)
@@ -224,9 +230,12 @@ func appendParams(sessionID string, evs []event.Event) []param {
 }
 
 // commit writes a batch in one implicit transaction and one round trip,
-// answers each op and wakes the local subscribers. If the server refuses
-// the batch (one op's data, say), each op is tried alone so that one bad
-// append does not fail the others.
+// answers each op and wakes the local subscribers. The ops of one session
+// are joined into one statement (one row lock, one notification), and
+// sessions are locked in the order of their IDs, the same in every process,
+// so that two daemons' batches never deadlock. If the server refuses the
+// batch (one op's data, say), each op is tried alone so that one bad append
+// does not fail the others.
 func (s *Store) commit(batch []*appendOp) {
 	live := batch[:0:0]
 	for _, op := range batch {
@@ -239,21 +248,30 @@ func (s *Store) commit(batch []*appendOp) {
 	if len(live) == 0 {
 		return
 	}
-	// One lock order for every process: by session, keeping each
-	// session's appends in the order they came.
 	slices.SortStableFunc(live, func(a, b *appendOp) int { return strings.Compare(a.sessionID, b.sessionID) })
 	now := time.Now().UTC()
-	var b pgconn.Batch
-	for _, op := range live {
-		for i := range op.evs {
-			if op.evs[i].Time.IsZero() {
-				op.evs[i].Time = now
+	var groups [][]*appendOp // the ops of one session, in the order they came
+	for i, op := range live {
+		for j := range op.evs {
+			if op.evs[j].Time.IsZero() {
+				op.evs[j].Time = now
 			}
 		}
-		vals, oids, formats := split(appendParams(op.sessionID, op.evs))
-		b.ExecParams(appendSQL, vals, oids, formats, allBinary)
+		if i == 0 || op.sessionID != live[i-1].sessionID {
+			groups = append(groups, nil)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], op)
 	}
-	results, err := s.execBatch(s.ctx, &b)
+	var b pgconn.Batch
+	for _, g := range groups {
+		var evs []event.Event
+		for _, op := range g {
+			evs = append(evs, op.evs...)
+		}
+		vals, _, formats := split(appendParams(g[0].sessionID, evs))
+		b.ExecPrepared(appendStmt, vals, formats, allBinary)
+	}
+	results, err := s.w.exec(s.ctx, s.pool.cfg, &b)
 	if err != nil {
 		if serverError(err) && len(live) > 1 {
 			for _, op := range live {
@@ -266,25 +284,71 @@ func (s *Store) commit(batch []*appendOp) {
 		}
 		return
 	}
-	for i, op := range live {
+	for i, g := range groups {
 		rows := results[i].Rows
-		if len(rows) == 0 {
-			op.done <- store.ErrNotFound
-			continue
+		var last int64
+		if len(rows) > 0 {
+			last, err = getInt8(rows[0][0])
 		}
-		last, err := getInt8(rows[0][0])
-		if err != nil {
-			op.done <- err
-			continue
+		n := int64(0)
+		for _, op := range g {
+			n += int64(len(op.evs))
 		}
-		first := last - int64(len(op.evs)) + 1
-		for j := range op.evs {
-			op.evs[j].Seq = first + int64(j)
-			op.evs[j].SessionID = op.sessionID
+		next := last - n + 1
+		for _, op := range g {
+			switch {
+			case len(rows) == 0:
+				op.done <- store.ErrNotFound
+				continue
+			case err != nil:
+				op.done <- err
+				continue
+			}
+			for j := range op.evs {
+				op.evs[j].Seq = next
+				op.evs[j].SessionID = op.sessionID
+				next++
+			}
+			op.done <- nil
 		}
-		op.done <- nil
-		s.hub.wake(op.sessionID, last)
+		if len(rows) > 0 && err == nil {
+			s.hub.wake(g[0].sessionID, last)
+		}
 	}
+}
+
+// appendStmt is appendSQL prepared on the writer's connection.
+const appendStmt = "agentbox_append"
+
+// exec runs b on the writer's own connection, opening it (and preparing
+// appendSQL on it) when there is none or the last one failed.
+func (w *writer) exec(ctx context.Context, cfg *pgconn.Config, b *pgconn.Batch) ([]*pgconn.Result, error) {
+	if w.conn == nil || w.conn.IsClosed() || w.conn.IsBusy() || w.conn.TxStatus() != 'I' {
+		if w.conn != nil {
+			closeConn(w.conn)
+			w.conn = nil
+		}
+		c, err := pgconn.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		_, oids, _ := split(appendParams("", nil))
+		if _, err := c.Prepare(ctx, appendStmt, appendSQL, oids); err != nil {
+			closeConn(c)
+			return nil, err
+		}
+		w.conn = c
+	}
+	results, err := w.conn.ExecBatch(ctx, b).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			return nil, r.Err
+		}
+	}
+	return results, nil
 }
 
 // execBatch runs b on a pooled connection.
