@@ -216,12 +216,12 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
 
 // Redact returns dsn with its password replaced, for logs and errors. A URL
-// that does not parse is not shown at all.
+// (of any scheme) that does not parse is not shown at all.
 func Redact(dsn string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
-			return "(unparsable postgres URL)"
+			return "(unparsable URL)"
 		}
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")

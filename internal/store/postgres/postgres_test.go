@@ -128,7 +128,8 @@ func TestRedact(t *testing.T) {
 		{"postgres://u:pw@h/db?password=s3cret", "postgres://u:xxxxx@h/db?password=xxxxx"},
 		{"host=h user=u password=s3cret dbname=db", "host=h user=u password=xxxxx dbname=db"},
 		{"host=h password='s3 cret' dbname=db", "host=h password=xxxxx dbname=db"},
-		{"postgres://u:s3cret@h:bad port/db", "(unparsable postgres URL)"},
+		{"postgres://u:s3cret@h:bad port/db", "(unparsable URL)"},
+		{"mysql://u:s3cret@h/db", "mysql://u:xxxxx@h/db"},
 	}
 	for _, tc := range tests {
 		if got := Redact(tc.in); got != tc.want {
