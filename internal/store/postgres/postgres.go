@@ -241,7 +241,7 @@ func Redact(dsn string) string {
 // closedErr is ErrClosed when the store closed under a call, else err.
 func (s *Store) closedErr(err error) error {
 	if err != nil && s.ctx.Err() != nil && !errors.Is(err, store.ErrClosed) {
-		return fmt.Errorf("%w: %v", store.ErrClosed, err)
+		return fmt.Errorf("%w: %w", store.ErrClosed, err)
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,5 +210,29 @@ func TestMigrateConcurrent(t *testing.T) {
 	if s, err := Open(t.Context(), dsn, Options{}); err == nil {
 		s.Close()
 		t.Error("Open of a database with a newer schema succeeded")
+	}
+}
+
+// TestMigrationsParallelSQLite: one migration scheme for both stores, the
+// same versions under the same names, so that a schema change is made in
+// both or in neither.
+func TestMigrationsParallelSQLite(t *testing.T) {
+	pg, err := store.LoadMigrations(migrationFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lite, err := store.LoadMigrations(os.DirFS("../sqlite"), "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ms []store.Migration) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	if !slices.Equal(names(pg), names(lite)) {
+		t.Errorf("postgres migrations %v, sqlite %v: want the same versions and names", names(pg), names(lite))
 	}
 }

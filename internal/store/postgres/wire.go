@@ -106,14 +106,6 @@ func getInt8(v []byte) (int64, error) {
 	return 0, fmt.Errorf("integer column of %d bytes", len(v))
 }
 
-// clone copies a column value out of pgconn's buffer; NULL stays nil.
-func clone(v []byte) []byte {
-	if v == nil {
-		return nil
-	}
-	return append([]byte{}, v...)
-}
-
 // Times are stored as int8 unix nanoseconds, as the SQLite store does:
 // timestamptz keeps only microseconds.
 var (
