@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/store"
-	"github.com/agentbox/agentbox/internal/store/postgres"
 	"github.com/agentbox/agentbox/internal/store/sqlite"
 )
 
@@ -22,14 +21,14 @@ func storeKind(spec string) (string, error) {
 	case strings.Contains(s, "=") && (strings.Contains(s, "host=") || strings.Contains(s, "dbname=")):
 		return "postgres", nil
 	}
-	return "", fmt.Errorf("--store %q: want sqlite (the default) or a PostgreSQL DSN (postgres://user:password@host:port/database)", postgres.Redact(spec))
+	return "", fmt.Errorf("--store %q: want sqlite (the default) or a PostgreSQL DSN (postgres://user:password@host:port/database)", store.RedactDSN(spec))
 }
 
 // storeName describes the configured store for logs: the SQLite file, or
 // the PostgreSQL DSN without its password.
 func storeName(cfg Config) string {
 	if kind, _ := storeKind(cfg.Store); kind == "postgres" {
-		return postgres.Redact(cfg.Store)
+		return store.RedactDSN(cfg.Store)
 	}
 	return cfg.DBPath
 }
@@ -42,9 +41,9 @@ func openBackend(ctx context.Context, cfg Config) (store.Store, error) {
 		return nil, err
 	}
 	if kind == "postgres" {
-		st, err := postgres.Open(ctx, cfg.Store, postgres.Options{})
+		st, err := openPostgres(ctx, cfg.Store)
 		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", postgres.Redact(cfg.Store), err)
+			return nil, fmt.Errorf("open store %s: %w", store.RedactDSN(cfg.Store), err)
 		}
 		return st, nil
 	}

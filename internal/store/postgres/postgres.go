@@ -28,9 +28,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -213,30 +210,8 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	return nil
 }
 
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
-
-// Redact returns dsn with its password replaced, for logs and errors. A URL
-// (of any scheme) that does not parse is not shown at all.
-func Redact(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "(unparsable URL)"
-		}
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		q := u.Query()
-		for k := range q {
-			if strings.Contains(strings.ToLower(k), "password") {
-				q.Set(k, "xxxxx")
-			}
-		}
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
-}
+// Redact returns dsn with its password replaced (store.RedactDSN).
+func Redact(dsn string) string { return store.RedactDSN(dsn) }
 
 // closedErr is ErrClosed when the store closed under a call, else err.
 func (s *Store) closedErr(err error) error {
