@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
@@ -51,7 +52,8 @@ func TestStorePostgresTwoDaemons(t *testing.T) {
 	if dsn == "" {
 		t.Skip("AGENTBOX_TEST_POSTGRES is not set: no PostgreSQL server (scripts/test starts one with scripts/postgres and sets it)")
 	}
-	schema := "agentbox_daemon_" + strings.ToLower(strings.NewReplacer("/", "_").Replace(t.Name()))
+	// A schema of this run's own: test runs may share the server.
+	schema := fmt.Sprintf("agentbox_daemon_%d_%d", os.Getpid(), time.Now().UnixNano())
 	admin := withSearchPath(t, dsn, "public")
 	adminDaemon := func(sql string) {
 		// The first daemon's migrations make the tables; the schema is

@@ -34,7 +34,7 @@ var benchStores = []benchStore{
 		return s
 	}},
 	{"postgres", func(b *testing.B) store.Store {
-		return open(b, database(b, b.Name()), Options{})
+		return open(b, database(b, b.TempDir()), Options{})
 	}},
 }
 
@@ -106,7 +106,7 @@ func BenchmarkAppendPublishLatency(b *testing.B) {
 		})
 	}
 	b.Run("store=postgres-cross", func(b *testing.B) {
-		dsn := database(b, b.Name())
+		dsn := database(b, b.TempDir())
 		w, r := open(b, dsn, Options{}), open(b, dsn, Options{})
 		b.Cleanup(func() { w.Close(); r.Close() })
 		for i := range 16 {

@@ -165,7 +165,7 @@ func TestOpenBadDSN(t *testing.T) {
 // as daemons starting together do: the advisory lock makes them apply
 // each migration once, and all open.
 func TestMigrateConcurrent(t *testing.T) {
-	dsn := database(t, t.Name())
+	dsn := database(t, t.TempDir())
 	var wg sync.WaitGroup
 	stores := make([]*Store, 4)
 	for i := range stores {

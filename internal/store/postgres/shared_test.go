@@ -55,19 +55,20 @@ func receive(t *testing.T, ch <-chan event.Event, n int) []event.Event {
 	return out
 }
 
-func pair(t *testing.T) (a, b *Store) {
+// pair opens two stores on a database of their own, whose DSN it returns.
+func pair(t *testing.T) (a, b *Store, dsn string) {
 	t.Helper()
-	dsn := database(t, t.Name())
+	dsn = database(t, t.TempDir())
 	a, b = open(t, dsn, Options{}), open(t, dsn, Options{})
 	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
+	return a, b, dsn
 }
 
 // TestCrossStoreStream appends through one store while a subscriber of the
 // other streams: it gets every event once, in order, as stored, including
 // those appended before it subscribed and a resume from a seq.
 func TestCrossStoreStream(t *testing.T) {
-	a, b := pair(t)
+	a, b, _ := pair(t)
 	if err := a.CreateSession(t.Context(), newSession("ses_1")); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestCrossStoreStream(t *testing.T) {
 // the seqs are unique and gapless, and both stores' subscribers see the same
 // log.
 func TestCrossStoreGapless(t *testing.T) {
-	a, b := pair(t)
+	a, b, _ := pair(t)
 	if err := a.CreateSession(t.Context(), newSession("ses_1")); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestCrossStoreGapless(t *testing.T) {
 // server side: its subscriber still gets what the other store appends
 // afterwards (and meanwhile), because the store listens again and re-reads.
 func TestListenerReconnects(t *testing.T) {
-	a, b := pair(t)
+	a, b, dsn := pair(t)
 	if err := a.CreateSession(t.Context(), newSession("ses_1")); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestListenerReconnects(t *testing.T) {
 	receive(t, ch, 1)
 
 	// End every listening backend of the database but the caller's.
-	c, err := pgconn.Connect(t.Context(), database(t, t.Name()))
+	c, err := pgconn.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
