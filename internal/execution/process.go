@@ -59,8 +59,8 @@ type ProcessInfo struct {
 	// latest size set).
 	TTY        bool
 	Rows, Cols int
-	StartedAt time.Time
-	EndedAt   time.Time // zero while running
+	StartedAt  time.Time
+	EndedAt    time.Time // zero while running
 	// Set when ended, as in Result.
 	ExitCode   int
 	Signal     string
