@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,40 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	sdktest.RemoveBinary()
+	removeImages()
 	os.Exit(code)
+}
+
+// built are the images this test binary's tests built: the binary is
+// built anew for each run, so each run's images go at its end (one still
+// used by a container another run made stays).
+var built = struct {
+	sync.Mutex
+	tags map[string]bool
+}{tags: map[string]bool{}}
+
+func keep(tag string) string {
+	built.Lock()
+	defer built.Unlock()
+	built.tags[tag] = true
+	return tag
+}
+
+func removeImages() {
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		return
+	}
+	dc, err := dockerclient.New(dockerclient.WithHost(host))
+	if err != nil {
+		return
+	}
+	defer dc.Close()
+	built.Lock()
+	defer built.Unlock()
+	for tag := range built.tags {
+		_, _ = dc.ImageRemove(context.Background(), tag, dockerclient.ImageRemoveOptions{PruneChildren: true})
+	}
 }
 
 // dockerHost is the private dockerd's address (scripts/test exports it);
@@ -60,7 +94,21 @@ func newProvider(t *testing.T) (*docker.Provider, string) {
 	if err := p.Health(t.Context()); err != nil {
 		t.Fatalf("DOCKER_HOST=%s: %v", host, err)
 	}
+	ensure(t, p, sdktest.Binary(t))
 	return p, dir
+}
+
+// ensure builds the image of binary (Create would), to be removed at the
+// end of the run.
+func ensure(t *testing.T, p *docker.Provider, binary string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	tag, err := p.EnsureImage(ctx, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keep(tag)
 }
 
 func random(t *testing.T) string {
@@ -270,6 +318,7 @@ func TestImageReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := p.EnsureImage(ctx, other)
+	keep(c)
 	if err != nil || c == a || !strings.HasPrefix(c, docker.ImageRepo+":") {
 		t.Fatalf("EnsureImage(other binary) = %q, %v; want a new tag beside %q", c, err, a)
 	}
@@ -363,6 +412,7 @@ func TestCreateFailsClosed(t *testing.T) {
 	if err := os.WriteFile(s.Binary, []byte("#!/bin/false\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	ensure(t, p, s.Binary)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	_, err := p.Create(ctx, s)

@@ -71,7 +71,7 @@ func (p *Provider) EnsureImage(ctx context.Context, binary string) (string, erro
 // imageDigest is the hex sha256 of the layout, the binary and the CA roots.
 func imageDigest(binary string) (string, error) {
 	h := sha256.New()
-	_, _ = io.WriteString(h, imageLayout+"\n") // a hash never fails
+	_, _ = io.WriteString(h, imageLayout+"\n"+dockerfile) // a hash never fails
 	for _, path := range []string{binary, caRoots} {
 		f, err := os.Open(path)
 		if errors.Is(err, os.ErrNotExist) && path == caRoots {
@@ -90,10 +90,15 @@ func imageDigest(binary string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// contextTar writes the build context: the Dockerfile and rootfs/ with the
-// binary as /agentbox, the CA roots, /tmp and the mount point /run/agentbox.
-func contextTar(tw *tar.Writer, binary string) error {
-	if err := addFile(tw, "Dockerfile", []byte(dockerfile), 0o644); err != nil {
+// contextTar writes the build context: the Dockerfile (with env, KEY=VALUE
+// lines of the image's environment) and rootfs/ with the binary as
+// /agentbox, the CA roots, /tmp and the mount point /run/agentbox.
+func contextTar(tw *tar.Writer, binary string, env ...string) error {
+	df := dockerfile
+	for _, e := range env {
+		df += "ENV " + e + "\n"
+	}
+	if err := addFile(tw, "Dockerfile", []byte(df), 0o644); err != nil {
 		return err
 	}
 	for _, d := range []struct {
