@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/docker"
+	"github.com/agentbox/agentbox/internal/provider/providertest"
 	"github.com/agentbox/agentbox/internal/sdkgen/sdktest"
 )
 
@@ -232,6 +233,28 @@ func TestSandboxLifecycle(t *testing.T) {
 	if _, err := p.Connect(ctx, sb.ID, sb.Token); !errors.Is(err, provider.ErrGone) {
 		t.Fatalf("Connect after Destroy = %v, want ErrGone", err)
 	}
+}
+
+// TestConformance runs the providers' conformance suite on the private
+// dockerd; the inner daemon is the container's first process, so killing
+// it is killing the container's.
+func TestConformance(t *testing.T) {
+	providertest.Run(t, func(t *testing.T) providertest.Harness {
+		p, _ := newProvider(t)
+		return providertest.Harness{
+			Provider: p,
+			Binary:   sdktest.Binary(t),
+			KillInner: func(ctx context.Context, id string) error {
+				dc, err := dockerclient.New(dockerclient.WithHost(dockerHost(t)))
+				if err != nil {
+					return err
+				}
+				defer dc.Close()
+				_, err = dc.ContainerKill(ctx, id, dockerclient.ContainerKillOptions{Signal: "KILL"})
+				return err
+			},
+		}
+	})
 }
 
 // TestListFindsLeftover: a sandbox a daemon left (a new provider value,
