@@ -318,6 +318,9 @@ func hostConfig(o options, spec provider.Spec, hostDir string) *container.HostCo
 		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + tmpSize},
 		Runtime:        o.runtime,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		// The inner daemon's log, bounded on the host's disk; read back
+		// for the error when it exits before answering.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "1"}},
 		Resources: container.Resources{
 			NanoCPUs:   int64(cpus * 1e9),
 			Memory:     mem,
@@ -519,7 +522,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	hostDir, err := p.hostDir(res.Container)
 	if err != nil {
 		// Not ours: never removed by Destroy.
-		return fmt.Errorf("%w: %w", errOption, err)
+		return fmt.Errorf("%w: container %.12s is not an agentbox docker sandbox (no label %s); not removed", errOption, res.Container.ID, LabelSandbox)
 	}
 	if _, err := p.cli.ContainerRemove(ctx, res.Container.ID, dockerclient.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		if err = p.mapErr("remove container", err); !errors.Is(err, provider.ErrGone) {

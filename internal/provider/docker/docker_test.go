@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	dockerclient "github.com/moby/moby/client"
 
 	"github.com/agentbox/agentbox/client"
@@ -447,5 +448,37 @@ func TestCreateFailsClosed(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("host directories left: %v", left)
+	}
+}
+
+// TestForeignContainer: a container the provider did not make (no
+// sandbox label) is neither connected to nor removed.
+func TestForeignContainer(t *testing.T) {
+	p, _ := newProvider(t)
+	ctx := t.Context()
+	image := ensure(t, p, sdktest.Binary(t))
+	dc, err := dockerclient.New(dockerclient.WithHost(dockerHost(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	res, err := dc.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Cmd: []string{"version"}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = dc.ContainerRemove(context.Background(), res.ID, dockerclient.ContainerRemoveOptions{Force: true})
+	}()
+	if err := p.Destroy(ctx, res.ID); !errors.Is(err, errkind.Invalid) || errors.Is(err, provider.ErrGone) {
+		t.Fatalf("Destroy(foreign) = %v; want an invalid-request error", err)
+	}
+	if _, err := dc.ContainerInspect(ctx, res.ID, dockerclient.ContainerInspectOptions{}); err != nil {
+		t.Fatalf("the foreign container was removed: %v", err)
+	}
+	if _, err := p.Connect(ctx, res.ID, "t"); !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("Connect(foreign) = %v; want ErrGone", err)
 	}
 }
