@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
@@ -244,7 +245,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RequestTimeout)
 		defer cancel()
 		if kerr := p.Destroy(kctx, sb.SandboxID); kerr != nil {
-			return provider.Sandbox{}, fmt.Errorf("%w (and removing sandbox %s failed: %v; the next start's reconciliation removes it)", err, sb.SandboxID, kerr)
+			return provider.Sandbox{}, fmt.Errorf("%w (and removing sandbox %s failed: %w; the next start's reconciliation removes it)", err, sb.SandboxID, kerr)
 		}
 		return provider.Sandbox{}, err
 	}
@@ -320,7 +321,7 @@ func (p *Provider) waitHealthy(ctx context.Context, sb provider.Sandbox) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: the inner daemon did not answer within %s: %v", provider.ErrUnavailable, p.cfg.StartTimeout, err)
+			return fmt.Errorf("%w: the inner daemon did not answer within %s: %w", provider.ErrUnavailable, p.cfg.StartTimeout, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -439,7 +440,7 @@ func (p *Provider) doHeader(ctx context.Context, method, u string, in any, want 
 		return nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%w: an answer that is not the documented JSON: %v", provider.ErrUnavailable, err)
+		return fmt.Errorf("%w: an answer that is not the documented JSON: %w", provider.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -451,9 +452,9 @@ const maxAnswer = 8 << 20
 func transportError(err error) error {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("%w: timed out: %v", provider.ErrUnavailable, err)
+		return fmt.Errorf("%w: timed out: %w", provider.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: %v", provider.ErrUnavailable, err)
+	return fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
 }
 
 // statusError maps an error answer to the contract's sentinels with the
@@ -488,22 +489,26 @@ func vendorMessage(body []byte) string {
 	return clean(string(body))
 }
 
-// clean bounds a vendor's text for an error message and drops control
-// characters.
+// clean bounds a vendor's text for an error message (at most 300
+// characters) and makes it one printable line.
 func clean(s string) string {
-	const max = 512
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
+	const max = 300
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == max {
+			b.WriteString("…")
+			break
 		}
-		return r
-	}, s)
-	s = strings.TrimSpace(s)
-	if s == "" {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) || r == utf8.RuneError {
+			r = ' '
+		}
+		b.WriteRune(r)
+		n++
+	}
+	out := strings.TrimSpace(b.String())
+	if out == "" {
 		return "(no message)"
 	}
-	return s
+	return out
 }

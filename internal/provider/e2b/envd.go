@@ -134,14 +134,14 @@ func (e envdClient) startDetached(ctx context.Context, cmd string, args []string
 	for {
 		flags, payload, err := readFrame(br)
 		if err != nil {
-			return 0, fmt.Errorf("%w: the process stream: %v", provider.ErrUnavailable, err)
+			return 0, fmt.Errorf("%w: the process stream: %w", provider.ErrUnavailable, err)
 		}
 		if flags&flagEndStream != 0 {
 			return 0, endStreamError(payload)
 		}
 		var ev processEvent
 		if err := json.Unmarshal(payload, &ev); err != nil {
-			return 0, fmt.Errorf("%w: the process stream: %v", provider.ErrUnavailable, err)
+			return 0, fmt.Errorf("%w: the process stream: %w", provider.ErrUnavailable, err)
 		}
 		switch {
 		case ev.Event.Start != nil:
@@ -194,7 +194,7 @@ func readFrame(r io.Reader) (flags byte, msg []byte, err error) {
 func endStreamError(payload []byte) error {
 	var es endStream
 	if err := json.Unmarshal(payload, &es); err != nil {
-		return fmt.Errorf("%w: the end of the process stream: %v", provider.ErrUnavailable, err)
+		return fmt.Errorf("%w: the end of the process stream: %w", provider.ErrUnavailable, err)
 	}
 	if es.Error == nil {
 		return fmt.Errorf("%w: the process stream ended before the start event", provider.ErrUnavailable)

@@ -2,6 +2,7 @@ package vendortest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -82,7 +83,7 @@ func (b *Box) Port(p int) (int, error) {
 	if hp, ok := b.ports[p]; ok {
 		return hp, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
@@ -112,7 +113,9 @@ func (b *Box) Start(argv []string, env map[string]string, cwd string) (pid int, 
 			return 0, err
 		}
 	}
-	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // the fake's sandbox runs what it is asked to, as the vendor's does
+	// Detached from any request on purpose (Kill ends it); the fake's
+	// sandbox runs what it is asked to, as the vendor's does.
+	cmd := exec.CommandContext(context.Background(), args[0], args[1:]...) //nolint:gosec // see above
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + b.Root, "PATH=/usr/bin:/bin"}
 	for k, v := range env {
