@@ -17,17 +17,16 @@ import (
 	"io"
 	"math"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/provider/vendorapi"
 )
 
 // Name is the provider's name in the registry.
@@ -236,7 +235,7 @@ func (p *Provider) start(ctx context.Context, sb sandboxInfo, bin []byte, token 
 	for sb.State != "started" {
 		switch sb.State {
 		case "error", "build_failed", "destroyed", "destroying":
-			return provider.Sandbox{}, fmt.Errorf("%w: daytona: sandbox %s is %s: %s", provider.ErrUnavailable, sb.ID, sb.State, clean(sb.ErrorReason))
+			return provider.Sandbox{}, fmt.Errorf("%w: daytona: sandbox %s is %s: %s", provider.ErrUnavailable, sb.ID, sb.State, vendorapi.Clean(sb.ErrorReason))
 		}
 		select {
 		case <-ctx.Done():
@@ -300,7 +299,7 @@ func (p *Provider) previewURL(ctx context.Context, id string) (string, error) {
 	}
 	u, err := url.Parse(pv.URL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", fmt.Errorf("%w: daytona: preview URL %q of %s", provider.ErrUnavailable, clean(pv.URL), id)
+		return "", fmt.Errorf("%w: daytona: preview URL %q of %s", provider.ErrUnavailable, vendorapi.Clean(pv.URL), id)
 	}
 	return strings.TrimRight(pv.URL, "/"), nil
 }
@@ -425,18 +424,18 @@ func (p *Provider) send(ctx context.Context, method, u, contentType string, body
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
-		return transportError(err)
+		return vendorapi.TransportError(err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, vendorapi.MaxAnswer+1))
 	if err != nil {
-		return transportError(err)
+		return vendorapi.TransportError(err)
 	}
-	if len(b) > maxAnswer {
-		return fmt.Errorf("%w: answer larger than %d bytes", provider.ErrUnavailable, maxAnswer)
+	if len(b) > vendorapi.MaxAnswer {
+		return fmt.Errorf("%w: answer larger than %d bytes", provider.ErrUnavailable, vendorapi.MaxAnswer)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return statusError(resp.StatusCode, b)
+		return vendorapi.StatusError("daytona", resp.StatusCode, b)
 	}
 	if out == nil || len(bytes.TrimSpace(b)) == 0 {
 		return nil
@@ -445,76 +444,4 @@ func (p *Provider) send(ctx context.Context, method, u, contentType string, body
 		return fmt.Errorf("%w: an answer that is not the documented JSON: %w", provider.ErrUnavailable, err)
 	}
 	return nil
-}
-
-const maxAnswer = 8 << 20
-
-func transportError(err error) error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("%w: timed out: %w", provider.ErrUnavailable, err)
-	}
-	return fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
-}
-
-// statusError maps an error answer (Daytona's {statusCode, message,
-// error}) to the contract's sentinels with the vendor's message.
-func statusError(status int, body []byte) error {
-	msg := vendorMessage(body)
-	var kind error
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		kind = provider.ErrCredentials
-	case status == http.StatusTooManyRequests:
-		kind = provider.ErrQuota
-	case status == http.StatusNotFound || status == http.StatusGone:
-		kind = provider.ErrGone
-	case status >= 500:
-		kind = provider.ErrUnavailable
-	default:
-		return fmt.Errorf("daytona answered %d: %s", status, msg)
-	}
-	return fmt.Errorf("%w: daytona answered %d: %s", kind, status, msg)
-}
-
-// vendorMessage is an error answer's message: its "message" field (a
-// string, or NestJS's list of strings), else the body's start.
-func vendorMessage(body []byte) string {
-	var e struct {
-		Message json.RawMessage `json:"message"`
-	}
-	if json.Unmarshal(body, &e) == nil && len(e.Message) > 0 {
-		var s string
-		if json.Unmarshal(e.Message, &s) == nil && s != "" {
-			return clean(s)
-		}
-		var list []string
-		if json.Unmarshal(e.Message, &list) == nil && len(list) > 0 {
-			return clean(strings.Join(list, "; "))
-		}
-	}
-	return clean(string(body))
-}
-
-// clean bounds a vendor's text (300 characters) to one printable line.
-func clean(s string) string {
-	const max = 300
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == max {
-			b.WriteString("…")
-			break
-		}
-		if r < 0x20 || (r >= 0x7f && r < 0xa0) || r == utf8.RuneError {
-			r = ' '
-		}
-		b.WriteRune(r)
-		n++
-	}
-	out := strings.TrimSpace(b.String())
-	if out == "" {
-		return "(no message)"
-	}
-	return out
 }

@@ -14,17 +14,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/provider/vendorapi"
 )
 
 // Name is the provider's name in the registry.
@@ -420,18 +419,18 @@ func (p *Provider) doHeader(ctx context.Context, method, u string, in any, want 
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
-		return transportError(err)
+		return vendorapi.TransportError(err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, vendorapi.MaxAnswer+1))
 	if err != nil {
-		return transportError(err)
+		return vendorapi.TransportError(err)
 	}
-	if len(b) > maxAnswer {
-		return fmt.Errorf("%w: answer larger than %d bytes", provider.ErrUnavailable, maxAnswer)
+	if len(b) > vendorapi.MaxAnswer {
+		return fmt.Errorf("%w: answer larger than %d bytes", provider.ErrUnavailable, vendorapi.MaxAnswer)
 	}
 	if resp.StatusCode != want {
-		return statusError(resp.StatusCode, b)
+		return vendorapi.StatusError("e2b", resp.StatusCode, b)
 	}
 	if hdr != nil {
 		*hdr = resp.Header
@@ -443,72 +442,4 @@ func (p *Provider) doHeader(ctx context.Context, method, u string, in any, want 
 		return fmt.Errorf("%w: an answer that is not the documented JSON: %w", provider.ErrUnavailable, err)
 	}
 	return nil
-}
-
-// maxAnswer bounds what is read of an answer.
-const maxAnswer = 8 << 20
-
-// transportError maps a failed request (no answer) to ErrUnavailable.
-func transportError(err error) error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("%w: timed out: %w", provider.ErrUnavailable, err)
-	}
-	return fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
-}
-
-// statusError maps an error answer to the contract's sentinels with the
-// vendor's message (the document's Error: {code, message}).
-func statusError(status int, body []byte) error {
-	msg := vendorMessage(body)
-	var kind error
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		kind = provider.ErrCredentials
-	case status == http.StatusTooManyRequests: // rate limit, and the team's concurrent sandboxes
-		kind = provider.ErrQuota
-	case status == http.StatusNotFound || status == http.StatusGone:
-		kind = provider.ErrGone
-	case status >= 500:
-		kind = provider.ErrUnavailable
-	default:
-		return fmt.Errorf("e2b answered %d: %s", status, msg)
-	}
-	return fmt.Errorf("%w: e2b answered %d: %s", kind, status, msg)
-}
-
-// vendorMessage is the message of an error answer: the document's Error
-// message when the body is one, else the body's start, printable only.
-func vendorMessage(body []byte) string {
-	var e struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(body, &e) == nil && e.Message != "" {
-		return clean(e.Message)
-	}
-	return clean(string(body))
-}
-
-// clean bounds a vendor's text for an error message (at most 300
-// characters) and makes it one printable line.
-func clean(s string) string {
-	const max = 300
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == max {
-			b.WriteString("…")
-			break
-		}
-		if r < 0x20 || (r >= 0x7f && r < 0xa0) || r == utf8.RuneError {
-			r = ' '
-		}
-		b.WriteRune(r)
-		n++
-	}
-	out := strings.TrimSpace(b.String())
-	if out == "" {
-		return "(no message)"
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/provider/vendorapi"
 )
 
 // envdClient speaks to the envd of one sandbox: its REST file endpoint
@@ -40,15 +41,15 @@ func (e envdClient) upload(ctx context.Context, path string, data []byte) error 
 	e.auth(req)
 	resp, err := e.hc.Do(req)
 	if err != nil {
-		return transportError(err)
+		return vendorapi.TransportError(err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, vendorapi.MaxAnswer))
 	if err != nil {
-		return transportError(err)
+		return vendorapi.TransportError(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return statusError(resp.StatusCode, b)
+		return vendorapi.StatusError("envd", resp.StatusCode, b)
 	}
 	return nil
 }
@@ -123,11 +124,11 @@ func (e envdClient) startDetached(ctx context.Context, cmd string, args []string
 	e.auth(req)
 	resp, err := e.hc.Do(req)
 	if err != nil {
-		return 0, transportError(err)
+		return 0, vendorapi.TransportError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, vendorapi.MaxAnswer))
 		return 0, connectStatusError(resp.StatusCode, b)
 	}
 	br := bufio.NewReader(resp.Body)
@@ -147,7 +148,7 @@ func (e envdClient) startDetached(ctx context.Context, cmd string, args []string
 		case ev.Event.Start != nil:
 			return ev.Event.Start.Pid, nil
 		case ev.Event.End != nil:
-			return 0, fmt.Errorf("the process ended before it started: %s %s", clean(ev.Event.End.Status), clean(ev.Event.End.Error))
+			return 0, fmt.Errorf("the process ended before it started: %s %s", vendorapi.Clean(ev.Event.End.Status), vendorapi.Clean(ev.Event.End.Error))
 		}
 	}
 }
@@ -215,12 +216,12 @@ func connectStatusError(status int, body []byte) error {
 			return connectCodeError(code, ce.Message)
 		}
 	}
-	return statusError(status, body)
+	return vendorapi.StatusError("envd", status, body)
 }
 
 // connectCodeError maps a Connect error code to the contract's sentinels.
 func connectCodeError(code, message string) error {
-	msg := clean(message)
+	msg := vendorapi.Clean(message)
 	var kind error
 	switch code {
 	case "unauthenticated", "permission_denied":
@@ -232,7 +233,7 @@ func connectCodeError(code, message string) error {
 	case "not_found":
 		kind = provider.ErrGone
 	default:
-		return fmt.Errorf("envd answered %s: %s", clean(code), msg)
+		return fmt.Errorf("envd answered %s: %s", vendorapi.Clean(code), msg)
 	}
-	return fmt.Errorf("%w: envd answered %s: %s", kind, clean(code), msg)
+	return fmt.Errorf("%w: envd answered %s: %s", kind, vendorapi.Clean(code), msg)
 }
