@@ -141,6 +141,9 @@ type StartProcess struct {
 	Env          map[string]string `json:"env,omitempty" doc:"Added to the environment the policy defines."`
 	Cwd          string            `json:"cwd,omitempty" maxLength:"4096" doc:"Absolute inside the sandbox, or relative to the workspace."`
 	Stdin        bool              `json:"stdin,omitempty" doc:"Keep standard input open for POST /v1/processes/{id}/stdin."`
+	TTY          bool              `json:"tty,omitempty" doc:"Run the process on a pseudo-terminal: it is the process's standard input, output and error and its controlling terminal. The output is one stdout stream of the terminal's bytes (escape sequences included, for the client to interpret); standard input stays open; POST /v1/processes/{id}/resize changes the size."`
+	Rows         int               `json:"rows,omitempty" minimum:"0" maximum:"1000" doc:"The terminal's height, with tty (default 24)."`
+	Cols         int               `json:"cols,omitempty" minimum:"0" maximum:"1000" doc:"The terminal's width, with tty (default 80)."`
 	Tag          string            `json:"tag,omitempty" maxLength:"128" doc:"A name to find the process by instead of its id; unique among running processes."`
 	Files        map[string]string `json:"files,omitempty" doc:"Files to place in the fresh workspace before the start."`
 	Policy       json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy: a preset name or an inline policy object; empty means exec-default."`
@@ -162,6 +165,9 @@ type Process struct {
 	Pid        int         `json:"pid,omitempty" doc:"Host pid of the process."`
 	Status     string      `json:"status" enum:"running,exited"`
 	StdinOpen  bool        `json:"stdin_open"`
+	TTY        bool        `json:"tty,omitempty" doc:"The process runs on a pseudo-terminal."`
+	Rows       int         `json:"rows,omitempty" doc:"The terminal's height, as last set (with tty)."`
+	Cols       int         `json:"cols,omitempty" doc:"The terminal's width, as last set (with tty)."`
 	StartedAt  time.Time   `json:"started_at"`
 	EndedAt    *time.Time  `json:"ended_at,omitempty"`
 	ExitCode   *int        `json:"exit_code,omitempty" doc:"Set once exited; -1 when a signal ended the process."`
@@ -184,6 +190,12 @@ type ProcessList struct {
 type ProcessInput struct {
 	Data  string `json:"data,omitempty" maxLength:"1048576" doc:"Bytes to write to standard input."`
 	Close bool   `json:"close,omitempty" doc:"Close standard input after writing data."`
+}
+
+// TerminalSize is the body of POST /v1/processes/{id}/resize.
+type TerminalSize struct {
+	Rows int `json:"rows" minimum:"1" maximum:"1000" doc:"Height in rows."`
+	Cols int `json:"cols" minimum:"1" maximum:"1000" doc:"Width in columns."`
 }
 
 // ProcessSignal is the body of POST /v1/processes/{id}/signal.
@@ -286,6 +298,16 @@ func (c *Client) SendStdin(ctx context.Context, idOrTag, data string, closeStdin
 		return err
 	}
 	return c.do(ctx, http.MethodPost, p, nil, ProcessInput{Data: data, Close: closeStdin}, nil)
+}
+
+// Resize sets the size of a tty process's terminal; the process gets
+// SIGWINCH. A process without a terminal is a 409 conflict.
+func (c *Client) Resize(ctx context.Context, idOrTag string, rows, cols int) error {
+	p, err := processPath(idOrTag, "resize")
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, p, nil, TerminalSize{Rows: rows, Cols: cols}, nil)
 }
 
 // Signal sends a signal ("SIGTERM", "SIGKILL", ...) to a process.

@@ -237,3 +237,36 @@ func TestProcessStreamContextEnds(t *testing.T) {
 		}
 	}
 }
+
+func TestProcessTerminal(t *testing.T) {
+	c := execServer(t, nil)
+	ctx := t.Context()
+	p, err := c.StartProcess(ctx, client.StartProcess{Argv: []string{"sh", "-c", "read x; stty size"}, TTY: true, Rows: 20, Cols: 70})
+	if err != nil || !p.TTY || p.Rows != 20 || p.Cols != 70 {
+		t.Fatalf("started %+v, %v", p, err)
+	}
+	if err := c.Resize(ctx, p.ID, 33, 101); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendStdin(ctx, p.ID, "\n", false); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for ev, err := range c.ProcessStream(ctx, p.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Output != nil {
+			out.WriteString(ev.Output.Data)
+		}
+	}
+	if !strings.HasSuffix(out.String(), "33 101\r\n") {
+		t.Fatalf("output %q", out.String())
+	}
+	if err := c.Resize(ctx, p.ID, 10, 10); !client.HasProblemType(err, client.ProblemConflict) {
+		t.Fatalf("resize after the end: %v", err)
+	}
+	if err := c.Resize(ctx, "", 10, 10); err == nil {
+		t.Fatal("resize of no process")
+	}
+}

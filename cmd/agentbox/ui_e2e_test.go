@@ -230,6 +230,29 @@ func TestInspectorInBrowser(t *testing.T) {
 	} else {
 		t.Log("the daemon has no diff API: the page says so")
 	}
+	// The exec console: its terminal renderer on hostile and ordinary
+	// input, then bash on a pseudo-terminal in a sandbox.
+	for _, tc := range []struct{ in, want string }{
+		{"ab\bc\r\nx", "ac\nx\n"},
+		{"gone\x1b[2J\x1b[Hz", "z\n\n"},
+		{"\x1b]0;<img src=x onerror=window.__pwned=5>\x07\x1b[31mred\x1b[0m \x1b[?25lok", "red ok\n\n"},
+		{"1\r\n2\r\n3\r\n4", "2\n3\n4"},
+		{"hello\x1b[3D\x1b[K!\x1b[2;3Hx", "he!\n  x\n"},
+		{"\x1b[999999;999999Hend\x1b[A\x1b", "\n         e\nnd"},
+		{"0123456789abc", "0123456789\nabc\n"},
+	} {
+		in, _ := json.Marshal(tc.in)
+		got := evalJS[string](ctx, t, fmt.Sprintf(`(() => { const t = new Term(3, 10); t.write(%s); return t.text(); })()`, in))
+		if got != tc.want {
+			t.Errorf("Term renders %q as %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	run("console tab", chromedp.Click(chromedp.CSS("#tabbtn-console")), chromedp.Click(chromedp.CSS("#console-start")))
+	wait("the console's process", `document.getElementById('console-msg').textContent.includes('prc_')`)
+	run("type a command", chromedp.SendKeys(chromedp.CSS("#console-screen"), "echo hi\r"))
+	wait("the command's output on the screen", `document.getElementById('console-screen').textContent.split('\n').some(l => l.trim() === 'hi')`)
+	screenshot("inspector-console.png")
+	run("kill the console", chromedp.Click(chromedp.CSS("#console-stop")))
 	run("back to the conversation", chromedp.Click(chromedp.CSS("#tabbtn-conversation")))
 
 	// The connection breaks (a proxy's restart, a laptop's sleep) while

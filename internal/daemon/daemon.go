@@ -878,7 +878,10 @@ func listen(ctx context.Context, addr string) (net.Listener, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("listen %s: %w", addr, err)
 		}
-		if err := os.Chmod(path, 0o600); err != nil {
+		if err := os.Chmod(path, 0o600); err != nil && !privateDir(filepath.Dir(path)) {
+			// A socket whose mode cannot be set (gVisor's host sockets,
+			// the Docker provider's runsc) is private only in a private
+			// directory.
 			ln.Close()
 			return nil, "", fmt.Errorf("chmod %s: %w", path, err)
 		}
@@ -889,6 +892,13 @@ func listen(ctx context.Context, addr string) (net.Listener, string, error) {
 		return nil, "", fmt.Errorf("listen %s: %w", addr, err)
 	}
 	return ln, "http://" + ln.Addr().String(), nil
+}
+
+// privateDir says whether dir is closed to group and others: a socket in it
+// is reachable by its owner alone, whatever the socket's own mode.
+func privateDir(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir() && fi.Mode().Perm()&0o077 == 0
 }
 
 // URL is the base URL clients use (http://host:port or unix:///path).

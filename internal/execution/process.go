@@ -28,6 +28,12 @@ type StartRequest struct {
 	// Stdin opens the process's standard input for SendStdin; otherwise
 	// it reads /dev/null.
 	Stdin bool
+	// TTY runs the process on a pseudo-terminal of Rows by Cols (0: 24
+	// by 80): the terminal is its standard input, output and error and
+	// its controlling terminal, its output is one stdout stream, its
+	// input is always open for SendStdin, and Resize changes its size.
+	TTY        bool
+	Rows, Cols int
 	// Tag is an optional caller-chosen name, unique among running
 	// processes, to find the process again without its id.
 	Tag     string
@@ -49,8 +55,12 @@ type ProcessInfo struct {
 	Running bool
 	// StdinOpen: SendStdin is possible.
 	StdinOpen bool
-	StartedAt time.Time
-	EndedAt   time.Time // zero while running
+	// TTY: the process runs on a pseudo-terminal of Rows by Cols (the
+	// latest size set).
+	TTY        bool
+	Rows, Cols int
+	StartedAt  time.Time
+	EndedAt    time.Time // zero while running
 	// Set when ended, as in Result.
 	ExitCode   int
 	Signal     string
@@ -67,6 +77,15 @@ type ProcessInfo struct {
 // maxTag bounds a tag's length.
 const maxTag = 128
 
+// Terminal sizes: the default of a TTY process, and the largest accepted
+// (in each dimension; a bound on what a program sized by it may
+// allocate, far beyond any screen).
+const (
+	DefaultRows = 24
+	DefaultCols = 80
+	MaxTermSize = 1000
+)
+
 // proc is one started process.
 type proc struct {
 	id, tag string
@@ -79,8 +98,15 @@ type proc struct {
 	k       killer
 	done    chan struct{}
 
+	// term: the process runs on a pseudo-terminal whose master is also
+	// stdin (input is written to it, output read from it by
+	// pumpTerminal); pumped is closed when that reader has stopped.
+	term   bool
+	master *os.File
+	pumped chan struct{}
+
 	stdinMu sync.Mutex
-	stdin   *os.File // write end; nil when closed or never opened
+	stdin   *os.File // write end (a terminal's master); nil when closed or never opened
 	// stdinEnded: the process ended while its stdin was open, and the
 	// daemon closed it. A client's close that arrives after that (the
 	// last line and the close sent together to a process that exits on
@@ -138,6 +164,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		}
 	}
 	pr.outs = [2]*procWriter{{r: pr.out, stream: Stdout}, {r: pr.out, stream: Stderr}}
+	rows, cols := termSize(req)
 	cmd := sandbox.Cmd{
 		Args:    req.Argv,
 		Env:     req.Env,
@@ -147,7 +174,19 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		Timeout: effectiveTimeout(req.Timeout, b.spec.Limits.Timeout),
 	}
 	var stdinR *os.File
-	if req.Stdin {
+	if req.TTY {
+		master, slave, err := openPTY(uint16(rows), uint16(cols))
+		if err != nil {
+			s.report("process:"+pr.id, b.release(s.opts.Log))
+			return ProcessInfo{}, err
+		}
+		// The slave is the process's stdin, stdout and stderr; closing
+		// our copy after the start (stdinR) leaves the process the only
+		// holder, so the master reads EIO once it and its children are
+		// gone.
+		pr.term, pr.master, pr.pumped, pr.stdin = true, master, make(chan struct{}), master
+		stdinR, cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.TTY = slave, slave, slave, slave, true
+	} else if req.Stdin {
 		r, w, err := os.Pipe()
 		if err != nil {
 			s.report("process:"+pr.id, b.release(s.opts.Log))
@@ -171,6 +210,10 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 	pr.k.set(p)
 	pr.info = ProcessInfo{ID: pr.id, Tag: pr.tag, Argv: pr.argv, Pid: p.Pid(), Running: true, StartedAt: pr.started, Sandbox: b.info(),
 		Adjusted: append(adjusted, timeoutAdjusted(req.Timeout, cmd.Timeout)...)}
+	if pr.term {
+		pr.info.TTY, pr.info.Rows, pr.info.Cols = true, rows, cols
+		go pr.pumpTerminal()
+	}
 
 	s.mu.Lock()
 	s.procs[pr.id] = pr
@@ -197,6 +240,12 @@ func checkStart(req StartRequest) error {
 		return fmt.Errorf("%w: cwd %q must be absolute or stay inside the workspace", ErrInvalid, req.Cwd)
 	case req.Sandbox != nil && (!req.Policy.IsZero() || len(req.Files) > 0):
 		return fmt.Errorf("%w: a process in an existing sandbox takes no policy or files", ErrInvalid)
+	case !req.TTY && (req.Rows != 0 || req.Cols != 0):
+		return fmt.Errorf("%w: rows and cols go with tty", ErrInvalid)
+	case req.TTY && (req.Rows != 0 || req.Cols != 0):
+		if err := checkTermSize(req.Rows, req.Cols); err != nil {
+			return err
+		}
 	}
 	for name := range req.Files {
 		if err := checkFilePath(name); err != nil {
@@ -204,6 +253,26 @@ func checkStart(req StartRequest) error {
 		}
 	}
 	return nil
+}
+
+// checkTermSize bounds a terminal's size.
+func checkTermSize(rows, cols int) error {
+	if rows < 1 || rows > MaxTermSize || cols < 1 || cols > MaxTermSize {
+		return fmt.Errorf("%w: a terminal is 1 to %d rows by 1 to %d columns, not %d by %d", ErrInvalid, MaxTermSize, MaxTermSize, rows, cols)
+	}
+	return nil
+}
+
+// termSize is the size a TTY process starts with.
+func termSize(req StartRequest) (rows, cols int) {
+	rows, cols = req.Rows, req.Cols
+	if rows == 0 {
+		rows = DefaultRows
+	}
+	if cols == 0 {
+		cols = DefaultCols
+	}
+	return rows, cols
 }
 
 // cwdInside resolves a relative cwd against the workspace as seen inside.
@@ -253,6 +322,13 @@ func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
 	stop := backstopKill(timeout, &pr.k)
 	exit, err := pr.p.Wait()
 	stop()
+	if pr.term {
+		// The output the terminal still holds comes next; a child left
+		// holding the terminal (a background job in a session's
+		// sandbox) may keep it open, so the reading stops after a grace.
+		_ = pr.master.SetReadDeadline(time.Now().Add(terminalDrainGrace))
+		<-pr.pumped
+	}
 	for _, w := range pr.outs {
 		w.flush()
 	}
@@ -318,6 +394,34 @@ func (pr *proc) endStdin() {
 	if pr.stdin != nil {
 		_ = pr.stdin.Close()
 		pr.stdin, pr.stdinEnded = nil, true
+	}
+}
+
+// terminalDrainGrace bounds how long a terminal's output is read after
+// its process has ended.
+const terminalDrainGrace = 2 * time.Second
+
+// terminalChunk is the most read from a terminal at once.
+const terminalChunk = 32 << 10
+
+// pumpTerminal copies what the process writes on its terminal into the
+// output ring, as stdout, until the terminal hangs up (every holder of
+// the slave is gone) or wait's deadline. It always reads, whatever the
+// clients do: the ring is bounded and drops the oldest output, so a
+// program that writes without end costs the daemon no more memory, and
+// is never blocked by a client that does not read. The bytes are kept
+// as they are: escape sequences are the client's to interpret.
+func (pr *proc) pumpTerminal() {
+	defer close(pr.pumped)
+	buf := make([]byte, terminalChunk)
+	for {
+		n, err := pr.master.Read(buf)
+		if n > 0 {
+			_, _ = pr.outs[0].Write(buf[:n])
+		}
+		if err != nil {
+			return // EIO: hung up; a deadline; or closed
+		}
 	}
 }
 
@@ -467,9 +571,39 @@ func (s *Service) CloseStdin(idOrTag string) error {
 	if err != nil {
 		return err
 	}
+	if pr.term {
+		return fmt.Errorf("%w: process %s reads a terminal, whose input is not closed: send ^D (\\u0004) for end of input", ErrConflict, pr.id)
+	}
 	if !pr.closeStdinOnce() {
 		return fmt.Errorf("%w: process %s has no open stdin", ErrConflict, pr.id)
 	}
+	return nil
+}
+
+// Resize sets the size of a TTY process's terminal; the process gets
+// SIGWINCH.
+func (s *Service) Resize(idOrTag string, rows, cols int) error {
+	if err := checkTermSize(rows, cols); err != nil {
+		return err
+	}
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return err
+	}
+	if !pr.term {
+		return fmt.Errorf("%w: process %s has no terminal (start it with tty)", ErrConflict, pr.id)
+	}
+	pr.stdinMu.Lock()
+	defer pr.stdinMu.Unlock()
+	if pr.stdin == nil {
+		return fmt.Errorf("%w: process %s has ended", ErrConflict, pr.id)
+	}
+	if err := resizePTY(pr.stdin, uint16(rows), uint16(cols)); err != nil {
+		return fmt.Errorf("resize the terminal of %s: %w", pr.id, err)
+	}
+	pr.mu.Lock()
+	pr.info.Rows, pr.info.Cols = rows, cols
+	pr.mu.Unlock()
 	return nil
 }
 

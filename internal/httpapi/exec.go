@@ -29,6 +29,7 @@ type ExecService interface {
 	Subscribe(ctx context.Context, idOrTag string, after int64) (<-chan execution.Event, error)
 	SendStdin(ctx context.Context, idOrTag string, data []byte) error
 	CloseStdin(idOrTag string) error
+	Resize(idOrTag string, rows, cols int) error
 	Signal(idOrTag string, sig os.Signal) error
 	Wait(ctx context.Context, idOrTag string) (execution.ProcessInfo, error)
 	Remove(ctx context.Context, idOrTag string) error
@@ -99,6 +100,11 @@ type processStdinInput struct {
 type processSignalInput struct {
 	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
 	Body client.ProcessSignal
+}
+
+type processResizeInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Process ID or tag."`
+	Body client.TerminalSize
 }
 
 type processWaitInput struct {
@@ -216,7 +222,7 @@ func toAdjustments(in []policy.Adjustment) []client.LimitAdjustment {
 func toProcess(in execution.ProcessInfo) client.Process {
 	p := client.Process{
 		ID: in.ID, Tag: in.Tag, Argv: nonNil(in.Argv), Pid: in.Pid, Status: client.ProcessRunning,
-		StdinOpen: in.StdinOpen, StartedAt: in.StartedAt.UTC(), LastSeq: in.LastSeq, Sandbox: toSandboxInfo(in.Sandbox),
+		StdinOpen: in.StdinOpen, TTY: in.TTY, Rows: in.Rows, Cols: in.Cols, StartedAt: in.StartedAt.UTC(), LastSeq: in.LastSeq, Sandbox: toSandboxInfo(in.Sandbox),
 		Adjusted: toAdjustments(in.Adjusted),
 	}
 	if !in.Running {
@@ -307,6 +313,15 @@ var execOps = []route{
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
 	}},
 
+	&op[processResizeInput, struct{}]{h: (*server).resizeProcess, opSpec: opSpec{
+		ID: "resizeProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/resize", Tag: "processes",
+		Summary: "Resize a process's terminal",
+		Description: "Sets the size of the pseudo-terminal of a process started with tty; the process gets SIGWINCH. " +
+			"A process without a terminal, or one that has ended, is a 409 conflict; a size out of 1 to 1000 is a 422.",
+		Status: http.StatusNoContent,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}},
+
 	&op[processWaitInput, processOutput]{h: (*server).waitProcess, opSpec: opSpec{
 		ID: "waitProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/wait", Tag: "processes",
 		Summary:     "Wait for a process to exit",
@@ -320,7 +335,8 @@ var execOps = []route{
 		Description: "A Server-Sent Events stream of the process's output: what the buffer still holds after the resume point, then new output " +
 			"as it comes, then an exit event, after which the stream ends. Each event is sent as\n\n" +
 			"    id: <seq>\n    event: stdout | stderr | dropped | exit\n    data: <JSON, on one line>\n\n" +
-			"A dropped event stands for output the bounded buffer no longer holds. To resume, reconnect with Last-Event-ID " +
+			"A dropped event stands for output the bounded buffer no longer holds (the daemon keeps the last 1 MiB of each process's output by default). " +
+			"A tty process's output is one stdout stream of the terminal's bytes, so a reconnecting terminal replays the screen output the buffer holds. To resume, reconnect with Last-Event-ID " +
 			"(EventSource does this by itself) or ?after= set to the last seq received.",
 		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
 		Stream: streamProcess,
@@ -389,7 +405,7 @@ func (s *server) startProcess(ctx context.Context, in *startProcessInput) (*proc
 	b := in.Body
 	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in check
 	info, err := svc.Start(ctx, execution.StartRequest{
-		Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, Tag: b.Tag, Files: toFiles(b.Files),
+		Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, TTY: b.TTY, Rows: b.Rows, Cols: b.Cols, Tag: b.Tag, Files: toFiles(b.Files),
 		Policy: ref, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
 	})
 	if err != nil {
@@ -462,6 +478,17 @@ func (s *server) signalProcess(ctx context.Context, in *processSignalInput) (*st
 		return nil, s.fail(ctx, err)
 	}
 	if err := svc.Signal(in.ID, sig); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &struct{}{}, nil
+}
+
+func (s *server) resizeProcess(ctx context.Context, in *processResizeInput) (*struct{}, error) {
+	svc, err := s.execSvc()
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Resize(in.ID, in.Body.Rows, in.Body.Cols); err != nil {
 		return nil, s.fail(ctx, err)
 	}
 	return &struct{}{}, nil

@@ -399,3 +399,53 @@ func FuzzPolicyRef(f *testing.F) {
 		}
 	})
 }
+
+// TestProcessTerminalRoutes: a tty process through the API, resize and
+// its problems; the terminal itself is tested in internal/execution.
+func TestProcessTerminalRoutes(t *testing.T) {
+	h, _ := newExecHarness(t, 0)
+	var p client.Process
+	h.do("POST", "/v1/processes", `{"argv":["sh","-c","stty size; read x; stty size"],"tty":true,"rows":30,"cols":90}`).ok(t, 201, &p)
+	if !p.TTY || p.Rows != 30 || p.Cols != 90 || !p.StdinOpen {
+		t.Fatalf("created %+v", p)
+	}
+	var piped client.Process
+	h.do("POST", "/v1/processes", `{"argv":["sleep","60"]}`).ok(t, 201, &piped)
+
+	h.do("POST", "/v1/processes", `{"argv":["true"],"rows":30}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", "/v1/processes", `{"argv":["true"],"tty":true,"rows":100000}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", "/v1/processes/"+piped.ID+"/resize", `{"rows":40,"cols":100}`).problem(t, 409, client.ProblemConflict)
+	h.do("POST", "/v1/processes/"+p.ID+"/resize", `{"rows":0,"cols":100}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", "/v1/processes/"+p.ID+"/resize", `{"rows":40,"cols":5000}`).problem(t, 422, client.ProblemValidation)
+	h.do("POST", "/v1/processes/prc_unknown/resize", `{"rows":40,"cols":100}`).problem(t, 404, client.ProblemNotFound)
+	h.do("POST", "/v1/processes/"+p.ID+"/stdin", `{"close":true}`).problem(t, 409, client.ProblemConflict)
+
+	h.do("POST", "/v1/processes/"+p.ID+"/resize", `{"rows":40,"cols":100}`).ok(t, 204, nil)
+	var got client.Process
+	h.do("GET", "/v1/processes/"+p.ID, "").ok(t, 200, &got)
+	if got.Rows != 40 || got.Cols != 100 {
+		t.Fatalf("after resize %+v", got)
+	}
+	h.do("POST", "/v1/processes/"+p.ID+"/stdin", `{"data":"\n"}`).ok(t, 204, nil)
+	h.do("POST", "/v1/processes/"+p.ID+"/wait", "").ok(t, 200, &got)
+	var text strings.Builder
+	stream := h.openStream("/v1/processes/" + p.ID + "/stream")
+	for {
+		f, ok := stream.next(30 * time.Second)
+		if !ok {
+			break
+		}
+		if f.event == "stderr" {
+			t.Fatalf("a terminal process has one stream: %+v", f)
+		}
+		if f.event == "stdout" {
+			var ch client.OutputChunk
+			_ = json.Unmarshal([]byte(f.data), &ch)
+			text.WriteString(ch.Data)
+		}
+	}
+	if text.String() != "30 90\r\n\r\n40 100\r\n" {
+		t.Fatalf("output %q", text.String())
+	}
+	h.do("POST", "/v1/processes/"+p.ID+"/resize", `{"rows":40,"cols":100}`).problem(t, 409, client.ProblemConflict)
+}

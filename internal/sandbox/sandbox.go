@@ -32,6 +32,9 @@ var (
 	ErrUnavailable = errkind.New(errkind.Policy, "isolation runtime unavailable")
 	// ErrUnknownRuntime: no runtime has the requested name.
 	ErrUnknownRuntime = errkind.New(errkind.Policy, "unknown isolation runtime")
+	// ErrNoTerminal: the runtime cannot give a command a controlling
+	// terminal (Cmd.TTY).
+	ErrNoTerminal = errkind.New(errkind.Invalid, "this isolation runtime gives processes no terminal")
 	// ErrClosed: the sandbox was already closed.
 	ErrClosed = errors.New("sandbox closed")
 )
@@ -336,6 +339,12 @@ type Cmd struct {
 	Stdout, Stderr io.Writer
 	// Timeout overrides Spec.Limits.Timeout for this process when > 0.
 	Timeout time.Duration
+	// TTY: Stdin, Stdout and Stderr are the same *os.File, the slave of a
+	// pseudo-terminal whose master the caller keeps, and the command
+	// gets it as its controlling terminal (it starts a new session). A
+	// runtime that cannot do that refuses the command with an error
+	// wrapping ErrNoTerminal, rather than run it without one.
+	TTY bool
 }
 
 // Process is a process started in a sandbox.

@@ -175,6 +175,11 @@ func (s *hostSandbox) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c.TTY {
+		// A new session whose controlling terminal is stdin; its
+		// process group is the session's, so killTree still works.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

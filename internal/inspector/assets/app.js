@@ -28,7 +28,7 @@ const app = {
 // attribute can carry script (no on* attributes, no href but the page's
 // own hash links, built here).
 const ATTRS = new Set(['type', 'placeholder', 'value', 'title', 'name', 'autocomplete', 'rows',
-  'for', 'id', 'href', 'role', 'aria-label', 'spellcheck', 'min', 'disabled', 'hidden', 'open']);
+  'for', 'id', 'href', 'role', 'aria-label', 'spellcheck', 'min', 'disabled', 'hidden', 'open', 'tabindex']);
 
 // el builds an element: props sets the class ('class'), event listeners
 // ('on' + event), data attributes ('data': object) and attributes of ATTRS;
@@ -300,8 +300,9 @@ class SessionView {
 
     this.files = new FilesPanel(this.id);
     this.diff = new DiffPanel(this.id);
+    this.console = new ConsolePanel(this.id);
     const conv = el('section', { id: 'tab-conversation', class: 'tab' }, this.timeline, composer, this.err);
-    const tabs = { conversation: conv, files: this.files.node, diff: this.diff.node };
+    const tabs = { conversation: conv, files: this.files.node, diff: this.diff.node, console: this.console.node };
     const bar = el('nav', { class: 'tabs' }, Object.keys(tabs).map((name) =>
       el('button', { type: 'button', id: 'tabbtn-' + name, onclick: () => {
         for (const [n, node] of Object.entries(tabs)) node.hidden = n !== name;
@@ -312,11 +313,12 @@ class SessionView {
     bar.firstChild.classList.add('active');
     this.files.node.hidden = true;
     this.diff.node.hidden = true;
+    this.console.node.hidden = true;
 
     append(main, [
       el('div', { class: 'session-head' }, el('a', { href: '#/' }, '← sessions'), ' ',
         el('h2', null, id), ' ', this.status, ' ', this.info, ' ', this.usageEl),
-      bar, conv, this.files.node, this.diff.node]);
+      bar, conv, this.files.node, this.diff.node, this.console.node]);
     this.load();
     this.follow();
   }
@@ -325,6 +327,7 @@ class SessionView {
     this.closed = true;
     this.abort.abort();
     this.files.close();
+    this.console.close();
   }
 
   async load() {
@@ -751,5 +754,252 @@ class DiffPanel {
 // ---------------------------------------------------------------- start
 
 document.getElementById('logout').addEventListener('click', () => forget('Token forgotten.'));
+// ---------------------------------------------------------------- console
+
+// Term is a minimal terminal screen: rows by cols cells of text and a
+// cursor. It handles printable text, CR, LF, backspace, tab, cursor
+// movement (CSI A B C D G H f d) and erasing (CSI J K); every other
+// control character and escape sequence (colours, modes, titles) is read
+// to its end and dropped. It never builds HTML: the screen is shown as
+// the text of one element. The parser keeps its state across writes, and
+// bounds what it keeps (parameters, an OSC string) whatever it is fed.
+class Term {
+  constructor(rows, cols) {
+    this.state = 0; // 0 text, 1 after ESC, 2 CSI, 3 OSC or other string, 4 string after ESC
+    this.params = '';
+    this.resize(rows, cols);
+  }
+
+  resize(rows, cols) {
+    const old = this.lines || [];
+    this.rows = rows;
+    this.cols = cols;
+    this.lines = [];
+    for (let r = 0; r < rows; r++) this.lines.push(this.blank(old[old.length - rows + r]));
+    this.r = Math.min(this.r || 0, rows - 1);
+    this.c = Math.min(this.c || 0, cols - 1);
+  }
+
+  blank(from) {
+    const l = new Array(this.cols).fill(' ');
+    if (from) for (let i = 0; i < Math.min(from.length, this.cols); i++) l[i] = from[i];
+    return l;
+  }
+
+  lineFeed() {
+    if (this.r < this.rows - 1) { this.r++; return; }
+    this.lines.shift();
+    this.lines.push(this.blank());
+  }
+
+  put(ch) {
+    if (this.c >= this.cols) { this.c = 0; this.lineFeed(); }
+    this.lines[this.r][this.c++] = ch;
+  }
+
+  write(s) {
+    for (const ch of s) {
+      const code = ch.codePointAt(0);
+      switch (this.state) {
+        case 0:
+          if (code === 27) this.state = 1;
+          else if (code === 13) this.c = 0;
+          else if (code === 10 || code === 11 || code === 12) this.lineFeed();
+          else if (code === 8) this.c = Math.max(0, Math.min(this.c, this.cols) - 1);
+          else if (code === 9) this.c = Math.min(this.cols - 1, (Math.floor(this.c / 8) + 1) * 8);
+          else if (code >= 32 && code !== 127 && !(code >= 128 && code < 160)) this.put(ch);
+          break; // other control characters: ignored
+        case 1:
+          if (ch === '[') { this.state = 2; this.params = ''; }
+          else if (ch === ']' || ch === 'P' || ch === '_' || ch === '^' || ch === 'X') this.state = 3;
+          else if (ch === 'c') { this.state = 0; this.resize(this.rows, this.cols); this.clear(2); this.r = this.c = 0; }
+          else this.state = 0; // ESC x: dropped
+          break;
+        case 2:
+          if (code >= 0x40 && code <= 0x7e) { this.state = 0; this.csi(ch); }
+          else if (code === 27) this.state = 1;
+          else if (this.params.length < 32) this.params += ch;
+          break;
+        case 3: // a string (OSC ...) ends at BEL or ESC \
+          if (code === 7) this.state = 0;
+          else if (code === 27) this.state = 4;
+          break;
+        case 4:
+          this.state = ch === '\\' ? 0 : 3;
+          break;
+      }
+    }
+  }
+
+  csi(final) {
+    if (/[^0-9;]/.test(this.params)) return; // private modes (?25h, ...): dropped
+    const p = this.params.split(';').map((x) => Math.min(parseInt(x, 10) || 0, 9999));
+    const n = Math.max(1, p[0]);
+    switch (final) {
+      case 'A': this.r = Math.max(0, this.r - n); break;
+      case 'B': this.r = Math.min(this.rows - 1, this.r + n); break;
+      case 'C': this.c = Math.min(this.cols - 1, this.c + n); break;
+      case 'D': this.c = Math.max(0, Math.min(this.c, this.cols) - n); break;
+      case 'G': this.c = Math.min(this.cols - 1, n - 1); break;
+      case 'd': this.r = Math.min(this.rows - 1, n - 1); break;
+      case 'H': case 'f':
+        this.r = Math.min(this.rows - 1, n - 1);
+        this.c = Math.min(this.cols - 1, Math.max(1, p[1] || 0) - 1);
+        break;
+      case 'J': this.clear(p[0]); break;
+      case 'K': this.erase(p[0]); break;
+    }
+  }
+
+  clear(mode) {
+    for (let r = 0; r < this.rows; r++) {
+      if (mode === 2 || mode === 3 || (mode === 0 && r > this.r) || (mode === 1 && r < this.r)) this.lines[r] = this.blank();
+    }
+    if (mode === 0 || mode === 1) this.erase(mode);
+  }
+
+  erase(mode) {
+    const l = this.lines[this.r];
+    const c = Math.min(this.c, this.cols);
+    for (let i = 0; i < this.cols; i++) if (mode === 2 || (mode === 0 && i >= c) || (mode === 1 && i <= c)) l[i] = ' ';
+  }
+
+  text() {
+    return this.lines.map((l) => l.join('').trimEnd()).join('\n');
+  }
+}
+
+// keyBytes is what a key sends to a terminal, '' for none.
+function keyBytes(ev) {
+  const k = ev.key;
+  if (ev.ctrlKey && !ev.altKey && k.length === 1) {
+    const c = k.toUpperCase().charCodeAt(0);
+    return c >= 64 && c <= 95 ? String.fromCharCode(c - 64) : '';
+  }
+  const named = { Enter: '\r', Backspace: '\x7f', Tab: '\t', Escape: '\x1b', ArrowUp: '\x1b[A', ArrowDown: '\x1b[B',
+    ArrowRight: '\x1b[C', ArrowLeft: '\x1b[D', Home: '\x1b[H', End: '\x1b[F', Delete: '\x1b[3~' };
+  if (named[k]) return named[k];
+  return k.length === 1 && !ev.metaKey ? k : '';
+}
+
+// ConsolePanel is an exec console: bash on a pseudo-terminal, in the
+// session's sandbox where the daemon serves processes scoped to a session,
+// else in a fresh sandbox under the default policy.
+class ConsolePanel {
+  constructor(id) {
+    this.id = id;
+    this.base = ''; // the process's API path
+    this.abort = null;
+    this.queue = '';
+    this.sending = false;
+    this.term = new Term(24, 100);
+    this.screen = el('pre', { id: 'console-screen', class: 'console', tabindex: 0, 'aria-label': 'terminal' });
+    this.screen.addEventListener('keydown', (ev) => {
+      const b = keyBytes(ev);
+      if (!b || !this.base) return;
+      ev.preventDefault();
+      this.send(b);
+    });
+    this.msg = el('p', { id: 'console-msg', class: 'muted' },
+      'Starts bash on a terminal in the session\'s sandbox (or, on a daemon without session processes, a fresh sandbox under the default policy).');
+    this.startBtn = el('button', { type: 'button', id: 'console-start', onclick: () => this.start() }, 'Start bash');
+    this.node = el('section', { id: 'tab-console', class: 'tab' }, el('div', null, this.startBtn, ' ',
+      el('button', { type: 'button', id: 'console-stop', onclick: () => this.stop() }, 'Kill')), this.msg, this.screen);
+    this.draw();
+  }
+
+  async start() {
+    this.close();
+    this.term = new Term(this.term.rows, this.term.cols);
+    this.draw();
+    const body = { argv: ['bash', '-i'], tty: true, rows: this.term.rows, cols: this.term.cols, env: { TERM: 'vt100' } };
+    let p;
+    try {
+      try {
+        p = await api('POST', sessionPath(this.id) + '/processes', body);
+        this.base = sessionPath(this.id) + '/processes/' + enc(p.id);
+      } catch (e) {
+        if (e.status !== 404 && e.status !== 405) throw e;
+        p = await api('POST', '/v1/processes', body);
+        this.base = '/v1/processes/' + enc(p.id);
+      }
+    } catch (e) {
+      this.msg.textContent = 'Not started: ' + e.message;
+      return;
+    }
+    this.msg.textContent = p.id + ' on a ' + this.term.rows + '×' + this.term.cols + ' terminal (' + (p.sandbox && p.sandbox.runtime) + ')';
+    this.screen.focus();
+    this.follow();
+  }
+
+  async follow() {
+    const abort = this.abort = new AbortController();
+    let last = 0;
+    while (!abort.signal.aborted) {
+      try {
+        const r = await fetch(this.base + '/stream', {
+          headers: headers({ Accept: 'text/event-stream', 'Last-Event-ID': String(last) }),
+          credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer', signal: abort.signal,
+        });
+        if (!r.ok) {
+          if (r.status === 401) return forget('The daemon refused the token.');
+          this.msg.textContent = 'Console: HTTP ' + r.status;
+          return;
+        }
+        let ended = false;
+        await readSSE(r.body, (m) => {
+          const seq = Number(m.id);
+          if (seq <= last) return;
+          last = seq;
+          const d = JSON.parse(m.data);
+          if (m.event === 'stdout' || m.event === 'stderr') this.term.write(d.data);
+          else if (m.event === 'exit') { ended = true; this.msg.textContent += ' — exited (' + (d.signal || d.exit_code) + ')'; }
+          this.draw();
+        });
+        if (ended) break;
+      } catch {
+        if (abort.signal.aborted) return;
+      }
+      await new Promise((res) => setTimeout(res, 1000));
+    }
+  }
+
+  draw() {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => { this.pending = false; this.screen.textContent = this.term.text(); });
+  }
+
+  // send writes keys in order: one request at a time, the rest queued.
+  async send(b) {
+    this.queue += b;
+    if (this.sending) return;
+    this.sending = true;
+    while (this.queue && this.base) {
+      const data = this.queue;
+      this.queue = '';
+      try {
+        await api('POST', this.base + '/stdin', { data });
+      } catch (e) {
+        this.msg.textContent = 'Input not sent: ' + e.message;
+        this.queue = '';
+      }
+    }
+    this.sending = false;
+  }
+
+  async stop() {
+    if (!this.base) return;
+    try { await api('DELETE', this.base); } catch { /* gone already */ }
+    this.close();
+  }
+
+  close() {
+    if (this.abort) this.abort.abort();
+    this.abort = null;
+    this.base = '';
+  }
+}
+
 window.addEventListener('hashchange', () => route());
 route();

@@ -253,6 +253,11 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 	if len(c.Args) == 0 {
 		return nil, errors.New("gvisor: empty command")
 	}
+	if c.TTY {
+		// runsc exec would need a console socket; without one the
+		// command would run with no controlling terminal.
+		return nil, fmt.Errorf("gvisor: %w", sandbox.ErrNoTerminal)
+	}
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()

@@ -263,6 +263,9 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 	default:
 	}
 
+	if c.TTY && !oneTerminal(c) {
+		return nil, errors.New("process sandbox: a terminal command takes the terminal's *os.File as stdin, stdout and stderr")
+	}
 	p := &proc{
 		b:       b,
 		id:      b.nextID.Add(1),
@@ -281,7 +284,7 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 	b.procs[p.id] = p
 	b.mu.Unlock()
 
-	m := message{Op: opStart, ID: p.id, Args: c.Args, Env: mergeEnv(b.spec.Env, c.Env), Dir: c.Dir}
+	m := message{Op: opStart, ID: p.id, Args: c.Args, Env: mergeEnv(b.spec.Env, c.Env), Dir: c.Dir, TTY: c.TTY}
 	if m.Dir == "" {
 		m.Dir = b.spec.WorkspaceDir
 	}

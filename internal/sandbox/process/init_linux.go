@@ -259,7 +259,12 @@ func (in *sandboxInit) start(r request) {
 			// command away from any terminal of ours (TIOCSTI).
 			Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, Groups: []uint32{}},
 			Setsid:     true,
-			PidFD:      &pidfd,
+			// With a terminal, the command's stdin (descriptor 0 in
+			// the child) becomes the new session's controlling
+			// terminal (TIOCSCTTY), so job control and ^C work.
+			Setctty: r.m.TTY,
+			Ctty:    0,
+			PidFD:   &pidfd,
 		},
 	})
 	if err != nil {

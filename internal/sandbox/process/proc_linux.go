@@ -296,3 +296,10 @@ func (p *proc) finishCopies() {
 	}
 	<-done
 }
+
+// oneTerminal reports whether a TTY command's three descriptors are the
+// same file, as sandbox.Cmd.TTY requires.
+func oneTerminal(c sandbox.Cmd) bool {
+	f, ok := c.Stdin.(*os.File)
+	return ok && f != nil && c.Stdout == io.Writer(f) && c.Stderr == io.Writer(f)
+}

@@ -92,6 +92,9 @@ type message struct {
 	Args []string `json:"args,omitempty"`
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
+	// TTY: the three descriptors are one terminal, to become the
+	// command's controlling terminal.
+	TTY bool `json:"tty,omitempty"`
 
 	// ready, started (init → supervisor)
 	Error string `json:"error,omitempty"`

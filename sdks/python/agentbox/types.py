@@ -366,6 +366,8 @@ class Process(TypedDict):
     #: lowered: what was asked, what applied and what lowered it. Absent when
     #: everything applied as asked.
     adjusted: NotRequired['list[LimitAdjustment] | None']
+    #: The terminal's width, as last set (with tty).
+    cols: NotRequired[int]
     ended_at: NotRequired[str]
     error: NotRequired['ExecError']
     #: Set once exited; -1 when a signal ended the process.
@@ -373,8 +375,12 @@ class Process(TypedDict):
     #: Host pid of the process.
     pid: NotRequired[int]
     resources: NotRequired['Resources']
+    #: The terminal's height, as last set (with tty).
+    rows: NotRequired[int]
     signal: NotRequired[str]
     tag: NotRequired[str]
+    #: The process runs on a pseudo-terminal.
+    tty: NotRequired[bool]
     violations: NotRequired['list[Violation] | None']
 
 
@@ -595,6 +601,8 @@ class SetNetwork(TypedDict):
 
 class StartProcess(TypedDict):
     argv: list[str] | None
+    #: The terminal's width, with tty (default 80).
+    cols: NotRequired[int]
     #: Absolute inside the sandbox, or relative to the workspace.
     cwd: NotRequired[str]
     #: Added to the environment the policy defines.
@@ -606,6 +614,8 @@ class StartProcess(TypedDict):
     policy: NotRequired[Any]
     #: A policy document as written in a file, instead of policy.
     policy_source: NotRequired['PolicySource']
+    #: The terminal's height, with tty (default 24).
+    rows: NotRequired[int]
     #: Keep standard input open for POST /v1/processes/{id}/stdin.
     stdin: NotRequired[bool]
     #: A name to find the process by instead of its id; unique among running
@@ -613,6 +623,19 @@ class StartProcess(TypedDict):
     tag: NotRequired[str]
     #: Wall-clock limit in milliseconds, when shorter than the policy's.
     timeout_ms: NotRequired[int]
+    #: Run the process on a pseudo-terminal: it is the process's standard
+    #: input, output and error and its controlling terminal. The output is one
+    #: stdout stream of the terminal's bytes (escape sequences included, for
+    #: the client to interpret); standard input stays open; POST
+    #: /v1/processes/{id}/resize changes the size.
+    tty: NotRequired[bool]
+
+
+class TerminalSize(TypedDict):
+    #: Height in rows.
+    rows: int
+    #: Width in columns.
+    cols: int
 
 
 class Turn(TypedDict):

@@ -314,6 +314,8 @@ export interface Process {
 	/** Limits the request asked for (in its policy, or timeout_ms) that were lowered: what was asked, what applied and what lowered it. Absent when everything applied as asked. */
 	adjusted?: LimitAdjustment[] | null;
 	argv: string[] | null;
+	/** The terminal's width, as last set (with tty). */
+	cols?: number;
 	ended_at?: string;
 	error?: ExecError;
 	/** Set once exited; -1 when a signal ended the process. */
@@ -324,12 +326,16 @@ export interface Process {
 	/** Host pid of the process. */
 	pid?: number;
 	resources?: Resources;
+	/** The terminal's height, as last set (with tty). */
+	rows?: number;
 	sandbox: SandboxInfo;
 	signal?: string;
 	started_at: string;
 	status: "running" | "exited";
 	stdin_open: boolean;
 	tag?: string;
+	/** The process runs on a pseudo-terminal. */
+	tty?: boolean;
 	violations?: Violation[] | null;
 }
 
@@ -522,6 +528,8 @@ export interface SetNetwork {
 
 export interface StartProcess {
 	argv: string[] | null;
+	/** The terminal's width, with tty (default 80). */
+	cols?: number;
 	/** Absolute inside the sandbox, or relative to the workspace. */
 	cwd?: string;
 	/** Added to the environment the policy defines. */
@@ -532,12 +540,23 @@ export interface StartProcess {
 	policy?: unknown;
 	/** A policy document as written in a file, instead of policy. */
 	policy_source?: PolicySource;
+	/** The terminal's height, with tty (default 24). */
+	rows?: number;
 	/** Keep standard input open for POST /v1/processes/{id}/stdin. */
 	stdin?: boolean;
 	/** A name to find the process by instead of its id; unique among running processes. */
 	tag?: string;
 	/** Wall-clock limit in milliseconds, when shorter than the policy's. */
 	timeout_ms?: number;
+	/** Run the process on a pseudo-terminal: it is the process's standard input, output and error and its controlling terminal. The output is one stdout stream of the terminal's bytes (escape sequences included, for the client to interpret); standard input stays open; POST /v1/processes/{id}/resize changes the size. */
+	tty?: boolean;
+}
+
+export interface TerminalSize {
+	/** Width in columns. */
+	cols: number;
+	/** Height in rows. */
+	rows: number;
 }
 
 export interface Turn {
@@ -985,6 +1004,18 @@ export interface Operations {
 		body: never;
 		bodyRequired: false;
 		response: Uint8Array;
+	};
+	/** Resize a process's terminal */
+	resizeProcess: {
+		method: "POST";
+		path: "/v1/processes/{id}/resize";
+		params: {
+			/** Process ID or tag. */
+			id: string;
+		};
+		body: TerminalSize;
+		bodyRequired: true;
+		response: void;
 	};
 	/** Resume a session */
 	resumeSession: {

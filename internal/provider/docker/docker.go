@@ -1,0 +1,618 @@
+// Package docker is the Docker provider: a sandbox is a container made
+// through the Docker Engine API, running agentbox's own static binary as
+// `agentbox serve` on a unix socket in a host directory bind-mounted into
+// the container, with no network, a read-only root, no capabilities and
+// resource limits.
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	dockerclient "github.com/moby/moby/client"
+
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/errkind"
+	"github.com/agentbox/agentbox/internal/provider"
+)
+
+// Name is the provider's name.
+const Name = "docker"
+
+// Labels the provider puts on its containers. LabelOwner is Spec.Owner
+// (List finds by it); LabelSandbox is the sandbox's host directory name.
+const (
+	LabelOwner   = "agentbox.owner"
+	LabelSandbox = "agentbox.sandbox"
+)
+
+// Paths inside the container. The host directory of a sandbox is mounted
+// at mountDir; the inner daemon listens on mountDir/api.sock and keeps its
+// data (its store, its token file, the agents' home) under mountDir/data.
+const (
+	mountDir = "/run/agentbox"
+	sockName = "api.sock"
+	dataName = "data"
+)
+
+// Defaults for a Spec that leaves a resource at zero.
+const (
+	DefaultCPUs        = 2
+	DefaultMemoryBytes = 2 << 30
+	DefaultPids        = 1024
+	// tmpSize bounds the container's /tmp (a tmpfs, counted in its memory).
+	tmpSize = "256m"
+)
+
+// sandboxUID is the user the inner daemon runs as when the host daemon
+// is root: not root inside the container, even without capabilities.
+const sandboxUID = 65532
+
+// Options are the keys Spec.Options may have; any other is refused.
+var Options = []string{"image", "runtime", "pids"}
+
+// Runtimes are the container runtimes the option runtime may name; the
+// Docker daemon must have them registered (scripts/dockerd registers
+// runsc when it is installed).
+var Runtimes = []string{"runc", "runsc"}
+
+// errOption is a Spec.Options value (or key) the provider refuses.
+var errOption = errkind.New(errkind.Invalid, "docker provider option")
+
+// Config configures the provider.
+type Config struct {
+	// Host is the Docker daemon's address (unix:///path/docker.sock,
+	// tcp://...); empty means DOCKER_HOST, else Docker's default socket.
+	Host string
+	// Dir is where the sandboxes' host directories are made (one per
+	// sandbox: the inner daemon's socket and data); empty means
+	// $TMPDIR/agentbox-docker. Its paths must stay short: a unix socket's
+	// path is at most 107 bytes.
+	Dir string
+	// HealthTimeout bounds each health probe of an inner daemon; zero
+	// means 2s. Create's ctx bounds the whole wait.
+	HealthTimeout time.Duration
+}
+
+// Provider is the Docker provider. Safe for concurrent use.
+type Provider struct {
+	cli  *dockerclient.Client
+	host string
+	dir  string
+	cfg  Config
+
+	buildMu sync.Mutex // one image build at a time
+}
+
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Lister   = (*Provider)(nil)
+)
+
+// New returns the provider for the Docker daemon cfg names. It does not
+// contact the daemon (Health does).
+func New(cfg Config) (*Provider, error) {
+	opts := []dockerclient.Opt{dockerclient.FromEnv}
+	if cfg.Host != "" {
+		opts = append(opts, dockerclient.WithHost(cfg.Host))
+	}
+	cli, err := dockerclient.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: docker client: %w", provider.ErrUnavailable, err)
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(os.TempDir(), "agentbox-docker")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("docker provider dir: %w", err)
+	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = 2 * time.Second
+	}
+	return &Provider{cli: cli, host: cli.DaemonHost(), dir: filepath.Clean(dir), cfg: cfg}, nil
+}
+
+// Close releases the client's connections.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Capabilities implements provider.Provider.
+func (p *Provider) Capabilities() provider.Capabilities {
+	return provider.Capabilities{Runtimes: slices.Clone(Runtimes)}
+}
+
+// Health pings the Docker daemon and checks that its API is one the
+// client speaks.
+func (p *Provider) Health(ctx context.Context) error {
+	if _, err := p.cli.Ping(ctx, dockerclient.PingOptions{}); err != nil {
+		return p.mapErr("ping", err)
+	}
+	if _, err := p.cli.ServerVersion(ctx, dockerclient.ServerVersionOptions{}); err != nil {
+		return p.mapErr("version", err)
+	}
+	return nil
+}
+
+// options are Spec.Options, validated.
+type options struct {
+	image   string
+	runtime string
+	pids    int64
+}
+
+func parseOptions(in map[string]string) (options, error) {
+	o := options{pids: DefaultPids}
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		v := in[k]
+		switch k {
+		case "image":
+			if v == "" || strings.ContainsAny(v, " \t\n") {
+				return o, fmt.Errorf("%w image %q: want an image reference", errOption, v)
+			}
+			o.image = v
+		case "runtime":
+			if !slices.Contains(Runtimes, v) {
+				return o, fmt.Errorf("%w runtime %q: want one of %v", errOption, v, Runtimes)
+			}
+			o.runtime = v
+		case "pids":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 16 || n > 1<<20 {
+				return o, fmt.Errorf("%w pids %q: want a number of processes from 16 to %d", errOption, v, 1<<20)
+			}
+			o.pids = n
+		default:
+			return o, fmt.Errorf("%w %q unknown (known: %v)", errOption, k, Options)
+		}
+	}
+	return o, nil
+}
+
+// Create implements provider.Provider: the image (built from Spec.Binary
+// unless the option image names one), the sandbox's host directory with
+// the token file, the container, its isolation checked from the host, and
+// the wait for the inner daemon's health. On any failure what was made is
+// removed.
+func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.Sandbox, err error) {
+	opts, err := parseOptions(spec.Options)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if spec.Owner == "" || spec.Token == "" {
+		return provider.Sandbox{}, errkind.New(errkind.Invalid, "docker provider: Spec.Owner and Spec.Token are required")
+	}
+	for k := range spec.Labels {
+		if strings.HasPrefix(k, "agentbox.") {
+			return provider.Sandbox{}, fmt.Errorf("%w: label %q: the agentbox. prefix is the provider's own", errOption, k)
+		}
+	}
+	if opts.runtime != "" {
+		if err := p.checkRuntime(ctx, opts.runtime); err != nil {
+			return provider.Sandbox{}, err
+		}
+	}
+	image := opts.image
+	if image == "" {
+		if image, err = p.EnsureImage(ctx, spec.Binary); err != nil {
+			return provider.Sandbox{}, err
+		}
+	} else if _, err := p.cli.ImageInspect(ctx, image); err != nil {
+		return provider.Sandbox{}, p.mapErr("image "+image, err)
+	}
+
+	name, err := newName()
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	hostDir := filepath.Join(p.dir, name)
+	sock := filepath.Join(hostDir, sockName)
+	if len(sock) > 107 {
+		return provider.Sandbox{}, fmt.Errorf("%w: socket path %s is longer than a unix socket allows (107 bytes): choose a shorter provider dir", errOption, sock)
+	}
+	uid, gid := sandboxUser()
+	if err := makeHostDir(p.dir, hostDir, spec.Token, uid, gid); err != nil {
+		return provider.Sandbox{}, err
+	}
+	var id string
+	defer func() {
+		if err != nil {
+			// Not bound by ctx: it may be what ended.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if id != "" {
+				_, _ = p.cli.ContainerRemove(cctx, id, dockerclient.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			}
+			_ = os.RemoveAll(hostDir)
+		}
+	}()
+
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelOwner] = spec.Owner
+	labels[LabelSandbox] = name
+	res, err := p.cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{
+		Name:       "agentbox-" + name,
+		Config:     p.containerConfig(image, labels, uid, gid),
+		HostConfig: hostConfig(opts, spec, hostDir),
+	})
+	if err != nil {
+		return provider.Sandbox{}, p.mapErr("create container", err)
+	}
+	id = res.ID
+	if _, err := p.cli.ContainerStart(ctx, id, dockerclient.ContainerStartOptions{}); err != nil {
+		return provider.Sandbox{}, p.mapErr("start container", err)
+	}
+	if err := p.checkIsolation(ctx, id); err != nil {
+		return provider.Sandbox{}, err
+	}
+	sb := provider.Sandbox{ID: id, Address: "unix://" + sock, Token: spec.Token}
+	if err := p.waitHealthy(ctx, sb); err != nil {
+		return provider.Sandbox{}, err
+	}
+	// The inner daemon read its token at start; the file goes, so that
+	// what runs beside it in the container cannot read it there.
+	if err := os.Remove(filepath.Join(hostDir, dataName, client.TokenFileName)); err != nil {
+		return provider.Sandbox{}, fmt.Errorf("docker provider: removing the token file: %w", err)
+	}
+	return sb, nil
+}
+
+// containerConfig is the container's process: the inner daemon on the
+// mounted directory's socket, its data beside it.
+func (p *Provider) containerConfig(image string, labels map[string]string, uid, gid int) *container.Config {
+	data := mountDir + "/" + dataName
+	return &container.Config{
+		Image: image,
+		// The image's entrypoint may be anything (option image): the
+		// command is given whole.
+		Entrypoint: []string{"/agentbox"},
+		Cmd:        []string{"serve", "--listen", "unix:" + mountDir + "/" + sockName, "--data-dir", data},
+		Env: []string{
+			"HOME=" + data + "/home",
+			"TMPDIR=/tmp",
+			"PATH=/usr/local/bin:/usr/bin:/bin",
+		},
+		User:            fmt.Sprintf("%d:%d", uid, gid),
+		WorkingDir:      data,
+		Labels:          labels,
+		NetworkDisabled: true,
+	}
+}
+
+// hostConfig is the isolation: no network, a read-only root with a small
+// tmpfs /tmp, no capabilities, no privilege gain, resource limits, and the
+// sandbox's host directory as the only mount.
+func hostConfig(o options, spec provider.Spec, hostDir string) *container.HostConfig {
+	cpus := spec.CPUs
+	if cpus <= 0 {
+		cpus = DefaultCPUs
+	}
+	mem := spec.MemoryBytes
+	if mem <= 0 {
+		mem = DefaultMemoryBytes
+	}
+	pids := o.pids
+	return &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + tmpSize},
+		Runtime:        o.runtime,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		// The inner daemon's log, bounded on the host's disk; read back
+		// for the error when it exits before answering.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "1"}},
+		Resources: container.Resources{
+			NanoCPUs:   int64(cpus * 1e9),
+			Memory:     mem,
+			MemorySwap: mem, // no swap beyond the memory limit
+			PidsLimit:  &pids,
+		},
+		Mounts: []mount.Mount{{
+			Type:   mount.TypeBind,
+			Source: hostDir,
+			Target: mountDir,
+		}},
+	}
+}
+
+// checkRuntime fails with ErrUnsupported when the daemon has no runtime
+// of that name registered.
+func (p *Provider) checkRuntime(ctx context.Context, runtime string) error {
+	info, err := p.cli.Info(ctx, dockerclient.InfoOptions{})
+	if err != nil {
+		return p.mapErr("info", err)
+	}
+	if _, ok := info.Info.Runtimes[runtime]; !ok {
+		return fmt.Errorf("%w: runtime %q is not registered with the Docker daemon at %s (it has %v): start dockerd with --add-runtime %s=PATH (scripts/dockerd does when runsc is installed)",
+			provider.ErrUnsupported, runtime, p.host, slices.Sorted(maps.Keys(info.Info.Runtimes)), runtime)
+	}
+	return nil
+}
+
+// checkIsolation reads the container back from the daemon and fails
+// unless its only network is "none" and it runs with what was asked: a
+// runtime that ignored part of the request must not pass for isolated.
+func (p *Provider) checkIsolation(ctx context.Context, id string) error {
+	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	if err != nil {
+		return p.mapErr("inspect container", err)
+	}
+	if err := verifyIsolated(res.Container); err != nil {
+		return err
+	}
+	return sameNetns(res.Container)
+}
+
+// sameNetns fails when the container's process is in this process's
+// network namespace. It can only look when the daemon runs on this
+// machine in this pid namespace (/proc/PID names the container's process);
+// otherwise the inspection above is what there is.
+func sameNetns(c container.InspectResponse) error {
+	if c.State == nil || c.State.Pid <= 0 {
+		return nil
+	}
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return nil
+	}
+	theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.State.Pid))
+	if err != nil {
+		return nil
+	}
+	if theirs == self {
+		return fmt.Errorf("%w: container %.12s shares the host's network namespace (%s); removed", provider.ErrUnsupported, c.ID, self)
+	}
+	return nil
+}
+
+// verifyIsolated is checkIsolation's judgement on an inspected container.
+func verifyIsolated(c container.InspectResponse) error {
+	fail := func(what string) error {
+		return fmt.Errorf("%w: container %.12s is not isolated as asked: %s; removed", provider.ErrUnsupported, c.ID, what)
+	}
+	hc := c.HostConfig
+	switch {
+	case hc == nil:
+		return fail("no host config")
+	case hc.NetworkMode != "none":
+		return fail(fmt.Sprintf("network mode %q", hc.NetworkMode))
+	case !hc.ReadonlyRootfs:
+		return fail("root filesystem writable")
+	case hc.Privileged:
+		return fail("privileged")
+	case len(hc.CapAdd) > 0:
+		return fail(fmt.Sprintf("capabilities added %v", hc.CapAdd))
+	case !slices.Contains(hc.CapDrop, "ALL"):
+		return fail(fmt.Sprintf("capabilities dropped %v, not ALL", hc.CapDrop))
+	case !slices.Contains(hc.SecurityOpt, "no-new-privileges"):
+		return fail("no-new-privileges unset")
+	}
+	if c.NetworkSettings != nil {
+		for name, ep := range c.NetworkSettings.Networks {
+			if name != "none" {
+				return fail(fmt.Sprintf("attached to network %q", name))
+			}
+			if ep != nil && (ep.IPAddress.IsValid() || ep.Gateway.IsValid()) {
+				return fail(fmt.Sprintf("network none has address %v gateway %v", ep.IPAddress, ep.Gateway))
+			}
+		}
+	}
+	return nil
+}
+
+// waitHealthy polls the inner daemon's GET /v1/health until it answers,
+// the container stops (its log's tail in the error) or ctx ends.
+func (p *Provider) waitHealthy(ctx context.Context, sb provider.Sandbox) error {
+	c, err := client.New(sb.Address, client.WithToken(sb.Token))
+	if err != nil {
+		return err
+	}
+	var last error
+	for i := 0; ; i++ {
+		hctx, cancel := context.WithTimeout(ctx, p.cfg.HealthTimeout)
+		_, last = c.Health(hctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		if i%10 == 9 {
+			if err := p.running(ctx, sb.ID); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the inner daemon of container %.12s did not answer before %w (last: %w)", provider.ErrUnavailable, sb.ID, context.Cause(ctx), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// running fails when the container is no longer running, with the tail
+// of its log.
+func (p *Provider) running(ctx context.Context, id string) error {
+	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	if err != nil {
+		return p.mapErr("inspect container", err)
+	}
+	if st := res.Container.State; st != nil && !st.Running {
+		return fmt.Errorf("%w: container %.12s %s (exit code %d) before its inner daemon answered: %s",
+			provider.ErrUnavailable, id, st.Status, st.ExitCode, p.logTail(ctx, id))
+	}
+	return nil
+}
+
+// Connect implements provider.Provider: the container must exist, be one
+// of this provider's and run; its inner daemon must answer with token.
+func (p *Provider) Connect(ctx context.Context, id, token string) (provider.Sandbox, error) {
+	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	if err != nil {
+		return provider.Sandbox{}, p.mapErr("inspect container", err)
+	}
+	c := res.Container
+	hostDir, err := p.hostDir(c)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if c.State == nil || !c.State.Running {
+		status := "unknown"
+		if c.State != nil {
+			status = string(c.State.Status)
+		}
+		return provider.Sandbox{}, fmt.Errorf("%w: container %.12s is %s", provider.ErrGone, c.ID, status)
+	}
+	if err := verifyIsolated(c); err != nil {
+		return provider.Sandbox{}, err
+	}
+	sb := provider.Sandbox{ID: c.ID, Address: "unix://" + filepath.Join(hostDir, sockName), Token: token}
+	cl, err := client.New(sb.Address, client.WithToken(token))
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if _, err := cl.Health(ctx); err != nil {
+		return provider.Sandbox{}, fmt.Errorf("%w: the inner daemon of container %.12s: %w", provider.ErrUnavailable, c.ID, err)
+	}
+	return sb, nil
+}
+
+// hostDir is the host directory of a container this provider made, from
+// its label, checked to be under the provider's directory.
+func (p *Provider) hostDir(c container.InspectResponse) (string, error) {
+	var name string
+	if c.Config != nil {
+		name = c.Config.Labels[LabelSandbox]
+	}
+	if !validName(name) {
+		return "", fmt.Errorf("%w: container %.12s is not an agentbox docker sandbox (label %s=%q)", provider.ErrGone, c.ID, LabelSandbox, name)
+	}
+	return filepath.Join(p.dir, name), nil
+}
+
+// Destroy implements provider.Provider: the container with its anonymous
+// volumes, then its host directory. A container already gone is no error.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	if err != nil {
+		err = p.mapErr("inspect container", err)
+		if errors.Is(err, provider.ErrGone) {
+			return nil
+		}
+		return err
+	}
+	hostDir, err := p.hostDir(res.Container)
+	if err != nil {
+		// Not ours: never removed by Destroy.
+		return fmt.Errorf("%w: container %.12s is not an agentbox docker sandbox (no label %s); not removed", errOption, res.Container.ID, LabelSandbox)
+	}
+	if _, err := p.cli.ContainerRemove(ctx, res.Container.ID, dockerclient.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+		if err = p.mapErr("remove container", err); !errors.Is(err, provider.ErrGone) {
+			return err
+		}
+	}
+	if err := os.RemoveAll(hostDir); err != nil {
+		return fmt.Errorf("docker provider: removing %s: %w", hostDir, err)
+	}
+	return nil
+}
+
+// List implements provider.Lister: the ids of the containers (running or
+// not) labelled with owner.
+func (p *Provider) List(ctx context.Context, owner string) ([]string, error) {
+	res, err := p.cli.ContainerList(ctx, dockerclient.ContainerListOptions{
+		All:     true,
+		Filters: dockerclient.Filters{}.Add("label", LabelOwner+"="+owner),
+	})
+	if err != nil {
+		return nil, p.mapErr("list containers", err)
+	}
+	ids := make([]string, 0, len(res.Items))
+	for _, c := range res.Items {
+		ids = append(ids, c.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// newName is a sandbox's name: its host directory and container name.
+func newName() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("docker provider: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// validName says whether s is a name newName makes.
+func validName(s string) bool {
+	if len(s) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// sandboxUser is the uid and gid the container runs as: sandboxUID when
+// this process is root (it can give the host directory to that user),
+// else this process's own (the host directory is its).
+func sandboxUser() (uid, gid int) {
+	if os.Geteuid() == 0 {
+		return sandboxUID, sandboxUID
+	}
+	return os.Geteuid(), os.Getegid()
+}
+
+// makeHostDir makes the sandbox's host directory under root, owned by the
+// container's user, with data/ holding the inner daemon's token file
+// (mode 0600): the daemon reads it at start, so the token shows in no
+// argument or environment variable that `docker inspect` prints.
+func makeHostDir(root, dir, token string, uid, gid int) (err error) {
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return fmt.Errorf("docker provider dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("docker provider: sandbox dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	data := filepath.Join(dir, dataName)
+	for _, d := range []string{data, filepath.Join(data, "home")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("docker provider: sandbox dir: %w", err)
+		}
+	}
+	tok := filepath.Join(data, client.TokenFileName)
+	if err := os.WriteFile(tok, []byte(token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("docker provider: token file: %w", err)
+	}
+	if uid != os.Geteuid() || gid != os.Getegid() {
+		for _, p := range []string{dir, data, filepath.Join(data, "home"), tok} {
+			if err := os.Lchown(p, uid, gid); err != nil {
+				return fmt.Errorf("docker provider: sandbox dir: %w", err)
+			}
+		}
+	}
+	return nil
+}
