@@ -198,6 +198,15 @@ func (b *Box) Logs() string { return b.logs.String() }
 func (b *Box) Kill() {
 	b.mu.Lock()
 	b.killed = true
+	b.mu.Unlock()
+	b.KillProcesses()
+	_ = os.RemoveAll(b.Root)
+}
+
+// KillProcesses ends every process of the box (their process groups), as
+// a crash inside the sandbox would, and waits for them; the box stays.
+func (b *Box) KillProcesses() {
+	b.mu.Lock()
 	var waits []chan struct{}
 	for pid, cmd := range b.procs {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -207,7 +216,6 @@ func (b *Box) Kill() {
 	for _, w := range waits {
 		<-w
 	}
-	_ = os.RemoveAll(b.Root)
 }
 
 type lockedBuffer struct {

@@ -10,6 +10,7 @@ package e2btest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -175,6 +176,19 @@ func (f *Fake) SentIntoSandboxes() []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return bytes.Clone(f.seen.Bytes())
+}
+
+// KillInner kills every process of sandbox id (the inner daemon), as a
+// crash inside it would; the sandbox stays (providertest.Harness.KillInner).
+func (f *Fake) KillInner(_ context.Context, id string) error {
+	f.mu.Lock()
+	sb := f.sandboxes[id]
+	f.mu.Unlock()
+	if sb == nil {
+		return fmt.Errorf("fake e2b: no sandbox %s", id)
+	}
+	sb.box.KillProcesses()
+	return nil
 }
 
 // Logs is what the processes of sandbox id wrote.
