@@ -113,6 +113,7 @@ var layers = []layer{
 	{from: "internal/inspector", only: []string{}, why: "the inspector is a page that reaches the daemon only through its HTTP API, as any browser client"},
 	{from: "internal/snapshot", only: []string{"internal/textdiff"}, why: "workspace states and their diffs know nothing of sessions"},
 	{from: "internal/provider", only: []string{"internal/errkind"}, why: "the provider contract says where a sandbox lives and knows nothing of sessions, agents or the store"},
+	{from: "internal/provider/relay", only: []string{"client", "event", "internal/agent", "internal/provider"}, why: "the relay is an agent adapter that reaches the inner daemon only as an API client; the engine persists what it hands over"},
 	{from: "internal/provider/localproc", only: []string{"client", "internal/provider"}, why: "the local test-support provider starts the inner daemon and reaches it only as an API client"},
 	{from: "internal/cli/...", deny: []string{"internal/daemon/...", "internal/engine/...", "internal/httpapi/...", "internal/store/..."},
 		why: "every command is an API client or a local tool"},

@@ -147,6 +147,7 @@ type CreateSession struct {
 	Policy         json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy for the agent: a preset name (\"agent-default\") or an inline policy object (see docs/policy.md). Empty means the daemon's default. It is intersected with the operator's global policy and fixed for the session's life."`
 	PolicySource   *PolicySource     `json:"policy_source,omitempty" doc:"A policy document as written in a file, instead of policy; errors then name the file, line and field."`
 	MCPServers     []MCPServer       `json:"mcp_servers,omitempty" maxItems:"16" doc:"MCP servers for the agent, handed to it in its native configuration (agents with capability mcp). Env and header values are never stored: a resume that needs them answers 422 mcp-required naming them."`
+	Provider       string            `json:"provider,omitempty" maxLength:"64" doc:"Sandbox provider the session runs on (see GET /v1/providers): its agent runs in the agentbox daemon of a sandbox made there, relayed to this daemon, whose log stays the source of truth. Empty: the daemon's default provider (serve --provider), or this host." example:"docker"`
 }
 
 // MCPServer is one MCP server of a session: a stdio command the agent
