@@ -821,8 +821,10 @@ func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 		Exec:    d.ex,
 		Secrets: d.secrets,
 		Files:   sessionFiles{eng: eng},
-		Tracer:  d.tracer,
-		UI:      inspector.Handler(),
+		// The registry as configured: GET /v1/providers lists it.
+		Providers: cfg.Providers, DefaultProvider: cfg.DefaultProvider,
+		Tracer: d.tracer,
+		UI:     inspector.Handler(),
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals

@@ -3,6 +3,7 @@ package providertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -92,6 +93,15 @@ func testRelay(t *testing.T, s *suite) {
 	// The relay's sandboxes carry the host daemon's owner label.
 	s.owner = relay.OwnerOf(key)
 
+	pl, err := h.c.Providers(ctx)
+	if err != nil || len(pl.Providers) != 1 || pl.Providers[0].Name != name || !pl.Providers[0].Healthy {
+		t.Fatalf("GET /v1/providers = %+v, %v; want %s, healthy", pl, err, name)
+	}
+	_, err = h.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Provider: "providertest-no-such"})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != 422 || ae.Type != client.ProblemUnknownProvider || !strings.Contains(ae.Detail, name) {
+		t.Fatalf("create on an unknown provider: %v; want 422 unknown-provider naming %s", err, name)
+	}
 	sess, err := h.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Provider: name})
 	if err != nil {
 		t.Fatalf("create a session on %s: %v", name, err)
