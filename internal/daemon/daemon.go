@@ -192,6 +192,10 @@ type Config struct {
 	DefaultProvider string
 	// ProviderOptions are each provider's Spec.Options, by name.
 	ProviderOptions map[string]map[string]string
+	// ProviderConfig is the file of serve --provider-config: the
+	// providers to configure and their options (providers.go). Unused
+	// when Providers is set.
+	ProviderConfig string
 	// ProviderBinary is the static agentbox binary uploaded to sandboxes;
 	// empty: this daemon's own executable.
 	ProviderBinary string
@@ -464,6 +468,12 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 	}
 	if cfg.Token == "" && !cfg.InsecureNoAuth {
 		if cfg.Token, tokenFile, err = localToken(cfg.DataDir); err != nil {
+			return cfg, "", err
+		}
+	}
+	if cfg.Providers == nil && (cfg.ProviderConfig != "" || cfg.DefaultProvider != "") {
+		// Built before the API, which lists them (providers.go).
+		if cfg.Providers, cfg.ProviderOptions, err = loadProviders(cfg); err != nil {
 			return cfg, "", err
 		}
 	}

@@ -3,12 +3,74 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/relay"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/yamldoc"
 )
+
+// ProviderFactory builds a sandbox provider from the daemon's environment
+// (where its credentials are: getenv, never the sandbox's) and data
+// directory. Provider packages are added to providerFactories by name.
+type ProviderFactory func(getenv func(string) (string, bool), dataDir string) (provider.Provider, error)
+
+// providerFactories are the providers this binary can be configured with,
+// by name.
+var providerFactories = map[string]ProviderFactory{}
+
+// providersFile is the file of --provider-config: each provider to
+// configure and its options (Spec.Options: image or template, region,
+// size, runtime), which the provider validates (an unknown key is
+// refused at the first create):
+//
+//	providers:
+//	  docker: {runtime: runsc}
+//	  e2b: {template: base}
+type providersFile struct {
+	Providers map[string]map[string]string `json:"providers"`
+}
+
+// loadProviders builds the providers of the configuration file (path, ""
+// for none) and of the default provider, and returns them with their
+// options. A name no factory has is refused, naming the built-in ones.
+func loadProviders(cfg Config) (*provider.Registry, map[string]map[string]string, error) {
+	opts := map[string]map[string]string{}
+	if cfg.ProviderConfig != "" {
+		b, err := os.ReadFile(cfg.ProviderConfig)
+		if err != nil {
+			return nil, nil, fmt.Errorf("provider config: %w", err)
+		}
+		var f providersFile
+		if err := yamldoc.Decode(b, &f, yamldoc.Default); err != nil {
+			return nil, nil, fmt.Errorf("provider config %s:%w", cfg.ProviderConfig, err)
+		}
+		opts = f.Providers
+	}
+	if cfg.DefaultProvider != "" && opts[cfg.DefaultProvider] == nil {
+		opts[cfg.DefaultProvider] = map[string]string{}
+	}
+	reg := provider.NewRegistry()
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	for _, name := range slices.Sorted(maps.Keys(opts)) {
+		build, ok := providerFactories[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("%w %q (built in: %v)", provider.ErrUnknown, name, slices.Sorted(maps.Keys(providerFactories)))
+		}
+		p, err := build(getenv, cfg.DataDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("provider %s: %w", name, err)
+		}
+		reg.Register(p)
+	}
+	return reg, opts, nil
+}
 
 // buildRelay builds the relay that places sessions on the configured
 // providers (nil when there are none): its key in the data directory, the
