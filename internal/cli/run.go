@@ -21,8 +21,8 @@ var permissionModes = []string{client.PermissionDefault, client.PermissionAccept
 func (a *app) runCmd() *cobra.Command {
 	var o struct {
 		agent, model, permissionMode, cwd, session, policy, provider string
-		env                                                []string
-		yes, rm                                            bool
+		env                                                          []string
+		yes, rm                                                      bool
 	}
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROMPT...",
