@@ -43,6 +43,12 @@ const (
 	ProblemMCPUnsupported       = ProblemTypeBase + "mcp-unsupported"        // 422: MCP servers for an agent that cannot take them (capability mcp); the detail names the agent
 	ProblemMCPRequired          = ProblemTypeBase + "mcp-required"           // 422: resume (or a message to a stopped session) of a session whose MCP servers had env or header values, which are never stored; the detail names them
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
+	ProblemUnknownProvider      = ProblemTypeBase + "unknown-provider"       // 422: no sandbox provider with that name is configured; the detail names the configured ones
+	ProblemProviderCredentials  = ProblemTypeBase + "provider-credentials"   // 503: the provider's credentials are missing or refused; the detail has the provider's message
+	ProblemProviderQuota        = ProblemTypeBase + "provider-quota"         // 429: the provider refused for a quota or rate limit; see Retry-After
+	ProblemProviderUnavailable  = ProblemTypeBase + "provider-unavailable"   // 502: the provider failed (5xx, timeout, refused connection); the detail has its message
+	ProblemSandboxGone          = ProblemTypeBase + "sandbox-gone"           // 502: the session's sandbox no longer exists on its provider
+	ProblemProviderUnsupported  = ProblemTypeBase + "provider-unsupported"   // 422: the provider cannot do what the request or its policy asks; the detail names the field
 	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time

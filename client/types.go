@@ -76,6 +76,32 @@ type UpdateSession struct {
 	Mode  string `json:"mode,omitempty" maxLength:"64" doc:"The agent-specific mode from the next turn on."`
 }
 
+// ProviderList is the answer of GET /v1/providers.
+type ProviderList struct {
+	Providers []ProviderInfo `json:"providers"`
+	Default   string         `json:"default,omitempty" doc:"The provider of sessions created without one (serve --provider); empty: this host."`
+}
+
+// ProviderInfo is one sandbox provider the daemon is configured with.
+type ProviderInfo struct {
+	Name         string               `json:"name" example:"docker"`
+	Default      bool                 `json:"default,omitempty" doc:"Sessions created without a provider run here."`
+	Capabilities ProviderCapabilities `json:"capabilities"`
+	Healthy      bool                 `json:"healthy" doc:"The provider answered its health check with the configured credentials just now."`
+	Reason       string               `json:"reason,omitempty" doc:"Why the health check failed, in the provider's words (never a credential)."`
+}
+
+// ProviderCapabilities mirrors a provider's capability flags: what it can
+// do beyond making, finding and removing sandboxes.
+type ProviderCapabilities struct {
+	PauseResume  bool     `json:"pause_resume"`
+	Snapshot     bool     `json:"snapshot"`
+	EgressRules  bool     `json:"egress_rules" doc:"The provider enforces egress allow/deny lists itself."`
+	PreviewURLs  bool     `json:"preview_urls"`
+	FileTransfer bool     `json:"file_transfer"`
+	Runtimes     []string `json:"runtimes,omitempty" doc:"Isolation runtimes the provider can run a sandbox under (e.g. runc, runsc)."`
+}
+
 // AgentList is the answer of GET /v1/agents.
 type AgentList struct {
 	Agents []Agent `json:"agents"`
@@ -147,6 +173,7 @@ type CreateSession struct {
 	Policy         json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy for the agent: a preset name (\"agent-default\") or an inline policy object (see docs/policy.md). Empty means the daemon's default. It is intersected with the operator's global policy and fixed for the session's life."`
 	PolicySource   *PolicySource     `json:"policy_source,omitempty" doc:"A policy document as written in a file, instead of policy; errors then name the file, line and field."`
 	MCPServers     []MCPServer       `json:"mcp_servers,omitempty" maxItems:"16" doc:"MCP servers for the agent, handed to it in its native configuration (agents with capability mcp). Env and header values are never stored: a resume that needs them answers 422 mcp-required naming them."`
+	Provider       string            `json:"provider,omitempty" maxLength:"64" doc:"Sandbox provider the session runs on (see GET /v1/providers): its agent runs in the agentbox daemon of a sandbox made there, relayed to this daemon, whose log stays the source of truth. Empty: the daemon's default provider (serve --provider), or this host." example:"docker"`
 }
 
 // MCPServer is one MCP server of a session: a stdio command the agent

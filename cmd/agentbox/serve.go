@@ -152,6 +152,8 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.IntVar(&cfg.MaxProcesses, "max-processes", execution.DefaultMaxConcurrent, "concurrent executions and processes; more get 429 [AGENTBOX_MAX_PROCESSES]")
 	f.StringVar(&cfg.GlobalPolicy, "global-policy", "", "operator sandbox policy file every session and execution is intersected with (see docs/policy.md) [AGENTBOX_GLOBAL_POLICY]")
 	f.StringVar(&cfg.SessionPolicy, "session-policy", "", "policy preset for sessions created without a policy, e.g. agent-default; empty runs their agents unsandboxed [AGENTBOX_SESSION_POLICY]")
+	f.StringVar(&cfg.DefaultProvider, "provider", "", "sandbox provider of sessions created without one (see GET /v1/providers); empty runs them on this host [AGENTBOX_PROVIDER]")
+	f.StringVar(&cfg.ProviderConfig, "provider-config", "", "YAML file of the sandbox providers to configure and their options (providers: {docker: {runtime: runsc}}); their credentials come from the daemon's environment, never a sandbox's [AGENTBOX_PROVIDER_CONFIG]")
 	f.StringVar(&cfg.SecretsFile, "secrets-file", "", "YAML file of secrets the egress proxy adds to requests for their host; values come from the environment or files and stay in memory (see docs/sandbox.md) [AGENTBOX_SECRETS_FILE]")
 	f.DurationVar(&cfg.NetworkAskTimeout, "network-ask-timeout", daemon.DefaultNetworkAskTimeout, "deny a sandboxed connection whose approval (network.default ask) is not answered within this [AGENTBOX_NETWORK_ASK_TIMEOUT]")
 	f.StringVar(&cfg.EgressCAFile, "egress-ca-file", "", "PEM roots the egress proxy also trusts for model-API upstreams over TLS [AGENTBOX_EGRESS_CA_FILE]")

@@ -3,15 +3,18 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
 	"github.com/agentbox/agentbox/internal/sandbox/microvm"
@@ -25,6 +28,10 @@ type doctorReport struct {
 	Mechanisms []sandbox.Mechanism `json:"mechanisms"`
 	Runtimes   []sandbox.Probe     `json:"runtimes"`
 	Presets    []presetStatus      `json:"presets"`
+	// Providers are the sandbox providers of the daemon the CLI reaches
+	// (GET /v1/providers), when it answers; ProvidersNote says why not.
+	Providers     []client.ProviderInfo `json:"providers,omitempty"`
+	ProvidersNote string                `json:"providers_note,omitempty"`
 }
 
 type presetStatus struct {
@@ -76,6 +83,7 @@ when the default runtime (process) cannot run.`,
 				rep.Runtimes = append(rep.Runtimes, sandbox.Probe{Runtime: microvm.Name, Reason: "boot probe skipped (--no-boot)"})
 			}
 			rep.Presets = presetStatuses(rep.Mechanisms, avail)
+			rep.Providers, rep.ProvidersNote = a.doctorProviders(cmd)
 			prog.finish()
 
 			out := cmd.OutOrStdout()
@@ -86,6 +94,8 @@ when the default runtime (process) cannot run.`,
 					return err
 				}
 			} else if err := printDoctor(out, rep); err != nil {
+				return err
+			} else if err := printDoctorProviders(out, rep); err != nil {
 				return err
 			}
 			if !avail["process"] {
@@ -236,4 +246,40 @@ func (p *progress) finish() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 	p.done = true
+}
+
+// doctorProviders asks the daemon the CLI reaches, if one answers within
+// a few seconds, which sandbox providers it has and whether each answers
+// with its credentials. The rest of doctor needs no daemon.
+func (a *app) doctorProviders(cmd *cobra.Command) ([]client.ProviderInfo, string) {
+	c, err := a.client(cmd)
+	if err != nil {
+		return nil, "providers not checked: " + err.Error()
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	list, err := c.Providers(ctx)
+	if err != nil {
+		return nil, "providers not checked: no daemon answered (" + err.Error() + ")"
+	}
+	if len(list.Providers) == 0 {
+		return nil, "the daemon has no sandbox providers (serve --provider-config adds them)"
+	}
+	return list.Providers, ""
+}
+
+func printDoctorProviders(w io.Writer, rep doctorReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nPROVIDER\tREACHABLE")
+	if rep.ProvidersNote != "" {
+		fmt.Fprintf(tw, "-\t%s\n", termSafe(rep.ProvidersNote))
+	}
+	for _, p := range rep.Providers {
+		state := "yes"
+		if !p.Healthy {
+			state = "no: " + termSafe(p.Reason)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", termSafe(p.Name), state)
+	}
+	return tw.Flush()
 }

@@ -67,7 +67,7 @@ func TestDoctor(t *testing.T) {
 			}
 		}
 		var shape map[string]json.RawMessage
-		if err := json.Unmarshal(stdout.Bytes(), &shape); err != nil || len(shape) != 3 || shape["mechanisms"] == nil || shape["runtimes"] == nil || shape["presets"] == nil {
+		if err := json.Unmarshal(stdout.Bytes(), &shape); err != nil || len(shape) != 4 || (shape["providers"] == nil) == (shape["providers_note"] == nil) || shape["mechanisms"] == nil || shape["runtimes"] == nil || shape["presets"] == nil {
 			t.Errorf("doctor --json shape changed: %v %s", err, stdout.String())
 		}
 		var processOK bool

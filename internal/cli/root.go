@@ -179,7 +179,7 @@ These commands talk to a running daemon; see --url.`,
 	pf.StringVar(&a.url, "url", DefaultURL, "daemon URL: http(s)://host:port or unix:///path/to.sock (env "+EnvURL+")")
 	pf.StringVar(&a.token, "token", "", "bearer token for the daemon (env "+EnvToken+"; default: for a daemon on this machine, the one in its data directory, AGENTBOX_DATA_DIR or ~/.local/share/agentbox)")
 	pf.BoolVar(&a.json, "json", false, "print JSON (events as JSON lines) instead of text")
-	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.filesCmd(), a.agentsCmd(), a.policyCmd(), a.secretsCmd(), a.versionCmd(), a.acpCmd(), a.execCmd(), a.attachCmd(), a.doctorCmd())
+	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.filesCmd(), a.agentsCmd(), a.policyCmd(), a.secretsCmd(), a.versionCmd(), a.acpCmd(), a.execCmd(), a.attachCmd(), a.doctorCmd(), a.providersCmd())
 	return root
 }
 

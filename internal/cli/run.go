@@ -20,9 +20,9 @@ var permissionModes = []string{client.PermissionDefault, client.PermissionAccept
 
 func (a *app) runCmd() *cobra.Command {
 	var o struct {
-		agent, model, permissionMode, cwd, session, policy string
-		env                                                []string
-		yes, rm                                            bool
+		agent, model, permissionMode, cwd, session, policy, provider string
+		env                                                          []string
+		yes, rm                                                      bool
 	}
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROMPT...",
@@ -53,7 +53,7 @@ and 130 when it was interrupted.`,
 			if o.session == "" && o.agent == "" {
 				return &ExitError{Code: ExitUsage, Err: errors.New("--agent is required to start a session (or --session to continue one)")}
 			}
-			if o.session != "" && (o.agent != "" || o.model != "" || o.permissionMode != "" || o.cwd != "" || o.policy != "") {
+			if o.session != "" && (o.agent != "" || o.model != "" || o.permissionMode != "" || o.cwd != "" || o.policy != "" || o.provider != "") {
 				return &ExitError{Code: ExitUsage, Err: errors.New("--agent, --model, --permission-mode and --cwd apply to new sessions; they cannot be combined with --session")}
 			}
 			if o.permissionMode != "" && !slices.Contains(permissionModes, o.permissionMode) {
@@ -76,7 +76,7 @@ and 130 when it was interrupted.`,
 				if err != nil {
 					return err
 				}
-				create := client.CreateSession{Agent: o.agent, Model: o.model, PermissionMode: o.permissionMode, Cwd: cwd, Env: env}
+				create := client.CreateSession{Agent: o.agent, Model: o.model, PermissionMode: o.permissionMode, Cwd: cwd, Env: env, Provider: o.provider}
 				if o.policy != "" {
 					if create.Policy, create.PolicySource, err = policyFlag(o.policy); err != nil {
 						return err
@@ -153,6 +153,7 @@ and 130 when it was interrupted.`,
 	fl.StringVar(&o.model, "model", "", "model for the agent")
 	fl.StringVar(&o.permissionMode, "permission-mode", "", "how the agent's approval prompts are settled: "+strings.Join(permissionModes, "|"))
 	fl.StringVar(&o.cwd, "cwd", "", "working directory of the session (default: a fresh one on the daemon)")
+	fl.StringVar(&o.provider, "provider", "", "sandbox provider the session runs on (agentbox providers lists them); default: the daemon's --provider, else its host")
 	fl.StringVar(&o.policy, "policy", "", "sandbox policy of the session: a preset (agent-default, strict, ...) or a policy file; default: the daemon's --session-policy")
 	fl.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the agent's environment, e.g. ANTHROPIC_BASE_URL (repeatable; never stored)")
 	fl.StringVar(&o.session, "session", "", "continue this session instead of starting one")

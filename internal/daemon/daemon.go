@@ -40,6 +40,8 @@ import (
 	"github.com/agentbox/agentbox/internal/inspector"
 	"github.com/agentbox/agentbox/internal/logging"
 	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/provider/relay"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
@@ -187,6 +189,24 @@ type Config struct {
 	// thing in main), the beginning of the start-up trace; zero: when New
 	// was called.
 	Started time.Time
+	// Providers are the sandbox providers sessions may be placed on
+	// (provider.go); nil or empty: every session runs on this host.
+	Providers *provider.Registry
+	// DefaultProvider is the provider of sessions created without one
+	// (serve --provider); empty: this host.
+	DefaultProvider string
+	// ProviderOptions are each provider's Spec.Options, by name.
+	ProviderOptions map[string]map[string]string
+	// ProviderConfig is the file of serve --provider-config: the
+	// providers to configure and their options (providers.go). Unused
+	// when Providers is set.
+	ProviderConfig string
+	// ProviderBinary is the static agentbox binary uploaded to sandboxes;
+	// empty: this daemon's own executable.
+	ProviderBinary string
+	// RelayLostAfter bounds reconnecting to an unreachable sandbox before
+	// its session ends (default relay.DefaultLostAfter).
+	RelayLostAfter time.Duration
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -235,6 +255,7 @@ type Daemon struct {
 	egress  *egress.Server
 	secrets *egress.Secrets
 	metrics *metrics.Metrics
+	relay   *relay.Relay // nil without providers
 	srv     *http.Server
 	ln      net.Listener
 	url     string
@@ -455,6 +476,12 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 			return cfg, "", err
 		}
 	}
+	if cfg.Providers == nil && (cfg.ProviderConfig != "" || cfg.DefaultProvider != "") {
+		// Built before the API, which lists them (providers.go).
+		if cfg.Providers, cfg.ProviderOptions, err = loadProviders(cfg); err != nil {
+			return cfg, "", err
+		}
+	}
 	return cfg, tokenFile, nil
 }
 
@@ -578,8 +605,18 @@ func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) e
 	snaps.Withhold = func(content []byte) bool {
 		return credential.InContent(content) != "" || holdsSecret(d.secrets, content)
 	}
+	rl, err := d.buildRelay()
+	if err != nil {
+		return err
+	}
+	d.relay = rl
+	var remote engine.Remote
+	if rl != nil {
+		remote = rl
+	}
 	d.mgr = engine.New(engine.Config{
-		Store: d.st, Agents: cfg.Agents, Metrics: d.metrics, Log: cfg.Log.With("component", "session"),
+		Remote: remote,
+		Store:  d.st, Agents: cfg.Agents, Metrics: d.metrics, Log: cfg.Log.With("component", "session"),
 		WorkspaceDir: filepath.Join(cfg.DataDir, "workspaces"), PermissionTimeout: cfg.PermissionTimeout,
 		MaxPendingRequests: cfg.MaxPendingRequests,
 		MaxLive:            orDefault(cfg.MaxLiveSessions, DefaultMaxLiveSessions),
@@ -625,6 +662,7 @@ func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) e
 	if n > 0 {
 		cfg.Log.Warn("sessions left live by the previous run marked interrupted", "count", n)
 	}
+	d.reconcileSandboxes(ctx)
 	return nil
 }
 
@@ -794,8 +832,10 @@ func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 		Exec:    d.ex,
 		Secrets: d.secrets,
 		Files:   sessionFiles{eng: eng},
-		Tracer:  d.tracer,
-		UI:      inspector.Handler(),
+		// The registry as configured: GET /v1/providers lists it.
+		Providers: cfg.Providers, DefaultProvider: cfg.DefaultProvider,
+		Tracer: d.tracer,
+		UI:     inspector.Handler(),
 		ACP: acpserver.Handler(acpserver.HandlerOptions{
 			// Each ACP connection drives this daemon through its own API,
 			// with the caller's credentials, so policy and approvals

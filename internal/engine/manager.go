@@ -96,6 +96,9 @@ type Config struct {
 	// workspace (at its start, before and after each turn) for Diff;
 	// nil keeps none and Diff is unavailable.
 	Snapshots *snapshot.Store
+	// Remote, when set, places sessions created with a provider on its
+	// sandboxes (see Remote).
+	Remote Remote
 }
 
 // AgentExitGrace is how long a turn in flight when its agent process died
@@ -124,6 +127,9 @@ type CreateParams struct {
 	// MCPServers are handed to the adapter; what is stored of them has
 	// no env or header values.
 	MCPServers []agent.MCPServer
+	// Provider names the sandbox provider the session runs on (Config.
+	// Remote); empty: the default one, or this host.
+	Provider string
 }
 
 // Manager owns all live sessions. Create one with New, call Recover once
@@ -274,8 +280,16 @@ func (m *Manager) create(ctx context.Context, p CreateParams, adjusted *[]LimitA
 	if !permissionModes[p.PermissionMode] {
 		return store.Session{}, fmt.Errorf("%w: permission_mode %q is not one of default, accept_edits, bypass, plan", ErrInvalid, p.PermissionMode)
 	}
+	var placed string
+	if m.cfg.Remote != nil {
+		if placed, err = m.cfg.Remote.Place(p.Provider); err != nil {
+			return store.Session{}, err
+		}
+	} else if p.Provider != "" {
+		return store.Session{}, fmt.Errorf("%w %q (configured: none)", ErrUnknownProvider, p.Provider)
+	}
 	info := a.Info(ctx)
-	if !info.Available {
+	if !info.Available && placed == "" {
 		return store.Session{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, p.Agent, info.Reason)
 	}
 	mcp, err := checkMCP(p.Agent, a, info, p.MCPServers)
@@ -361,6 +375,8 @@ func (m *Manager) create(ctx context.Context, p CreateParams, adjusted *[]LimitA
 		EnvNames: envNames(p.Env),
 		// Without their env and header values.
 		MCPServers: storedMCP,
+		// Where it runs, stored before anything is made there.
+		NativeSessionID: placed,
 	}
 	if s.Cwd == "" {
 		s.Cwd = filepath.Join(m.cfg.WorkspaceDir, s.ID)
@@ -374,6 +390,9 @@ func (m *Manager) create(ctx context.Context, p CreateParams, adjusted *[]LimitA
 	m.cfg.Metrics.SessionsCreated.Inc()
 
 	reserved = false
+	if ra, ok := m.remoteAdapter(ctx, s.Agent, a, placed, policy); ok {
+		return m.launch(ctx, s, ra, p.Env, launchOpts{canResume: true, armIdle: true, mcp: mcp, remote: true})
+	}
 	return m.launch(ctx, s, a, p.Env, launchOpts{canResume: a.Info(ctx).Capabilities.Resume, armIdle: true, mcp: mcp})
 }
 
@@ -389,6 +408,9 @@ type launchOpts struct {
 	armIdle bool
 	// mcp are the session's MCP servers, with their values.
 	mcp []agent.MCPServer
+	// remote: the adapter relays to a provider's sandbox (Remote), which
+	// enforces the policy; no sandbox is made here.
+	remote bool
 }
 
 // reserveLocked takes a slot under Config.MaxLive for an agent process
@@ -453,14 +475,14 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		SessionID: s.ID, Model: s.Model, Mode: s.Mode, PermissionMode: s.PermissionMode,
 		Cwd: s.Cwd, Metadata: s.Metadata, Env: env, MCPServers: o.mcp,
 	}
-	if resumed {
+	if resumed || o.remote {
 		cfg.NativeSessionID = s.NativeSessionID
 		l.native = s.NativeSessionID
 	}
 	// The workspace as the session found it: what Diff compares with.
 	m.takeStartState(startCtx, s.ID, s.Cwd)
 	var sbInfo *event.SandboxInfo
-	if len(s.Policy) > 0 {
+	if len(s.Policy) > 0 && !o.remote {
 		sb, err := m.newSandbox(startCtx, s, a, cfg, l)
 		if err != nil {
 			cancelStart()
@@ -749,6 +771,12 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 	delete(m.parked, id)
 	delete(m.parkedMCP, id)
 	m.mu.Unlock()
+	if m.cfg.Remote != nil && s.NativeSessionID != "" {
+		// A deleted session's sandbox goes with it.
+		if err := m.cfg.Remote.Remove(ctx, s.NativeSessionID); err != nil {
+			return err
+		}
+	}
 	if !purge && s.Status == store.StatusStopped {
 		// Ended for good: its next message no longer resumes it.
 		if _, err := m.st.UpdateSession(ctx, id, func(s *store.Session) error {
@@ -1077,6 +1105,7 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 	if err := m.checkEnv(s.Agent, a, s.Policy, agent.Config{SessionID: s.ID, Model: s.Model, Mode: s.Mode, PermissionMode: s.PermissionMode, Cwd: s.Cwd, Env: env}); err != nil {
 		return store.Session{}, err
 	}
+	a, remote := m.remoteAdapter(ctx, s.Agent, a, s.NativeSessionID, s.Policy)
 	info := a.Info(ctx)
 	switch {
 	case s.Status.Live():
@@ -1150,7 +1179,7 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 		return store.Session{}, notFound(err, "session", id)
 	}
 	reserved = false
-	return m.launch(ctx, s, a, env, launchOpts{resumed: true, canResume: true, armIdle: armIdle, mcp: mcp})
+	return m.launch(ctx, s, a, env, launchOpts{resumed: true, canResume: true, armIdle: armIdle, mcp: mcp, remote: remote})
 }
 
 // rebind checks a stored session against the operator's global policy as

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/agentbox/agentbox/internal/provider"
 	"net"
 	"net/http"
 	"net/netip"
@@ -68,6 +69,10 @@ type Config struct {
 	Exec ExecService
 	// Secrets serves /v1/secrets; nil answers it with 503.
 	Secrets Secrets
+	// Providers are the sandbox providers GET /v1/providers lists, and
+	// DefaultProvider the one of sessions created without one; nil: none.
+	Providers       *provider.Registry
+	DefaultProvider string
 	// ACP, when set, serves GET /v1/acp (ACP over an upgraded connection;
 	// see package acpserver), behind the same authentication as the API.
 	ACP http.Handler

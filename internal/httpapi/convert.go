@@ -146,6 +146,7 @@ func toCreateParams(c client.CreateSession) engine.CreateParams {
 		Policy:         c.Policy,
 		PolicyDoc:      toPolicyDoc(c.PolicySource),
 		MCPServers:     toMCPServers(c.MCPServers),
+		Provider:       c.Provider,
 	}
 }
 

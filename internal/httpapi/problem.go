@@ -111,6 +111,9 @@ func errorProblem(ctx context.Context, err error) *problem {
 	msg := err.Error()
 	if typ, status, sentinel := refinement(err); sentinel != nil {
 		p := newProblem(status, typ, msg)
+		if errors.Is(sentinel, engine.ErrProviderQuota) {
+			p = p.withHeader("Retry-After", retryAfterProviderQuota)
+		}
 		if errors.Is(sentinel, engine.ErrTooManyLive) {
 			retry := engine.DefaultLiveRetryAfter
 			var ce *engine.LiveCapError
@@ -157,6 +160,10 @@ func errorProblem(ctx context.Context, err error) *problem {
 	return internalProblem(ctx)
 }
 
+// retryAfterProviderQuota is the Retry-After (seconds) of a request a
+// provider refused for its quota.
+const retryAfterProviderQuota = "30"
+
 // retryAfterStorageFull is the Retry-After (seconds) of a write refused
 // because the disk is full.
 const retryAfterStorageFull = "30"
@@ -198,6 +205,12 @@ var refinements = []struct {
 	{engine.ErrNoSandbox, client.ProblemNoSandbox, 0},
 	{engine.ErrAlreadyResolved, client.ProblemAlreadyResolved, 0},
 	{engine.ErrTooManyLive, client.ProblemTooManyLiveSessions, 0},
+	{engine.ErrUnknownProvider, client.ProblemUnknownProvider, 0},
+	{engine.ErrProviderCredentials, client.ProblemProviderCredentials, 0},
+	{engine.ErrProviderQuota, client.ProblemProviderQuota, 0},
+	{engine.ErrProviderUnavailable, client.ProblemProviderUnavailable, http.StatusBadGateway},
+	{engine.ErrSandboxGone, client.ProblemSandboxGone, http.StatusBadGateway},
+	{engine.ErrProviderUnsupported, client.ProblemProviderUnsupported, 0},
 	{files.ErrOutside, client.ProblemOutsideWorkspace, http.StatusForbidden},
 	{files.ErrProtected, client.ProblemProtectedPath, http.StatusForbidden},
 	{files.ErrNotFound, client.ProblemFileNotFound, 0},

@@ -103,7 +103,7 @@ func (p *Provider) start(ctx context.Context, id, dir string, spec provider.Spec
 		return provider.Sandbox{}, fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
 	}
 	// Not bound to ctx: the sandbox outlives the call that made it.
-	cmd := exec.CommandContext(context.Background(), spec.Binary, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, dataDir)) //nolint:gosec // the binary is the daemon's own
+	cmd := exec.CommandContext(context.Background(), spec.Binary, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, dataDir), "--allowed-hosts", "*") //nolint:gosec // the binary is the daemon's own
 	// The token goes in the environment, never on the command line
 	// (which every user of the machine can read).
 	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "AGENTBOX_TOKEN=" + spec.Token}

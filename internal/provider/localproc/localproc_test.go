@@ -1,18 +1,13 @@
 package localproc_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/provider/localproc"
 	"github.com/agentbox/agentbox/internal/provider/providertest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	providertest.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { providertest.Main(m) }
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) providertest.Harness {

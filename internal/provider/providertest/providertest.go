@@ -8,9 +8,14 @@
 //		})
 //	}
 //
-// Run builds the static agentbox binary once per test binary (call
-// RemoveBinary from TestMain, or let the OS clean its temporary
-// directory), and runs the sequence as subtests, each on a fresh
+// The host daemon of the relay steps runs in the test binary, which must
+// be able to be the helpers the daemon re-executes itself as; the
+// provider's test package calls Main from its TestMain:
+//
+//	func TestMain(m *testing.M) { providertest.Main(m) }
+//
+// Run builds the static agentbox binary once per test binary (Main
+// removes it at the end), and runs the sequence as subtests, each on a fresh
 // provider from the factory: the lifecycle (Create with a token made for
 // the sandbox, the inner daemon answering with that token alone, Connect,
 // List, Destroy leaving nothing, an unknown option refused with nothing
@@ -24,12 +29,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sdkgen/sdktest"
 )
 
@@ -59,8 +66,18 @@ type Factory func(t *testing.T) Harness
 // returns its path.
 func Binary(t testing.TB) string { return sdktest.Binary(t) }
 
-// RemoveBinary removes what Binary built (call it from TestMain).
+// RemoveBinary removes what Binary built (Main does).
 func RemoveBinary() { sdktest.RemoveBinary() }
+
+// Main is the TestMain of a provider's test package: the test binary
+// runs the helper its argv names, as the daemon re-executes itself (and
+// exits), or else the tests, then removes the binary Binary built.
+func Main(m *testing.M) {
+	reexec.Init()
+	code := m.Run()
+	RemoveBinary()
+	os.Exit(code)
+}
 
 // Run runs the conformance suite against the providers the factory makes.
 func Run(t *testing.T, factory Factory) {

@@ -1,11 +1,349 @@
 package providertest
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
 
-// runRelay runs the steps with a host daemon relaying a session to the
-// sandbox's inner daemon.
+	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/provider/relay"
+)
+
+// runRelay runs the steps with a host daemon (internal/daemon, in this
+// process) relaying a session to the sandbox's inner daemon through a
+// proxy the suite can sever, in the order: a turn with a command
+// and a file change, its events persisted on the host; a cut mid-stream;
+// the host stopped and started again on its data directory; the inner
+// daemon killed; a deleted session's sandbox destroyed. After each step
+// the host's relayed events are exactly the inner log's, in order, each
+// once.
 func runRelay(t *testing.T, factory Factory) {
-	t.Run("Relay", func(t *testing.T) {
-		t.Skip("the host relay is not wired yet")
+	t.Run("Relay", func(t *testing.T) { testRelay(t, setup(t, factory)) })
+}
+
+// host is a host daemon serving in this process.
+type host struct {
+	d      *daemon.Daemon
+	c      *client.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (s *suite) startHost(t *testing.T, dataDir string, p provider.Provider) *host {
+	t.Helper()
+	reg := provider.NewRegistry()
+	reg.Register(p)
+	opts := map[string]map[string]string{}
+	if len(s.Options) > 0 {
+		opts[p.Name()] = s.Options
+	}
+	d, err := daemon.New(t.Context(), daemon.Config{
+		Listen: "127.0.0.1:0", DataDir: dataDir, Log: slog.New(slog.DiscardHandler),
+		Providers: reg, ProviderOptions: opts, ProviderBinary: s.Binary,
+		StartTimeout: s.Timeout, RelayLostAfter: time.Minute,
 	})
+	if err != nil {
+		t.Fatalf("host daemon: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &host{d: d, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- d.Serve(ctx) }()
+	if h.c, err = client.New(d.URL(), client.WithToken(d.Token())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.stop(t) })
+	return h
+}
+
+// stop stops the host daemon (once).
+func (h *host) stop(t *testing.T) {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	if err := <-h.done; err != nil {
+		t.Errorf("host daemon: %v", err)
+	}
+	h.cancel = nil
+	h.c.CloseIdleConnections()
+}
+
+func testRelay(t *testing.T, s *suite) {
+	ctx := s.ctx(t)
+	name := s.Provider.Name()
+	cut := newCutting(s.Provider)
+	t.Cleanup(cut.closeAll)
+	dataDir := t.TempDir()
+	h := s.startHost(t, dataDir, cut)
+	key, err := relay.LoadKey(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The relay's sandboxes carry the host daemon's owner label.
+	s.owner = relay.OwnerOf(key)
+
+	pl, err := h.c.Providers(ctx)
+	if err != nil || len(pl.Providers) != 1 || pl.Providers[0].Name != name || !pl.Providers[0].Healthy {
+		t.Fatalf("GET /v1/providers = %+v, %v; want %s, healthy", pl, err, name)
+	}
+	_, err = h.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Provider: "providertest-no-such"})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != 422 || ae.Type != client.ProblemUnknownProvider || !strings.Contains(ae.Detail, name) {
+		t.Fatalf("create on an unknown provider: %v; want 422 unknown-provider naming %s", err, name)
+	}
+	sess, err := h.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Provider: name})
+	if err != nil {
+		t.Fatalf("create a session on %s: %v", name, err)
+	}
+	prov, sandboxID, innerID, token, ok := relay.Inner(key, sess.NativeSessionID)
+	if !ok || prov != name || innerID == "" {
+		t.Fatalf("native id %q does not name a sandbox and inner session on %s", sess.NativeSessionID, name)
+	}
+	if found, ok := s.listed(ctx, t, sandboxID); ok && !found {
+		t.Fatalf("List does not have the session's sandbox %s", sandboxID)
+	}
+	sb, err := s.Provider.Connect(ctx, sandboxID, token)
+	if err != nil {
+		t.Fatalf("Connect to the session's sandbox: %v", err)
+	}
+	in := inner(t, sb, token)
+
+	t.Log("a turn with a command and a file change, persisted on the host")
+	done := turn(ctx, t, h.c, sess.ID,
+		mock.Step{Kind: mock.KindCommand, Command: "echo relayed-output"},
+		mock.Step{Kind: mock.KindWrite, Path: "relayed.txt", Content: "from the sandbox\n"})
+	if done.StopReason != event.StopEndTurn {
+		t.Fatalf("turn ended %s: %s", done.StopReason, done.Message)
+	}
+	log := hostLog(ctx, t, h.c, sess.ID)
+	if !strings.Contains(log, "relayed-output") || !strings.Contains(log, "relayed.txt") {
+		t.Fatalf("the host's log lacks the command's output or the file change:\n%s", log)
+	}
+	rc, err := in.ReadFile(ctx, innerID, "relayed.txt", 0, -1)
+	if err != nil {
+		t.Fatalf("the file the turn wrote, in the sandbox: %v", err)
+	}
+	body, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(body) != "from the sandbox\n" {
+		t.Fatalf("relayed.txt in the sandbox = %q", body)
+	}
+	exact(ctx, t, h.c, in, sess.ID, innerID)
+
+	t.Log("the connection cut mid-stream")
+	long := mock.Step{Kind: mock.KindLong, Count: 300, Delay: mock.Duration(10 * time.Millisecond)}
+	tr, err := h.c.Send(ctx, sess.ID, mock.ScriptPrompt(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDeltas(ctx, t, h.c, sess.ID, tr.TurnID, 20)
+	if n := cut.proxy(sandboxID).Cut(); n == 0 {
+		t.Fatal("the cut severed no connection: the host does not read the sandbox through the proxy")
+	}
+	waitDeltas(ctx, t, h.c, sess.ID, tr.TurnID, 120)
+	cut.proxy(sandboxID).Cut()
+	if tc, err := h.c.WaitTurn(ctx, sess.ID, tr.TurnID, 0, nil); err != nil || tc.StopReason != event.StopEndTurn {
+		t.Fatalf("the cut turn: %+v, %v", tc, err)
+	}
+	exact(ctx, t, h.c, in, sess.ID, innerID)
+
+	t.Log("the host daemon stopped mid-turn and started again")
+	tr, err = h.c.Send(ctx, sess.ID, mock.ScriptPrompt(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDeltas(ctx, t, h.c, sess.ID, tr.TurnID, 20)
+	h.stop(t)
+	cut = newCutting(s.Provider)
+	t.Cleanup(cut.closeAll)
+	h = s.startHost(t, dataDir, cut)
+	if _, err := h.c.Resume(ctx, sess.ID, client.ResumeSession{}); err != nil {
+		t.Fatalf("resume after the host restarted: %v", err)
+	}
+	settle(ctx, t, in, innerID)
+	done = turn(ctx, t, h.c, sess.ID, mock.Step{Kind: mock.KindCommand, Command: "echo after-restart"})
+	if done.StopReason != event.StopEndTurn {
+		t.Fatalf("turn after the restart ended %s: %s", done.StopReason, done.Message)
+	}
+	exact(ctx, t, h.c, in, sess.ID, innerID)
+
+	t.Log("a deleted session's sandbox destroyed")
+	other, err := h.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Provider: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherSandbox, _, _, _ := relay.Inner(key, other.NativeSessionID)
+	if err := h.c.DeleteSession(ctx, other.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if found, ok := s.listed(ctx, t, otherSandbox); ok && found {
+		t.Fatalf("the deleted session's sandbox %s is still listed", otherSandbox)
+	}
+
+	if s.KillInner == nil {
+		t.Log("skipped: inner daemon killed (Harness.KillInner is nil)")
+	} else {
+		t.Log("the inner daemon killed: the session ends with a clear error")
+		if err := s.KillInner(ctx, sandboxID); err != nil {
+			t.Fatalf("KillInner: %v", err)
+		}
+		ended := waitEnded(ctx, t, h.c, sess.ID)
+		if ended.Reason != event.EndError || !strings.Contains(ended.Message, sandboxID) {
+			t.Fatalf("session.ended = %+v, want an error naming the sandbox", ended)
+		}
+		if got, err := h.c.GetSession(ctx, sess.ID); err != nil || got.Status != client.StatusFailed {
+			t.Fatalf("session after its inner daemon died: %+v, %v", got.Status, err)
+		}
+	}
+
+	t.Log("destroy: nothing left on the provider")
+	if err := h.c.DeleteSession(ctx, sess.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	s.empty(ctx, t)
+}
+
+// turn runs one turn of the mock agent's steps and returns how it ended.
+func turn(ctx context.Context, t *testing.T, c *client.Client, id string, steps ...mock.Step) event.TurnCompleted {
+	t.Helper()
+	after, err := c.LastSeq(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.Send(ctx, id, mock.ScriptPrompt(steps...))
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	tc, err := c.WaitTurn(ctx, id, tr.TurnID, after, nil)
+	if err != nil {
+		t.Fatalf("wait for turn %s: %v", tr.TurnID, err)
+	}
+	return tc
+}
+
+func allEvents(ctx context.Context, t *testing.T, c *client.Client, id string) []event.Event {
+	t.Helper()
+	var evs []event.Event
+	if err := c.EventsAll(ctx, id, 0, func(e event.Event) error { evs = append(evs, e); return nil }); err != nil {
+		t.Fatalf("events of %s: %v", id, err)
+	}
+	return evs
+}
+
+func hostLog(ctx context.Context, t *testing.T, c *client.Client, id string) string {
+	var b strings.Builder
+	for _, e := range allEvents(ctx, t, c, id) {
+		fmt.Fprintf(&b, "%d %s %s\n", e.Seq, e.Type, e.Data)
+	}
+	return b.String()
+}
+
+// exact fails unless the host's relayed events are exactly the inner
+// events the relay hands over, in order, each once, with the same data.
+func exact(ctx context.Context, t *testing.T, hc, ic *client.Client, hostID, innerID string) {
+	t.Helper()
+	var want []event.Event
+	for _, e := range allEvents(ctx, t, ic, innerID) {
+		if relay.Classify(e) == relay.Forward {
+			want = append(want, e)
+		}
+	}
+	var got []event.Event
+	var gotSeqs []int64
+	for _, e := range allEvents(ctx, t, hc, hostID) {
+		if seq, ok := relay.InnerSeq(e.Raw); ok {
+			got = append(got, e)
+			gotSeqs = append(gotSeqs, seq)
+		}
+	}
+	wantSeqs := make([]int64, len(want))
+	for i, e := range want {
+		wantSeqs[i] = e.Seq
+	}
+	if !slices.Equal(gotSeqs, wantSeqs) {
+		t.Fatalf("relayed inner seqs on the host:\n%v\nwant (the inner log's):\n%v", gotSeqs, wantSeqs)
+	}
+	for i := range want {
+		if got[i].Type != want[i].Type || !jsonEqual(got[i].Data, want[i].Data) {
+			t.Fatalf("relayed event of inner seq %d = %s %s, want %s %s", wantSeqs[i], got[i].Type, got[i].Data, want[i].Type, want[i].Data)
+		}
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// waitDeltas waits until the host has n item.delta events of the turn.
+func waitDeltas(ctx context.Context, t *testing.T, c *client.Client, id, turnID string, n int) {
+	t.Helper()
+	seen := 0
+	st := c.Stream(ctx, id, 0)
+	defer func() { _ = st.Close() }()
+	for st.Next() {
+		e := st.Event()
+		if e.TurnID == turnID && e.Type == event.TypeItemDelta {
+			if seen++; seen >= n {
+				return
+			}
+		}
+		if e.Type == event.TypeTurnCompleted && e.TurnID == turnID {
+			t.Fatalf("turn %s completed after %d deltas, before the step", turnID, seen)
+		}
+	}
+	t.Fatalf("host stream: %v", st.Err())
+}
+
+// waitEnded waits for the session's session.ended event on the host.
+func waitEnded(ctx context.Context, t *testing.T, c *client.Client, id string) event.SessionEnded {
+	t.Helper()
+	st := c.Stream(ctx, id, 0)
+	defer func() { _ = st.Close() }()
+	var last event.SessionEnded
+	for st.Next() {
+		e := st.Event()
+		if e.Type != event.TypeSessionEnded {
+			continue
+		}
+		if err := json.Unmarshal(e.Data, &last); err != nil {
+			t.Fatal(err)
+		}
+		if last.Reason != event.EndInterrupted { // the restart's
+			return last
+		}
+	}
+	t.Fatalf("host stream: %v", st.Err())
+	return last
+}
+
+// settle waits until the inner session has no turn running (the resumed
+// relay interrupts the one the restart left).
+func settle(ctx context.Context, t *testing.T, c *client.Client, id string) {
+	t.Helper()
+	for {
+		s, err := c.GetSession(ctx, id)
+		if err != nil {
+			t.Fatalf("inner session: %v", err)
+		}
+		if s.Status != client.StatusRunning {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the inner session kept running after the resume")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -127,6 +127,11 @@ class CreateSession(TypedDict):
     #: A policy document as written in a file, instead of policy; errors then
     #: name the file, line and field.
     policy_source: NotRequired['PolicySource']
+    #: Sandbox provider the session runs on (see GET /v1/providers): its agent
+    #: runs in the agentbox daemon of a sandbox made there, relayed to this
+    #: daemon, whose log stays the source of truth. Empty: the daemon's default
+    #: provider (serve --provider), or this host.
+    provider: NotRequired[str]
 
 
 class DiffFile(TypedDict):
@@ -399,6 +404,38 @@ class ProcessSignal(TypedDict):
     #: SIGTERM, SIGKILL (the whole tree), SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
     #: SIGUSR2, SIGSTOP, SIGCONT or SIGWINCH; the SIG prefix is optional.
     signal: str
+
+
+class ProviderCapabilities(TypedDict):
+    pause_resume: bool
+    snapshot: bool
+    #: The provider enforces egress allow/deny lists itself.
+    egress_rules: bool
+    preview_urls: bool
+    file_transfer: bool
+    #: Isolation runtimes the provider can run a sandbox under (e.g. runc,
+    #: runsc).
+    runtimes: NotRequired[list[str] | None]
+
+
+class ProviderInfo(TypedDict):
+    name: str
+    capabilities: 'ProviderCapabilities'
+    #: The provider answered its health check with the configured credentials
+    #: just now.
+    healthy: bool
+    #: Sessions created without a provider run here.
+    default: NotRequired[bool]
+    #: Why the health check failed, in the provider's words (never a
+    #: credential).
+    reason: NotRequired[str]
+
+
+class ProviderList(TypedDict):
+    providers: 'list[ProviderInfo] | None'
+    #: The provider of sessions created without one (serve --provider); empty:
+    #: this host.
+    default: NotRequired[str]
 
 
 class PutSecret(TypedDict):

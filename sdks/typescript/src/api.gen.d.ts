@@ -106,6 +106,8 @@ export interface CreateSession {
 	policy?: unknown;
 	/** A policy document as written in a file, instead of policy; errors then name the file, line and field. */
 	policy_source?: PolicySource;
+	/** Sandbox provider the session runs on (see GET /v1/providers): its agent runs in the agentbox daemon of a sandbox made there, relayed to this daemon, whose log stays the source of truth. Empty: the daemon's default provider (serve --provider), or this host. */
+	provider?: string;
 }
 
 export interface DiffFile {
@@ -353,6 +355,34 @@ export interface ProcessList {
 export interface ProcessSignal {
 	/** SIGTERM, SIGKILL (the whole tree), SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT or SIGWINCH; the SIG prefix is optional. */
 	signal: string;
+}
+
+export interface ProviderCapabilities {
+	/** The provider enforces egress allow/deny lists itself. */
+	egress_rules: boolean;
+	file_transfer: boolean;
+	pause_resume: boolean;
+	preview_urls: boolean;
+	/** Isolation runtimes the provider can run a sandbox under (e.g. runc, runsc). */
+	runtimes?: string[] | null;
+	snapshot: boolean;
+}
+
+export interface ProviderInfo {
+	capabilities: ProviderCapabilities;
+	/** Sessions created without a provider run here. */
+	default?: boolean;
+	/** The provider answered its health check with the configured credentials just now. */
+	healthy: boolean;
+	name: string;
+	/** Why the health check failed, in the provider's words (never a credential). */
+	reason?: string;
+}
+
+export interface ProviderList {
+	/** The provider of sessions created without one (serve --provider); empty: this host. */
+	default?: string;
+	providers: ProviderInfo[] | null;
 }
 
 export interface PutSecret {
@@ -911,6 +941,15 @@ export interface Operations {
 		body: never;
 		bodyRequired: false;
 		response: ProcessList;
+	};
+	/** List sandbox providers */
+	listProviders: {
+		method: "GET";
+		path: "/v1/providers";
+		params: Record<string, never>;
+		body: never;
+		bodyRequired: false;
+		response: ProviderList;
 	};
 	/** List permission and question requests */
 	listRequests: {

@@ -25,6 +25,7 @@ export const operations = Object.freeze({
 	listEvents: Object.freeze({ method: "GET", path: "/v1/sessions/{id}/events", pathParams: Object.freeze(["id"]), query: Object.freeze(["after", "limit"]), body: "none", response: "json" }),
 	listFiles: Object.freeze({ method: "GET", path: "/v1/sessions/{id}/files", pathParams: Object.freeze(["id"]), query: Object.freeze(["path", "depth"]), body: "none", response: "json" }),
 	listProcesses: Object.freeze({ method: "GET", path: "/v1/processes", pathParams: Object.freeze([]), query: Object.freeze([]), body: "none", response: "json" }),
+	listProviders: Object.freeze({ method: "GET", path: "/v1/providers", pathParams: Object.freeze([]), query: Object.freeze([]), body: "none", response: "json" }),
 	listRequests: Object.freeze({ method: "GET", path: "/v1/sessions/{id}/requests", pathParams: Object.freeze(["id"]), query: Object.freeze(["state"]), body: "none", response: "json" }),
 	listSecrets: Object.freeze({ method: "GET", path: "/v1/secrets", pathParams: Object.freeze([]), query: Object.freeze([]), body: "none", response: "json" }),
 	listSessions: Object.freeze({ method: "GET", path: "/v1/sessions", pathParams: Object.freeze([]), query: Object.freeze(["status", "limit", "before"]), body: "none", response: "json" }),
