@@ -258,7 +258,7 @@ func (p *Provider) start(ctx context.Context, sb sandboxInfo, bin []byte, token 
 	}
 	// The token is read from the data directory, never an argument.
 	script := "cd \"$HOME\" && chmod 700 " + binaryPath + " " + dataDir + " && chmod 600 " + tokenPath +
-		" && exec ./" + binaryPath + " serve --listen 127.0.0.1:" + strconv.Itoa(DaemonPort) + " --data-dir \"$HOME/" + dataDir + "\""
+		" && exec ./" + binaryPath + " serve --listen 127.0.0.1:" + strconv.Itoa(DaemonPort) + " --allowed-hosts '*' --data-dir \"$HOME/" + dataDir + "\""
 	var ex struct {
 		CmdID string `json:"cmdId"`
 	}
