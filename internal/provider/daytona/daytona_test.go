@@ -3,7 +3,6 @@ package daytona_test
 import (
 	"bytes"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +11,12 @@ import (
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/daytona"
 	"github.com/agentbox/agentbox/internal/provider/daytona/daytonatest"
-	"github.com/agentbox/agentbox/internal/sdkgen/sdktest"
+	"github.com/agentbox/agentbox/internal/provider/providertest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sdktest.RemoveBinary()
-	os.Exit(code)
-}
+// TestMain runs the re-exec helpers the host daemon of the relay steps
+// starts (providertest.Main) and removes the built binary.
+func TestMain(m *testing.M) { providertest.Main(m) }
 
 func setup(t *testing.T) (*daytonatest.Fake, *daytona.Provider) {
 	t.Helper()
@@ -33,7 +30,7 @@ func setup(t *testing.T) (*daytonatest.Fake, *daytona.Provider) {
 
 func spec(t *testing.T) provider.Spec {
 	name := strings.ReplaceAll(t.Name(), "/", "-")
-	return provider.Spec{Owner: "host-" + name, Binary: sdktest.Binary(t), Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
+	return provider.Spec{Owner: "host-" + name, Binary: providertest.Binary(t), Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
 }
 
 // TestLifecycle: create (with resources) → the inner daemon answers with

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +12,12 @@ import (
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/e2b"
 	"github.com/agentbox/agentbox/internal/provider/e2b/e2btest"
-	"github.com/agentbox/agentbox/internal/sdkgen/sdktest"
+	"github.com/agentbox/agentbox/internal/provider/providertest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sdktest.RemoveBinary()
-	os.Exit(code)
-}
+// TestMain runs the re-exec helpers the host daemon of the relay steps
+// starts (providertest.Main) and removes the built binary.
+func TestMain(m *testing.M) { providertest.Main(m) }
 
 // setup starts a fake E2B and a provider pointed at it.
 func setup(t *testing.T) (*e2btest.Fake, *e2b.Provider) {
@@ -36,7 +33,7 @@ func setup(t *testing.T) (*e2btest.Fake, *e2b.Provider) {
 func spec(t *testing.T) provider.Spec {
 	return provider.Spec{
 		Owner:  "host-" + strings.ReplaceAll(t.Name(), "/", "-"),
-		Binary: sdktest.Binary(t),
+		Binary: providertest.Binary(t),
 		Token:  "tok-" + strings.ReplaceAll(t.Name(), "/", "-") + "-0123456789",
 		Labels: map[string]string{"purpose": "test"},
 	}
