@@ -43,7 +43,7 @@ const (
 	ProblemMCPUnsupported       = ProblemTypeBase + "mcp-unsupported"        // 422: MCP servers for an agent that cannot take them (capability mcp); the detail names the agent
 	ProblemMCPRequired          = ProblemTypeBase + "mcp-required"           // 422: resume (or a message to a stopped session) of a session whose MCP servers had env or header values, which are never stored; the detail names them
 	ProblemShuttingDown         = ProblemTypeBase + "shutting-down"          // 503: the daemon is stopping
-	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
+	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks, or uploads held, at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
 	ProblemStorageFull          = ProblemTypeBase + "storage-full"           // 507: the daemon's disk is full; reads work, writes succeed again once space is freed; see Retry-After
