@@ -178,10 +178,3 @@ func (s *Service) Resolve(scope, idOrTag string) (string, error) {
 func (s *Service) ListScope(scope string) []ProcessInfo {
 	return slices.DeleteFunc(s.List(), func(p ProcessInfo) bool { return p.Scope != scope })
 }
-
-// closedCh is a channel that is closed, for owners already gone.
-var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// Closed returns a closed channel: a StartRequest.Closing for a lent
-// sandbox whose owner is already gone.
-func Closed() <-chan struct{} { return closedCh }
