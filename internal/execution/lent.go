@@ -37,7 +37,8 @@ case $1 in *=*) ;; *) env --default-signal=INT true 2>/dev/null && set -- env --
 exec 3<&0
 setsid "$@" <&3 3<&- &
 exec 3<&-
-while :; do wait $!; r=$?; kill -0 $! 2>/dev/null || exit $r; done`
+while kill -0 $! 2>/dev/null; do wait $!; done
+wait $!`
 
 // lent is a process started in a sandbox lent by its owner (StartRequest
 // Sandbox): it ends the process without ending the sandbox, enforces the

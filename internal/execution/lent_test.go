@@ -32,7 +32,7 @@ func TestLentProcesses(t *testing.T) {
 	t.Cleanup(func() { _ = svc.Close(context.Background()) })
 
 	// A process traps TERM and says so: it got the signal, not its wrapper.
-	const trapper = `trap 'echo got-term; exit 7' TERM; echo ready; sleep 61.9 & wait`
+	const trapper = `trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done`
 	tests := []struct {
 		name    string
 		argv    []string
