@@ -49,7 +49,7 @@ const (
 	ProblemProviderUnavailable  = ProblemTypeBase + "provider-unavailable"   // 502: the provider failed (5xx, timeout, refused connection); the detail has its message
 	ProblemSandboxGone          = ProblemTypeBase + "sandbox-gone"           // 502: the session's sandbox no longer exists on its provider
 	ProblemProviderUnsupported  = ProblemTypeBase + "provider-unsupported"   // 422: the provider cannot do what the request or its policy asks; the detail names the field
-	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks at once; see Retry-After
+	ProblemTooManyRequests      = ProblemTypeBase + "too-many-requests"      // 429: too many sandboxed tasks, or uploads held, at once; see Retry-After
 	ProblemTooManyLiveSessions  = ProblemTypeBase + "too-many-live-sessions" // 429: as many sessions have a live agent as the daemon allows; see Retry-After
 	ProblemTimeout              = ProblemTypeBase + "timeout"                // 504: the daemon did not answer in time
 	ProblemStorageFull          = ProblemTypeBase + "storage-full"           // 507: the daemon's disk is full; reads work, writes succeed again once space is freed; see Retry-After

@@ -326,6 +326,11 @@ func (c *Client) Wait(ctx context.Context, idOrTag string) (Process, error) {
 	if err != nil {
 		return Process{}, err
 	}
+	return c.waitAt(ctx, p)
+}
+
+// waitAt polls the wait operation at path p until the process exits.
+func (c *Client) waitAt(ctx context.Context, p string) (Process, error) {
 	for {
 		var out Process
 		if err := c.do(ctx, http.MethodPost, p, url.Values{"timeout_ms": {"30000"}}, nil, &out); err != nil {
@@ -363,12 +368,16 @@ type ProcessEvent struct {
 // event is seen once. It ends after the exit event, on a permanent error
 // (unknown process: 404) or when ctx ends.
 func (c *Client) ProcessStream(ctx context.Context, idOrTag string, after int64) iter.Seq2[ProcessEvent, error] {
+	p, err := processPath(idOrTag, "stream")
+	if err != nil {
+		return func(yield func(ProcessEvent, error) bool) { yield(ProcessEvent{}, err) }
+	}
+	return c.processStreamAt(ctx, p, after)
+}
+
+// processStreamAt follows the process stream at path p (ProcessStream).
+func (c *Client) processStreamAt(ctx context.Context, p string, after int64) iter.Seq2[ProcessEvent, error] {
 	return func(yield func(ProcessEvent, error) bool) {
-		p, err := processPath(idOrTag, "stream")
-		if err != nil {
-			yield(ProcessEvent{}, err)
-			return
-		}
 		last := max(after, 0)
 		backoff := DefaultMinBackoff
 		for {

@@ -69,3 +69,15 @@ func (c *Client) SessionExec(ctx context.Context, id string, req SessionExecRequ
 	err = c.do(ctx, http.MethodPost, p, nil, req, &out)
 	return out, err
 }
+
+// SessionStartProcess is the body of POST /v1/sessions/{id}/processes: a
+// process in the session's sandbox, under the session's policy (it takes
+// no policy and no files of its own).
+type SessionStartProcess struct {
+	Argv      []string          `json:"argv" minItems:"1" maxItems:"4096" doc:"The command; argv[0] is looked up in the sandbox's PATH."`
+	Env       map[string]string `json:"env,omitempty" doc:"Added to the environment the session's policy defines."`
+	Cwd       string            `json:"cwd,omitempty" maxLength:"4096" doc:"Absolute inside the sandbox, or relative to the session's workspace (the default)."`
+	Stdin     bool              `json:"stdin,omitempty" doc:"Keep standard input open for POST …/stdin."`
+	Tag       string            `json:"tag,omitempty" maxLength:"128" doc:"A name to find the process by instead of its id; unique among running processes."`
+	TimeoutMS int64             `json:"timeout_ms,omitempty" minimum:"0" doc:"Wall-clock limit in milliseconds, when shorter than the policy's."`
+}

@@ -27,7 +27,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsSetCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd(),
-		a.sessionsDiffCmd(), a.sessionsExecCmd())
+		a.sessionsDiffCmd(), a.sessionsExecCmd(), a.sessionsProcessesCmd())
 	return cmd
 }
 

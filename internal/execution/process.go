@@ -44,12 +44,20 @@ type StartRequest struct {
 	// session's) instead of a new one; it is then not closed when the
 	// process ends, and Policy and Files must be empty.
 	Sandbox sandbox.Sandbox
+	// Limits are Sandbox's limits (its timeout applies). Closing, closed
+	// when Sandbox's owner begins to close it, kills the process, whose
+	// exit then says sandbox_closed. Scope names the owner (a session
+	// id): Resolve and ListScope find the process only through it.
+	Limits  sandbox.Limits
+	Closing <-chan struct{}
+	Scope   string
 }
 
 // ProcessInfo describes a started process.
 type ProcessInfo struct {
 	ID      string
 	Tag     string
+	Scope   string // StartRequest.Scope
 	Argv    []string
 	Pid     int
 	Running bool
@@ -89,6 +97,8 @@ const (
 // proc is one started process.
 type proc struct {
 	id, tag string
+	scope   string
+	closing <-chan struct{} // StartRequest.Closing
 	argv    []string
 	box     *box
 	p       sandbox.Process
@@ -156,7 +166,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 			return ProcessInfo{}, err
 		}
 	}
-	pr := &proc{id: newID("prc_"), tag: req.Tag, argv: slices.Clone(req.Argv), box: b, out: newRing(s.opts.OutputBuffer), done: make(chan struct{})}
+	pr := &proc{id: newID("prc_"), tag: req.Tag, scope: req.Scope, closing: req.Closing, argv: slices.Clone(req.Argv), box: b, out: newRing(s.opts.OutputBuffer), done: make(chan struct{})}
 	if req.Sandbox == nil {
 		if err := s.attachNetwork(b, "process", "process:"+pr.id); err != nil {
 			s.report("process:"+pr.id, b.release(s.opts.Log))
@@ -172,6 +182,10 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		Stdout:  pr.outs[0],
 		Stderr:  pr.outs[1],
 		Timeout: effectiveTimeout(req.Timeout, b.spec.Limits.Timeout),
+	}
+	var lentTimeout time.Duration
+	if req.Sandbox != nil {
+		cmd, lentTimeout = lendCmd(cmd, req.Cwd, req.Limits, req.Timeout)
 	}
 	var stdinR *os.File
 	if req.TTY {
@@ -206,10 +220,16 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		s.report("process:"+pr.id, b.release(s.opts.Log))
 		return ProcessInfo{}, fmt.Errorf("start %q in sandbox: %w", req.Argv[0], err)
 	}
+	if req.Sandbox != nil {
+		p = lend(p, lentTimeout, req.Closing)
+	}
 	pr.p = p
 	pr.k.set(p)
-	pr.info = ProcessInfo{ID: pr.id, Tag: pr.tag, Argv: pr.argv, Pid: p.Pid(), Running: true, StartedAt: pr.started, Sandbox: b.info(),
+	pr.info = ProcessInfo{ID: pr.id, Tag: pr.tag, Scope: pr.scope, Argv: pr.argv, Pid: p.Pid(), Running: true, StartedAt: pr.started, Sandbox: b.info(),
 		Adjusted: append(adjusted, timeoutAdjusted(req.Timeout, cmd.Timeout)...)}
+	if req.Sandbox != nil {
+		pr.info.Adjusted = timeoutAdjusted(req.Timeout, lentTimeout)
+	}
 	if pr.term {
 		pr.info.TTY, pr.info.Rows, pr.info.Cols = true, rows, cols
 		go pr.pumpTerminal()
@@ -342,6 +362,9 @@ func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
 		info.ExitCode = -1
 		reason, msg = sandbox.ReasonSandboxFailed, err.Error()
 		s.opts.Log.Warn("waiting for a sandboxed process", "process", pr.id, "err", err)
+	}
+	if l, ok := pr.p.(*lent); ok {
+		reason, msg = l.verdict(&info, reason, msg, pr.closing)
 	}
 	if reason != "" {
 		info.Error = &ErrorInfo{Code: reason, Message: msg}

@@ -50,6 +50,10 @@ type Config struct {
 	// (default files.DefaultMaxArchiveBytes plus room for its headers).
 	MaxFileBytes    int64
 	MaxArchiveBytes int64
+	// MaxUploadBytes bounds the memory of the file and archive uploads
+	// received at once (default DefaultMaxUploadBytes, at least one
+	// archive's limit); past it an upload is refused with 429.
+	MaxUploadBytes int64
 	// Files serves /v1/sessions/{id}/files; nil answers it with 503.
 	Files FilesService
 	// Heartbeat is the interval of the comment lines that keep idle event
@@ -99,6 +103,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxArchiveBytes <= 0 {
 		c.MaxArchiveBytes = files.DefaultMaxArchiveBytes + 16<<20
 	}
+	if c.MaxUploadBytes <= 0 {
+		c.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	c.MaxUploadBytes = max(c.MaxUploadBytes, c.MaxFileBytes+1, c.MaxArchiveBytes+1)
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}

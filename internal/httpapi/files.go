@@ -110,9 +110,9 @@ var filesOps = []route{
 	&op[fileWriteInput, fileEntryOutput]{h: (*server).writeFile, opSpec: opSpec{
 		ID: "writeFile", Method: http.MethodPut, Path: "/v1/sessions/{id}/files/content", Tag: "files",
 		Summary:     "Write a workspace file",
-		Description: "Replaces (or creates) a regular file with the request's bytes, at most 16 MiB, atomically: a symlink at the path is replaced, never written through. An existing file keeps its permission bits." + filesDoc + changeDoc,
+		Description: "Replaces (or creates) a regular file with the request's bytes, at most 16 MiB, atomically (429 with Retry-After while the daemon holds as many uploads in memory as it allows): a symlink at the path is replaced, never written through. An existing file keeps its permission bits." + filesDoc + changeDoc,
 		Limit:       limitFile, ReadTimeout: time.Minute,
-		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType)...),
+		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusTooManyRequests)...),
 	}},
 	&op[mkdirInput, fileEntryOutput]{h: (*server).makeDir, opSpec: opSpec{
 		ID: "makeDir", Method: http.MethodPost, Path: "/v1/sessions/{id}/files/mkdir", Tag: "files",
@@ -146,9 +146,9 @@ var filesOps = []route{
 		Description: "Unpacks a tar stream into the directory path (made if missing), replacing files. Every entry is checked before anything is applied: " +
 			"relative clean names, files, directories and symlinks only (a symlink's target inside the workspace), no hard links, devices or fifos, " +
 			"no setuid, setgid or sticky bit, at most 10 000 entries and 64 MiB of files; a refused entry applies nothing (422 invalid-archive, " +
-			"403, 413)." + filesDoc + changeDoc,
+			"403, 413). While the daemon holds as many uploads in memory as it allows, 429 with Retry-After." + filesDoc + changeDoc,
 		Limit: limitArchive, ReadTimeout: 5 * time.Minute,
-		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)...),
+		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusTooManyRequests)...),
 	}},
 	&op[fileTreeInput, streamOutput]{h: (*server).watchFiles, opSpec: opSpec{
 		ID: "watchFiles", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/watch", Tag: "files",

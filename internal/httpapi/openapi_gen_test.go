@@ -113,7 +113,7 @@ func problemTable() string {
 		client.ProblemAlreadyResolved:      "409: the request was already answered",
 		client.ProblemUnavailable:          "503: the agent cannot run on this host",
 		client.ProblemShuttingDown:         "503: the daemon is stopping; retry elsewhere or later",
-		client.ProblemTooManyRequests:      "429: as many sandboxed tasks run as the daemon allows; retry after Retry-After",
+		client.ProblemTooManyRequests:      "429: as many sandboxed tasks run, or as many uploads are held in memory, as the daemon allows; retry after Retry-After",
 		client.ProblemPolicy:               "422: the sandbox policy is invalid, refused by the global policy, or cannot be enforced here",
 		client.ProblemTimeout:              "504: the operation timed out",
 		client.ProblemStorageFull:          "507: the daemon's disk is full; reads still work, writes succeed again once space is freed; retry after Retry-After",

@@ -254,6 +254,14 @@ func (o *op[I, O]) handler(s *server) http.Handler {
 		if o.err != nil {
 			panic(o.err)
 		}
+		if isUpload(o.Limit) {
+			n := uploadSize(r, limit)
+			if !s.uploads.take(n) {
+				writeProblem(w, errUploadsBusy)
+				return
+			}
+			defer s.uploads.give(n)
+		}
 		var in I
 		if p := o.plan.decode(w, r, &in, limit, timeout); p != nil {
 			writeAPIProblem(w, p)

@@ -146,7 +146,7 @@ func errs(codes ...int) []int { return append(codes, commonErrors...) }
 
 // operations is the API: every operation the daemon serves, as the
 // OpenAPI document describes it (operation.go).
-var operations = slices.Concat(sessionOps, execOps, networkOps, filesOps, diffOps, sessionExecOps, providerOps)
+var operations = slices.Concat(sessionOps, execOps, networkOps, filesOps, diffOps, sessionExecOps, sessionProcOps, providerOps)
 
 var sessionOps = []route{
 	&op[struct{}, healthOutput]{h: (*server).health, opSpec: opSpec{

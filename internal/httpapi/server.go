@@ -42,6 +42,8 @@ type server struct {
 	healthObserver func() metrics.Observer
 	// noHealthFast turns serveHealthFast off: tests only, to compare.
 	noHealthFast bool
+	// uploads bounds the memory of concurrent uploads (uploads.go).
+	uploads *uploadBudget
 }
 
 // New returns the API handler. eng may be nil when only the routes that do
@@ -60,6 +62,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) *se
 	log = slog.New(logging.Handler(log.Handler()))
 	s := &server{cfg: cfg.withDefaults(), eng: eng, metrics: m, log: log, mux: http.NewServeMux()}
 	s.healthPrefix = healthPrefix(s.cfg.Version)
+	s.uploads = &uploadBudget{free: s.cfg.MaxUploadBytes}
 	if m != nil {
 		s.healthObserver = sync.OnceValue(func() metrics.Observer {
 			return m.HTTPDuration.WithLabelValues(http.MethodGet, "/v1/health", "200")

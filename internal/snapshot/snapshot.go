@@ -191,10 +191,39 @@ func (s *Store) Take(ctx context.Context, id, point, workspace string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "states"), point+".json", b); err != nil {
+	// Everything a state refers to is on disk before the state: the
+	// blobs (each synced when written) and their names, then the
+	// directories' own names in the session's directory.
+	if err := syncDir(filepath.Join(dir, "blobs")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "states"), 0o700); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, "states"), point+".json", b, true); err != nil {
 		return err
 	}
-	return writeAtomic(dir, "last", []byte(point))
+	return writeAtomic(dir, "last", []byte(point), true)
+}
+
+// fsync makes a file's or a directory's content durable; tests replace it
+// to see the order of the syncs.
+var fsync = func(f *os.File) error { return f.Sync() }
+
+// syncDir makes the names in directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = fsync(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Remove deletes every state of session id.
@@ -242,8 +271,10 @@ func (s *Store) last(id string) (*Manifest, error) {
 }
 
 // writeAtomic writes name in dir by a rename, so a reader never sees half
-// a file and a crash leaves the old one or the new one.
-func writeAtomic(dir, name string, data []byte) error {
+// a file and a crash leaves the old one or the new one: the content is
+// synced before the rename; with durable, dir too after it (a blob's
+// directory is synced once, before the state that refers to it).
+func writeAtomic(dir, name string, data []byte, durable bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
@@ -252,11 +283,17 @@ func writeAtomic(dir, name string, data []byte) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	_, werr := f.Write(data)
+	if werr == nil {
+		werr = fsync(f)
+	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr == nil {
 		werr = os.Rename(f.Name(), filepath.Join(dir, name))
+	}
+	if werr == nil && durable {
+		werr = syncDir(dir)
 	}
 	if werr != nil {
 		_ = os.Remove(f.Name())
@@ -418,7 +455,7 @@ func (w *walker) store(data []byte) (hash string, withheld bool) {
 	if _, err := os.Stat(filepath.Join(w.blobs, h)); err == nil {
 		return h, false
 	}
-	if err := writeAtomic(w.blobs, h, data); err != nil {
+	if err := writeAtomic(w.blobs, h, data, false); err != nil {
 		return "", false
 	}
 	return h, false

@@ -901,7 +901,7 @@ class ConsolePanel {
       this.send(b);
     });
     this.msg = el('p', { id: 'console-msg', class: 'muted' },
-      'Starts bash on a terminal in the session\'s sandbox (or, on a daemon without session processes, a fresh sandbox under the default policy).');
+      'Starts bash on a terminal in the session\'s sandbox (or, where the session has none or cannot give a terminal, a fresh sandbox under the default policy).');
     this.startBtn = el('button', { type: 'button', id: 'console-start', onclick: () => this.start() }, 'Start bash');
     this.node = el('section', { id: 'tab-console', class: 'tab' }, el('div', null, this.startBtn, ' ',
       el('button', { type: 'button', id: 'console-stop', onclick: () => this.stop() }, 'Kill')), this.msg, this.screen);
@@ -919,7 +919,9 @@ class ConsolePanel {
         p = await api('POST', sessionPath(this.id) + '/processes', body);
         this.base = sessionPath(this.id) + '/processes/' + enc(p.id);
       } catch (e) {
-        if (e.status !== 404 && e.status !== 405) throw e;
+        // No session processes here (404, 405), a session without a
+        // sandbox (409), or no terminal in a session's sandbox yet (422).
+        if (![404, 405, 409, 422].includes(e.status)) throw e;
         p = await api('POST', '/v1/processes', body);
         this.base = '/v1/processes/' + enc(p.id);
       }

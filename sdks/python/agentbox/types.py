@@ -629,6 +629,23 @@ class SessionSandbox(TypedDict):
     mechanisms: NotRequired[list[str] | None]
 
 
+class SessionStartProcess(TypedDict):
+    #: The command; argv[0] is looked up in the sandbox's PATH.
+    argv: list[str] | None
+    #: Absolute inside the sandbox, or relative to the session's workspace (the
+    #: default).
+    cwd: NotRequired[str]
+    #: Added to the environment the session's policy defines.
+    env: NotRequired[dict[str, str]]
+    #: Keep standard input open for POST …/stdin.
+    stdin: NotRequired[bool]
+    #: A name to find the process by instead of its id; unique among running
+    #: processes.
+    tag: NotRequired[str]
+    #: Wall-clock limit in milliseconds, when shorter than the policy's.
+    timeout_ms: NotRequired[int]
+
+
 class SetNetwork(TypedDict):
     #: The new allow rules (host[:port], *.domain[:port], *, CIDR[:port]); they
     #: replace the old ones. Each must be covered by the operator's global

@@ -551,6 +551,21 @@ export interface SessionSandbox {
 	runtime: string;
 }
 
+export interface SessionStartProcess {
+	/** The command; argv[0] is looked up in the sandbox's PATH. */
+	argv: string[] | null;
+	/** Absolute inside the sandbox, or relative to the session's workspace (the default). */
+	cwd?: string;
+	/** Added to the environment the session's policy defines. */
+	env?: Record<string, string>;
+	/** Keep standard input open for POST …/stdin. */
+	stdin?: boolean;
+	/** A name to find the process by instead of its id; unique among running processes. */
+	tag?: string;
+	/** Wall-clock limit in milliseconds, when shorter than the policy's. */
+	timeout_ms?: number;
+}
+
 export interface SetNetwork {
 	/** The new allow rules (host[:port], *.domain[:port], *, CIDR[:port]); they replace the old ones. Each must be covered by the operator's global policy. */
 	allow: string[] | null;
@@ -732,6 +747,20 @@ export interface Operations {
 		bodyRequired: false;
 		response: void;
 	};
+	/** Kill and forget a session's process */
+	deleteSessionProcess: {
+		method: "DELETE";
+		path: "/v1/sessions/{id}/processes/{pid}";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: void;
+	};
 	/** Download a workspace tree as tar */
 	downloadArchive: {
 		method: "GET";
@@ -880,6 +909,20 @@ export interface Operations {
 		bodyRequired: false;
 		response: SessionNetwork;
 	};
+	/** Get a session's process */
+	getSessionProcess: {
+		method: "GET";
+		path: "/v1/sessions/{id}/processes/{pid}";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Process;
+	};
 	/** Interrupt the running turn */
 	interruptTurn: {
 		method: "POST";
@@ -973,6 +1016,18 @@ export interface Operations {
 		body: never;
 		bodyRequired: false;
 		response: SecretList;
+	};
+	/** List a session's processes */
+	listSessionProcesses: {
+		method: "GET";
+		path: "/v1/sessions/{id}/processes";
+		params: {
+			/** Session ID. */
+			id: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: ProcessList;
 	};
 	/** List sessions */
 	listSessions: {
@@ -1092,6 +1147,20 @@ export interface Operations {
 		bodyRequired: true;
 		response: void;
 	};
+	/** Write to a session's process's standard input */
+	sendSessionProcessInput: {
+		method: "POST";
+		path: "/v1/sessions/{id}/processes/{pid}/stdin";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
+		};
+		body: ProcessInput;
+		bodyRequired: true;
+		response: void;
+	};
 	/** Run a command in a session's sandbox */
 	sessionExec: {
 		method: "POST";
@@ -1128,12 +1197,38 @@ export interface Operations {
 		bodyRequired: true;
 		response: void;
 	};
+	/** Signal a session's process */
+	signalSessionProcess: {
+		method: "POST";
+		path: "/v1/sessions/{id}/processes/{pid}/signal";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
+		};
+		body: ProcessSignal;
+		bodyRequired: true;
+		response: void;
+	};
 	/** Start a process in a sandbox */
 	startProcess: {
 		method: "POST";
 		path: "/v1/processes";
 		params: Record<string, never>;
 		body: StartProcess;
+		bodyRequired: true;
+		response: Process;
+	};
+	/** Start a process in a session's sandbox */
+	startSessionProcess: {
+		method: "POST";
+		path: "/v1/sessions/{id}/processes";
+		params: {
+			/** Session ID. */
+			id: string;
+		};
+		body: SessionStartProcess;
 		bodyRequired: true;
 		response: Process;
 	};
@@ -1207,6 +1302,42 @@ export interface Operations {
 			id?: number;
 		};
 	};
+	/** Follow a session's process's output (SSE) */
+	streamSessionProcess: {
+		method: "GET";
+		path: "/v1/sessions/{id}/processes/{pid}/stream";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
+			/** Resume after this seq (a decimal integer, 0 or more) when there is no Last-Event-ID. Default 0: from the oldest event still held. */
+			after?: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: {
+			data: OutputGap;
+			event: "dropped";
+			/** The event's seq, when it has one. */
+			id?: number;
+		} | {
+			data: Process;
+			event: "exit";
+			/** The event's seq, when it has one. */
+			id?: number;
+		} | {
+			data: OutputChunk;
+			event: "stderr";
+			/** The event's seq, when it has one. */
+			id?: number;
+		} | {
+			data: OutputChunk;
+			event: "stdout";
+			/** The event's seq, when it has one. */
+			id?: number;
+		};
+	};
 	/** Change a session's model or mode */
 	updateSession: {
 		method: "PATCH";
@@ -1240,6 +1371,22 @@ export interface Operations {
 		params: {
 			/** Process ID or tag. */
 			id: string;
+			/** How long to wait at most (default 30000); the answer then describes the process still running. */
+			timeout_ms?: number;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Process;
+	};
+	/** Wait for a session's process to exit */
+	waitSessionProcess: {
+		method: "POST";
+		path: "/v1/sessions/{id}/processes/{pid}/wait";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
 			/** How long to wait at most (default 30000); the answer then describes the process still running. */
 			timeout_ms?: number;
 		};
