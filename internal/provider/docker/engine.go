@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -240,7 +241,7 @@ func (e *engine) call(ctx context.Context, method, path string, q url.Values, in
 		if err != nil {
 			return err
 		}
-		body = strings.NewReader(string(b))
+		body = bytes.NewReader(b)
 		h = http.Header{"Content-Type": {"application/json"}}
 	}
 	res, err := e.do(ctx, method, path, q, body, h, true)
@@ -376,7 +377,7 @@ type buildOptions struct {
 // imageBuild is POST /build with the tar context: the classic builder
 // (version=1), intermediate containers removed, no pull. The caller reads
 // (and closes) the answer's JSON progress stream.
-func (e *engine) imageBuild(ctx context.Context, context io.Reader, o buildOptions) (io.ReadCloser, error) {
+func (e *engine) imageBuild(ctx context.Context, tarContext io.Reader, o buildOptions) (io.ReadCloser, error) {
 	labels, err := json.Marshal(o.labels)
 	if err != nil {
 		return nil, err
@@ -389,7 +390,7 @@ func (e *engine) imageBuild(ctx context.Context, context io.Reader, o buildOptio
 		"version":     {"1"},
 		"labels":      {string(labels)},
 	}
-	res, err := e.do(ctx, http.MethodPost, "/build", q, context, http.Header{"Content-Type": {"application/x-tar"}}, true)
+	res, err := e.do(ctx, http.MethodPost, "/build", q, tarContext, http.Header{"Content-Type": {"application/x-tar"}}, true)
 	if err != nil {
 		return nil, err
 	}
