@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,8 +16,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	cerrdefs "github.com/containerd/errdefs"
 )
 
 // AgentImageRepo is the repository of the images BuildAgentImage builds.
@@ -68,9 +67,9 @@ func (p *Provider) BuildAgentImage(ctx context.Context, binary string, agentDirs
 	tag := AgentImageRepo + ":" + hex.EncodeToString(h.Sum(nil))
 	p.buildMu.Lock()
 	defer p.buildMu.Unlock()
-	if _, err := p.cli.ImageInspect(ctx, tag); err == nil {
+	if err := p.cli.imageInspect(ctx, tag); err == nil {
 		return tag, nil
-	} else if !cerrdefs.IsNotFound(err) {
+	} else if !errors.Is(err, errNotFound) {
 		return "", p.mapErr("image "+tag, err)
 	}
 	err = p.build(ctx, tag, func(tw *tar.Writer) error {

@@ -20,10 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	dockerclient "github.com/moby/moby/client"
-
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/provider"
@@ -38,6 +34,11 @@ const (
 	LabelOwner   = "agentbox.owner"
 	LabelSandbox = "agentbox.sandbox"
 )
+
+// callerLabels are the labels of the agentbox. prefix a Spec may carry:
+// the relay's session id (the provider's own are refused, so that List and
+// Destroy cannot be misled).
+var callerLabels = []string{"agentbox.session"}
 
 // Paths inside the container. The host directory of a sandbox is mounted
 // at mountDir; the inner daemon listens on mountDir/api.sock and keeps its
@@ -89,7 +90,7 @@ type Config struct {
 
 // Provider is the Docker provider. Safe for concurrent use.
 type Provider struct {
-	cli  *dockerclient.Client
+	cli  *engine
 	host string
 	dir  string
 	cfg  Config
@@ -105,11 +106,7 @@ var (
 // New returns the provider for the Docker daemon cfg names. It does not
 // contact the daemon (Health does).
 func New(cfg Config) (*Provider, error) {
-	opts := []dockerclient.Opt{dockerclient.FromEnv}
-	if cfg.Host != "" {
-		opts = append(opts, dockerclient.WithHost(cfg.Host))
-	}
-	cli, err := dockerclient.New(opts...)
+	cli, err := newEngine(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker client: %w", provider.ErrUnavailable, err)
 	}
@@ -123,11 +120,14 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 2 * time.Second
 	}
-	return &Provider{cli: cli, host: cli.DaemonHost(), dir: filepath.Clean(dir), cfg: cfg}, nil
+	return &Provider{cli: cli, host: cli.host, dir: filepath.Clean(dir), cfg: cfg}, nil
 }
 
 // Close releases the client's connections.
-func (p *Provider) Close() error { return p.cli.Close() }
+func (p *Provider) Close() error {
+	p.cli.close()
+	return nil
+}
 
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return Name }
@@ -140,10 +140,10 @@ func (p *Provider) Capabilities() provider.Capabilities {
 // Health pings the Docker daemon and checks that its API is one the
 // client speaks.
 func (p *Provider) Health(ctx context.Context) error {
-	if _, err := p.cli.Ping(ctx, dockerclient.PingOptions{}); err != nil {
+	if _, err := p.cli.ping(ctx); err != nil {
 		return p.mapErr("ping", err)
 	}
-	if _, err := p.cli.ServerVersion(ctx, dockerclient.ServerVersionOptions{}); err != nil {
+	if _, err := p.cli.serverVersion(ctx); err != nil {
 		return p.mapErr("version", err)
 	}
 	return nil
@@ -162,7 +162,7 @@ func parseOptions(in map[string]string) (options, error) {
 		v := in[k]
 		switch k {
 		case "image":
-			if v == "" || strings.ContainsAny(v, " \t\n") {
+			if pathArg(v) != nil {
 				return o, fmt.Errorf("%w image %q: want an image reference", errOption, v)
 			}
 			o.image = v
@@ -198,8 +198,8 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 		return provider.Sandbox{}, errkind.New(errkind.Invalid, "docker provider: Spec.Owner and Spec.Token are required")
 	}
 	for k := range spec.Labels {
-		if strings.HasPrefix(k, "agentbox.") {
-			return provider.Sandbox{}, fmt.Errorf("%w: label %q: the agentbox. prefix is the provider's own", errOption, k)
+		if strings.HasPrefix(k, "agentbox.") && !slices.Contains(callerLabels, k) {
+			return provider.Sandbox{}, fmt.Errorf("%w: label %q: the agentbox. prefix is the provider's own (a caller may give only %v)", errOption, k, callerLabels)
 		}
 	}
 	if opts.runtime != "" {
@@ -212,7 +212,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 		if image, err = p.EnsureImage(ctx, spec.Binary); err != nil {
 			return provider.Sandbox{}, err
 		}
-	} else if _, err := p.cli.ImageInspect(ctx, image); err != nil {
+	} else if err := p.cli.imageInspect(ctx, image); err != nil {
 		return provider.Sandbox{}, p.mapErr("image "+image, err)
 	}
 
@@ -236,7 +236,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if id != "" {
-				_, _ = p.cli.ContainerRemove(cctx, id, dockerclient.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+				_ = p.cli.containerRemove(cctx, id)
 			}
 			_ = os.RemoveAll(hostDir)
 		}
@@ -248,16 +248,12 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 	}
 	labels[LabelOwner] = spec.Owner
 	labels[LabelSandbox] = name
-	res, err := p.cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{
-		Name:       "agentbox-" + name,
-		Config:     p.containerConfig(image, labels, uid, gid),
-		HostConfig: hostConfig(opts, spec, hostDir),
-	})
-	if err != nil {
+	req := p.containerConfig(image, labels, uid, gid)
+	req.HostConfig = hostConfig(opts, spec, hostDir)
+	if id, err = p.cli.containerCreate(ctx, "agentbox-"+name, req); err != nil {
 		return provider.Sandbox{}, p.mapErr("create container", err)
 	}
-	id = res.ID
-	if _, err := p.cli.ContainerStart(ctx, id, dockerclient.ContainerStartOptions{}); err != nil {
+	if err := p.cli.containerStart(ctx, id); err != nil {
 		return provider.Sandbox{}, p.mapErr("start container", err)
 	}
 	if err := p.checkIsolation(ctx, id); err != nil {
@@ -277,9 +273,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 
 // containerConfig is the container's process: the inner daemon on the
 // mounted directory's socket, its data beside it.
-func (p *Provider) containerConfig(image string, labels map[string]string, uid, gid int) *container.Config {
+func (p *Provider) containerConfig(image string, labels map[string]string, uid, gid int) createRequest {
 	data := mountDir + "/" + dataName
-	return &container.Config{
+	return createRequest{
 		Image: image,
 		// The image's entrypoint may be anything (option image): the
 		// command is given whole.
@@ -300,7 +296,7 @@ func (p *Provider) containerConfig(image string, labels map[string]string, uid, 
 // hostConfig is the isolation: no network, a read-only root with a small
 // tmpfs /tmp, no capabilities, no privilege gain, resource limits, and the
 // sandbox's host directory as the only mount.
-func hostConfig(o options, spec provider.Spec, hostDir string) *container.HostConfig {
+func hostConfig(o options, spec provider.Spec, hostDir string) hostConfigBody {
 	cpus := spec.CPUs
 	if cpus <= 0 {
 		cpus = DefaultCPUs
@@ -310,25 +306,23 @@ func hostConfig(o options, spec provider.Spec, hostDir string) *container.HostCo
 		mem = DefaultMemoryBytes
 	}
 	pids := o.pids
-	return &container.HostConfig{
+	return hostConfigBody{
 		NetworkMode:    "none",
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + tmpSize},
 		Runtime:        o.runtime,
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		RestartPolicy:  &restartPolicy{Name: "no"},
 		// The inner daemon's log, bounded on the host's disk; read back
 		// for the error when it exits before answering.
-		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "1"}},
-		Resources: container.Resources{
-			NanoCPUs:   int64(cpus * 1e9),
-			Memory:     mem,
-			MemorySwap: mem, // no swap beyond the memory limit
-			PidsLimit:  &pids,
-		},
-		Mounts: []mount.Mount{{
-			Type:   mount.TypeBind,
+		LogConfig:  &logConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "1"}},
+		NanoCPUs:   int64(cpus * 1e9),
+		Memory:     mem,
+		MemorySwap: mem, // no swap beyond the memory limit
+		PidsLimit:  &pids,
+		Mounts: []mountBody{{
+			Type:   "bind",
 			Source: hostDir,
 			Target: mountDir,
 		}},
@@ -338,13 +332,13 @@ func hostConfig(o options, spec provider.Spec, hostDir string) *container.HostCo
 // checkRuntime fails with ErrUnsupported when the daemon has no runtime
 // of that name registered.
 func (p *Provider) checkRuntime(ctx context.Context, runtime string) error {
-	info, err := p.cli.Info(ctx, dockerclient.InfoOptions{})
+	runtimes, err := p.cli.runtimes(ctx)
 	if err != nil {
 		return p.mapErr("info", err)
 	}
-	if _, ok := info.Info.Runtimes[runtime]; !ok {
+	if _, ok := runtimes[runtime]; !ok {
 		return fmt.Errorf("%w: runtime %q is not registered with the Docker daemon at %s (it has %v): start dockerd with --add-runtime %s=PATH (scripts/dockerd does when runsc is installed)",
-			provider.ErrUnsupported, runtime, p.host, slices.Sorted(maps.Keys(info.Info.Runtimes)), runtime)
+			provider.ErrUnsupported, runtime, p.host, slices.Sorted(maps.Keys(runtimes)), runtime)
 	}
 	return nil
 }
@@ -353,21 +347,21 @@ func (p *Provider) checkRuntime(ctx context.Context, runtime string) error {
 // unless its only network is "none" and it runs with what was asked: a
 // runtime that ignored part of the request must not pass for isolated.
 func (p *Provider) checkIsolation(ctx context.Context, id string) error {
-	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	c, err := p.cli.containerInspect(ctx, id)
 	if err != nil {
 		return p.mapErr("inspect container", err)
 	}
-	if err := verifyIsolated(res.Container); err != nil {
+	if err := verifyIsolated(c); err != nil {
 		return err
 	}
-	return sameNetns(res.Container)
+	return sameNetns(c)
 }
 
 // sameNetns fails when the container's process is in this process's
 // network namespace. It can only look when the daemon runs on this
 // machine in this pid namespace (/proc/PID names the container's process);
 // otherwise the inspection above is what there is.
-func sameNetns(c container.InspectResponse) error {
+func sameNetns(c inspected) error {
 	if c.State == nil || c.State.Pid <= 0 {
 		return nil
 	}
@@ -386,7 +380,7 @@ func sameNetns(c container.InspectResponse) error {
 }
 
 // verifyIsolated is checkIsolation's judgement on an inspected container.
-func verifyIsolated(c container.InspectResponse) error {
+func verifyIsolated(c inspected) error {
 	fail := func(what string) error {
 		return fmt.Errorf("%w: container %.12s is not isolated as asked: %s; removed", provider.ErrUnsupported, c.ID, what)
 	}
@@ -412,8 +406,8 @@ func verifyIsolated(c container.InspectResponse) error {
 			if name != "none" {
 				return fail(fmt.Sprintf("attached to network %q", name))
 			}
-			if ep != nil && (ep.IPAddress.IsValid() || ep.Gateway.IsValid()) {
-				return fail(fmt.Sprintf("network none has address %v gateway %v", ep.IPAddress, ep.Gateway))
+			if ep != nil && (ep.IPAddress != "" || ep.GlobalIPv6Address != "" || ep.Gateway != "") {
+				return fail(fmt.Sprintf("network none has address %q %q gateway %q", ep.IPAddress, ep.GlobalIPv6Address, ep.Gateway))
 			}
 		}
 	}
@@ -451,11 +445,11 @@ func (p *Provider) waitHealthy(ctx context.Context, sb provider.Sandbox) error {
 // running fails when the container is no longer running, with the tail
 // of its log.
 func (p *Provider) running(ctx context.Context, id string) error {
-	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	c, err := p.cli.containerInspect(ctx, id)
 	if err != nil {
 		return p.mapErr("inspect container", err)
 	}
-	if st := res.Container.State; st != nil && !st.Running {
+	if st := c.State; st != nil && !st.Running {
 		return fmt.Errorf("%w: container %.12s %s (exit code %d) before its inner daemon answered: %s",
 			provider.ErrUnavailable, id, st.Status, st.ExitCode, p.logTail(ctx, id))
 	}
@@ -465,11 +459,10 @@ func (p *Provider) running(ctx context.Context, id string) error {
 // Connect implements provider.Provider: the container must exist, be one
 // of this provider's and run; its inner daemon must answer with token.
 func (p *Provider) Connect(ctx context.Context, id, token string) (provider.Sandbox, error) {
-	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	c, err := p.cli.containerInspect(ctx, id)
 	if err != nil {
 		return provider.Sandbox{}, p.mapErr("inspect container", err)
 	}
-	c := res.Container
 	hostDir, err := p.hostDir(c)
 	if err != nil {
 		return provider.Sandbox{}, err
@@ -477,7 +470,7 @@ func (p *Provider) Connect(ctx context.Context, id, token string) (provider.Sand
 	if c.State == nil || !c.State.Running {
 		status := "unknown"
 		if c.State != nil {
-			status = string(c.State.Status)
+			status = c.State.Status
 		}
 		return provider.Sandbox{}, fmt.Errorf("%w: container %.12s is %s", provider.ErrGone, c.ID, status)
 	}
@@ -497,7 +490,7 @@ func (p *Provider) Connect(ctx context.Context, id, token string) (provider.Sand
 
 // hostDir is the host directory of a container this provider made, from
 // its label, checked to be under the provider's directory.
-func (p *Provider) hostDir(c container.InspectResponse) (string, error) {
+func (p *Provider) hostDir(c inspected) (string, error) {
 	var name string
 	if c.Config != nil {
 		name = c.Config.Labels[LabelSandbox]
@@ -511,7 +504,7 @@ func (p *Provider) hostDir(c container.InspectResponse) (string, error) {
 // Destroy implements provider.Provider: the container with its anonymous
 // volumes, then its host directory. A container already gone is no error.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
-	res, err := p.cli.ContainerInspect(ctx, id, dockerclient.ContainerInspectOptions{})
+	c, err := p.cli.containerInspect(ctx, id)
 	if err != nil {
 		err = p.mapErr("inspect container", err)
 		if errors.Is(err, provider.ErrGone) {
@@ -519,12 +512,12 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		}
 		return err
 	}
-	hostDir, err := p.hostDir(res.Container)
+	hostDir, err := p.hostDir(c)
 	if err != nil {
 		// Not ours: never removed by Destroy.
-		return fmt.Errorf("%w: container %.12s is not an agentbox docker sandbox (no label %s); not removed", errOption, res.Container.ID, LabelSandbox)
+		return fmt.Errorf("%w: container %.12s is not an agentbox docker sandbox (no label %s); not removed", errOption, c.ID, LabelSandbox)
 	}
-	if _, err := p.cli.ContainerRemove(ctx, res.Container.ID, dockerclient.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+	if err := p.cli.containerRemove(ctx, c.ID); err != nil {
 		if err = p.mapErr("remove container", err); !errors.Is(err, provider.ErrGone) {
 			return err
 		}
@@ -538,16 +531,9 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 // List implements provider.Lister: the ids of the containers (running or
 // not) labelled with owner.
 func (p *Provider) List(ctx context.Context, owner string) ([]string, error) {
-	res, err := p.cli.ContainerList(ctx, dockerclient.ContainerListOptions{
-		All:     true,
-		Filters: dockerclient.Filters{}.Add("label", LabelOwner+"="+owner),
-	})
+	ids, err := p.cli.containerList(ctx, LabelOwner+"="+owner)
 	if err != nil {
 		return nil, p.mapErr("list containers", err)
-	}
-	ids := make([]string, 0, len(res.Items))
-	for _, c := range res.Items {
-		ids = append(ids, c.ID)
 	}
 	slices.Sort(ids)
 	return ids, nil

@@ -23,10 +23,15 @@ import (
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/docker"
 	"github.com/agentbox/agentbox/internal/provider/providertest"
+	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/sdkgen/sdktest"
 )
 
+// TestMain runs the helper argv names when the test binary is re-executed
+// as one (the relay steps' host daemon starts its deathwatch so), else the
+// tests.
 func TestMain(m *testing.M) {
+	reexec.Init()
 	code := m.Run()
 	sdktest.RemoveBinary()
 	removeImages()
@@ -174,6 +179,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if _, err := bad.ListSessions(ctx, client.ListOptions{}); err == nil {
 		t.Fatal("the inner daemon answered a wrong token")
 	}
+	checkIsolatedOfficially(t, sb.ID)
 	// The token file is gone once the inner daemon has read it.
 	if m, _ := filepath.Glob(filepath.Join(dir, "*", "data", client.TokenFileName)); len(m) != 0 {
 		t.Errorf("token file left in the sandbox's directory: %v", m)
@@ -316,6 +322,58 @@ func TestRunsc(t *testing.T) {
 	}
 }
 
+// checkIsolatedOfficially inspects the container with Docker's official
+// client, independently of the provider's own Engine API client: what the
+// daemon applied is the isolation asked for.
+func checkIsolatedOfficially(t *testing.T, id string) {
+	t.Helper()
+	dc, err := dockerclient.New(dockerclient.WithHost(dockerHost(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	res, err := dc.ContainerInspect(t.Context(), id, dockerclient.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Container
+	hc, cfg := c.HostConfig, c.Config
+	if hc == nil || cfg == nil || c.State == nil {
+		t.Fatalf("inspect = %+v: no host config, config or state", c)
+	}
+	var nets []string
+	if c.NetworkSettings != nil {
+		for name, ep := range c.NetworkSettings.Networks {
+			nets = append(nets, name)
+			if ep != nil && (ep.IPAddress.IsValid() || ep.Gateway.IsValid()) {
+				t.Errorf("network %s has address %v gateway %v", name, ep.IPAddress, ep.Gateway)
+			}
+		}
+	}
+	for _, f := range []struct {
+		what string
+		ok   bool
+	}{
+		{"network mode none", hc.NetworkMode == "none"},
+		{"only the network none", len(nets) == 0 || (len(nets) == 1 && nets[0] == "none")},
+		{"network disabled", cfg.NetworkDisabled},
+		{"read-only root", hc.ReadonlyRootfs},
+		{"not privileged", !hc.Privileged},
+		{"all capabilities dropped", len(hc.CapDrop) == 1 && hc.CapDrop[0] == "ALL" && len(hc.CapAdd) == 0},
+		{"no-new-privileges", len(hc.SecurityOpt) == 1 && hc.SecurityOpt[0] == "no-new-privileges"},
+		{"one bind mount, at /run/agentbox", len(hc.Mounts) == 1 && hc.Mounts[0].Target == "/run/agentbox" && string(hc.Mounts[0].Type) == "bind"},
+		{"memory limit without swap", hc.Memory > 0 && hc.MemorySwap == hc.Memory},
+		{"pids limit", hc.PidsLimit != nil && *hc.PidsLimit > 0},
+		{"CPU limit", hc.NanoCPUs > 0},
+		{"not root", cfg.User != "" && !strings.HasPrefix(cfg.User, "0:") && cfg.User != "0"},
+		{"running", c.State.Running},
+	} {
+		if !f.ok {
+			t.Errorf("container %.12s: not %s (host config %+v, user %q)", id, f.what, hc, cfg.User)
+		}
+	}
+}
+
 // TestImageReuse: the image is tagged by the binary's digest: the same
 // binary reuses it, another binary gets another.
 func TestImageReuse(t *testing.T) {
@@ -366,7 +424,11 @@ func TestBadOptions(t *testing.T) {
 		{"pids too few", map[string]string{"pids": "3"}, nil, `pids "3"`},
 		{"pids not a number", map[string]string{"pids": "many"}, nil, `pids "many"`},
 		{"empty image", map[string]string{"image": ""}, nil, `image ""`},
+		{"image naming another endpoint", map[string]string{"image": "../../info"}, nil, `image "../../info"`},
+		{"image with a query", map[string]string{"image": "x?all=1"}, nil, `image "x?all=1"`},
 		{"reserved label", nil, map[string]string{docker.LabelOwner: "x"}, "agentbox. prefix"},
+		{"reserved sandbox label", nil, map[string]string{docker.LabelSandbox: "0123456789abcdef01234567"}, "agentbox. prefix"},
+		{"other agentbox label", nil, map[string]string{"agentbox.image": "x"}, "agentbox. prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := p.Create(t.Context(), provider.Spec{Owner: "o", Token: "t", Binary: "/nonexistent", Options: tc.options, Labels: tc.labels})

@@ -8,10 +8,6 @@ import (
 	"io"
 	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
-	dockerclient "github.com/moby/moby/client"
-
 	"github.com/agentbox/agentbox/internal/provider"
 )
 
@@ -23,17 +19,17 @@ import (
 func (p *Provider) mapErr(op string, err error) error {
 	var kind error
 	switch {
-	case dockerclient.IsErrConnectionFailed(err):
+	case errors.As(err, new(*connError)):
 		return fmt.Errorf("%w: the Docker daemon at %s does not answer (%s): %w", provider.ErrUnavailable, p.host, op, err)
-	case cerrdefs.IsNotFound(err) && strings.HasPrefix(op, "image "):
+	case errors.Is(err, errNotFound) && strings.HasPrefix(op, "image "):
 		return fmt.Errorf("%w: %s: not in the Docker daemon at %s (nothing is pulled: build or load it there first): %w", provider.ErrUnavailable, op, p.host, err)
-	case cerrdefs.IsNotFound(err):
+	case errors.Is(err, errNotFound):
 		kind = provider.ErrGone
-	case cerrdefs.IsUnauthorized(err), cerrdefs.IsPermissionDenied(err):
+	case errors.Is(err, errUnauthorized), errors.Is(err, errForbidden):
 		kind = provider.ErrCredentials
-	case cerrdefs.IsResourceExhausted(err):
+	case errors.Is(err, errExhausted):
 		kind = provider.ErrQuota
-	case cerrdefs.IsInvalidArgument(err):
+	case errors.Is(err, errInvalid):
 		kind = errOption
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %s on the Docker daemon at %s: %w", provider.ErrUnavailable, op, p.host, err)
@@ -46,14 +42,14 @@ func (p *Provider) mapErr(op string, err error) error {
 // logTail is the last lines of a container's log, for an error message;
 // what fails to be read is said instead.
 func (p *Provider) logTail(ctx context.Context, id string) string {
-	rc, err := p.cli.ContainerLogs(ctx, id, dockerclient.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"})
+	rc, err := p.cli.containerLogs(ctx, id, 20)
 	if err != nil {
 		return "(its log: " + err.Error() + ")"
 	}
 	defer rc.Close()
 	var out bytes.Buffer
 	w := &capped{buf: &out, n: 4 << 10}
-	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && !errors.Is(err, io.EOF) {
+	if err := demux(w, io.LimitReader(rc, 1<<20)); err != nil {
 		fmt.Fprintf(&out, " (reading its log: %v)", err)
 	}
 	s := strings.TrimSpace(out.String())

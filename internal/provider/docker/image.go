@@ -5,17 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
-
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/build"
-	dockerclient "github.com/moby/moby/client"
 
 	"github.com/agentbox/agentbox/internal/errkind"
 	"github.com/agentbox/agentbox/internal/provider"
@@ -57,9 +51,9 @@ func (p *Provider) EnsureImage(ctx context.Context, binary string) (string, erro
 	tag := ImageRepo + ":" + digest
 	p.buildMu.Lock()
 	defer p.buildMu.Unlock()
-	if _, err := p.cli.ImageInspect(ctx, tag); err == nil {
+	if err := p.cli.imageInspect(ctx, tag); err == nil {
 		return tag, nil
-	} else if !cerrdefs.IsNotFound(err) {
+	} else if !errors.Is(err, errNotFound) {
 		return "", p.mapErr("image "+tag, err)
 	}
 	if err := p.build(ctx, tag, func(tw *tar.Writer) error { return contextTar(tw, binary) }); err != nil {
@@ -170,50 +164,22 @@ func (p *Provider) build(ctx context.Context, tag string, write func(*tar.Writer
 		pw.CloseWithError(err)
 	}()
 	defer func() { _ = pr.Close() }()
-	res, err := p.cli.ImageBuild(ctx, pr, dockerclient.ImageBuildOptions{
-		Tags:        []string{tag},
-		Remove:      true,
-		ForceRemove: true,
-		NetworkMode: "none",
-		Version:     build.BuilderV1,
-		Labels:      map[string]string{"agentbox.image": ImageRepo},
+	body, err := p.cli.imageBuild(ctx, pr, buildOptions{
+		tag:         tag,
+		networkMode: "none",
+		labels:      map[string]string{"agentbox.image": ImageRepo},
 	})
 	if err != nil {
 		return p.mapErr("build image "+tag, err)
 	}
-	defer res.Body.Close()
-	return buildOutcome(tag, res.Body)
-}
-
-// buildOutcome reads the build's JSON message stream: an error message in
-// it is the build's failure; the last lines of output are kept for it.
-func buildOutcome(tag string, body io.Reader) error {
-	dec := json.NewDecoder(body)
-	var tail []string
-	for {
-		var m struct {
-			Stream      string `json:"stream"`
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&m); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("%w: build image %s: reading the daemon's output: %w", provider.ErrUnavailable, tag, err)
-		}
-		if s := strings.TrimSpace(m.Stream); s != "" {
-			tail = append(tail, s)
-			if len(tail) > 5 {
-				tail = tail[1:]
-			}
-		}
-		if msg := m.ErrorDetail.Message + m.Error; msg != "" {
-			if m.ErrorDetail.Message != "" {
-				msg = m.ErrorDetail.Message
-			}
-			return fmt.Errorf("%w: build image %s: %s (after: %s)", provider.ErrUnavailable, tag, msg, strings.Join(tail, " | "))
-		}
+	defer body.Close()
+	if err := buildOutcome(tag, body); err != nil {
+		return err
 	}
+	// A stream that ended without an error is no proof: the image must be
+	// there.
+	if err := p.cli.imageInspect(ctx, tag); err != nil {
+		return fmt.Errorf("%w: build image %s: the build ended without an error but the image is not there: %w", provider.ErrUnavailable, tag, err)
+	}
+	return nil
 }

@@ -2,12 +2,8 @@ package docker
 
 import (
 	"errors"
-	"net/netip"
 	"strings"
 	"testing"
-
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
 
 	"github.com/agentbox/agentbox/internal/provider"
 )
@@ -15,14 +11,14 @@ import (
 // TestVerifyIsolated: what the host reads back from the daemon must be what
 // was asked; anything a runtime or daemon did not apply fails closed.
 func TestVerifyIsolated(t *testing.T) {
-	good := func() container.InspectResponse {
-		return container.InspectResponse{
+	good := func() inspected {
+		return inspected{
 			ID: "0123456789abcdef",
-			HostConfig: &container.HostConfig{
+			HostConfig: &hostConfigBody{
 				NetworkMode: "none", ReadonlyRootfs: true,
 				CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 			},
-			NetworkSettings: &container.NetworkSettings{Networks: map[string]*network.EndpointSettings{"none": {}}},
+			NetworkSettings: &networkSettings{Networks: map[string]*endpoint{"none": {}}},
 		}
 	}
 	if err := verifyIsolated(good()); err != nil {
@@ -30,23 +26,26 @@ func TestVerifyIsolated(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		change func(*container.InspectResponse)
+		change func(*inspected)
 		want   string
 	}{
-		{"no host config", func(c *container.InspectResponse) { c.HostConfig = nil }, "no host config"},
-		{"bridge mode", func(c *container.InspectResponse) { c.HostConfig.NetworkMode = "bridge" }, `network mode "bridge"`},
-		{"host mode", func(c *container.InspectResponse) { c.HostConfig.NetworkMode = "host" }, `network mode "host"`},
-		{"another network", func(c *container.InspectResponse) {
-			c.NetworkSettings.Networks["bridge"] = &network.EndpointSettings{}
+		{"no host config", func(c *inspected) { c.HostConfig = nil }, "no host config"},
+		{"bridge mode", func(c *inspected) { c.HostConfig.NetworkMode = "bridge" }, `network mode "bridge"`},
+		{"host mode", func(c *inspected) { c.HostConfig.NetworkMode = "host" }, `network mode "host"`},
+		{"another network", func(c *inspected) {
+			c.NetworkSettings.Networks["bridge"] = &endpoint{}
 		}, `network "bridge"`},
-		{"none with an address", func(c *container.InspectResponse) {
-			c.NetworkSettings.Networks["none"] = &network.EndpointSettings{IPAddress: netip.MustParseAddr("172.17.0.2"), Gateway: netip.MustParseAddr("172.17.0.1")}
+		{"none with an address", func(c *inspected) {
+			c.NetworkSettings.Networks["none"] = &endpoint{IPAddress: "172.17.0.2", Gateway: "172.17.0.1"}
 		}, "has address"},
-		{"writable root", func(c *container.InspectResponse) { c.HostConfig.ReadonlyRootfs = false }, "writable"},
-		{"privileged", func(c *container.InspectResponse) { c.HostConfig.Privileged = true }, "privileged"},
-		{"cap added", func(c *container.InspectResponse) { c.HostConfig.CapAdd = []string{"NET_ADMIN"} }, "capabilities added"},
-		{"caps kept", func(c *container.InspectResponse) { c.HostConfig.CapDrop = []string{"NET_RAW"} }, "not ALL"},
-		{"new privileges", func(c *container.InspectResponse) { c.HostConfig.SecurityOpt = nil }, "no-new-privileges"},
+		{"none with an IPv6 address", func(c *inspected) {
+			c.NetworkSettings.Networks["none"] = &endpoint{GlobalIPv6Address: "fd00::2"}
+		}, "has address"},
+		{"writable root", func(c *inspected) { c.HostConfig.ReadonlyRootfs = false }, "writable"},
+		{"privileged", func(c *inspected) { c.HostConfig.Privileged = true }, "privileged"},
+		{"cap added", func(c *inspected) { c.HostConfig.CapAdd = []string{"NET_ADMIN"} }, "capabilities added"},
+		{"caps kept", func(c *inspected) { c.HostConfig.CapDrop = []string{"NET_RAW"} }, "not ALL"},
+		{"new privileges", func(c *inspected) { c.HostConfig.SecurityOpt = nil }, "no-new-privileges"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
