@@ -18,7 +18,12 @@ import (
 // API with archive/tar +448 KiB, session diffs and commands +140 KiB, the
 // inspector +48 KiB, the Python zygote +36 KiB, less 188 KiB for the
 // OpenAPI document embedded compressed: 17.21 MiB then.
-const maxBinary = 35 << 19
+// 19 MiB, the issue's own ceiling, since the PostgreSQL store (pgconn with
+// its SASLprep tables, +0.96 MiB) and the providers (docker on an Engine API
+// client of its own, e2b, daytona and the relay, +0.3 MiB; the official
+// Docker client alone cost 0.56 MiB and is used only by the tests): 18.57
+// MiB then. The goal stays 16 MiB.
+const maxBinary = 19 << 20
 
 // TestBinarySize builds the default binary with scripts/build itself (the
 // static, stripped build users get) and fails when it is larger than
