@@ -1,7 +1,8 @@
 // Package sdktest runs the real agentbox daemon for the tests of the
 // clients in other languages (internal/sdkgen/typescript, .../python):
 // the binary built once per test binary, `agentbox serve` on a fresh data
-// directory and a free loopback port, its address and token.
+// directory and a free loopback port (or a unix socket), its address and
+// token.
 package sdktest
 
 import (
@@ -65,17 +66,32 @@ type Daemon struct {
 // killed at the end of the test, its log shown if the test failed.
 func Start(t testing.TB, bin string, args []string, env ...string) Daemon {
 	t.Helper()
-	dataDir := t.TempDir()
 	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
+	return start(t, bin, addr, "http://"+addr, args, env)
+}
+
+// StartUnix is Start with the daemon listening on a unix socket in a fresh
+// directory; its URL is unix:///…/agentbox.sock.
+func StartUnix(t testing.TB, bin string, args []string, env ...string) Daemon {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "agentbox.sock")
+	return start(t, bin, "unix:"+sock, "unix://"+sock, args, env)
+}
+
+// start runs the daemon listening on listen (a --listen value), which
+// clients reach at url.
+func start(t testing.TB, bin, listen, url string, args, env []string) Daemon {
+	t.Helper()
+	dataDir := t.TempDir()
 	logs := &lockedBuffer{}
 	// Detached from the test's context on purpose: the cleanup below
 	// kills it, after the test's own cleanups have used it.
-	cmd := exec.CommandContext(context.Background(), bin, append([]string{"serve", "--listen", addr, "--data-dir", dataDir}, args...)...)
+	cmd := exec.CommandContext(context.Background(), bin, append([]string{"serve", "--listen", listen, "--data-dir", dataDir}, args...)...)
 	cmd.Env = append([]string{"HOME=" + dataDir, "PATH=/usr/bin:/bin"}, env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -88,7 +104,6 @@ func Start(t testing.TB, bin string, args []string, env ...string) Daemon {
 			t.Logf("daemon log:\n%s", logs.String())
 		}
 	})
-	url := "http://" + addr
 	c, err := client.New(url)
 	if err != nil {
 		t.Fatal(err)

@@ -104,3 +104,22 @@ func TestNodeSDKClaude(t *testing.T) {
 		t.Fatal("the claude test did not run")
 	}
 }
+
+// TestNodeSDKUnix runs the SDK's tests again against a daemon listening on
+// a unix socket, with no AGENTBOX_TOKEN: every request and event stream
+// goes over the socket, with the token the client reads from the daemon's
+// data directory (AGENTBOX_DATA_DIR).
+func TestNodeSDKUnix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon: not in -short")
+	}
+	node := requireNode(t)
+	d := sdktest.StartUnix(t, sdktest.Binary(t), nil)
+	out := runNode(t, node, "", "AGENTBOX_URL="+d.URL, "AGENTBOX_TOKEN=", "AGENTBOX_DATA_DIR="+d.DataDir)
+	if !regexp.MustCompile(`(?m)^ok \d+ - flow: create a session`).Match(out) {
+		t.Fatalf("the flow did not run over the unix socket")
+	}
+	if m := regexp.MustCompile(`(?m)^# skipped (\d+)$`).FindSubmatch(out); m == nil || string(m[1]) != "1" {
+		t.Fatalf("node --test skipped %q tests, want 1 (the claude one)", m)
+	}
+}

@@ -10,11 +10,18 @@ export declare const DEFAULT_MAX_BACKOFF: number;
 export declare const DEFAULT_IDLE_TIMEOUT: number;
 
 export interface ClientOptions {
-	/** "http://host:port" or "https://host/prefix"; default: $AGENTBOX_URL, else DEFAULT_URL. */
+	/** "http://host:port", "https://host/prefix" or "unix:///path/to.sock"; default: $AGENTBOX_URL, else DEFAULT_URL. */
 	baseUrl?: string;
-	/** The daemon's bearer token; default: $AGENTBOX_TOKEN. */
+	/**
+	 * The daemon's bearer token; default: $AGENTBOX_TOKEN, else, for a daemon on this
+	 * machine (loopback, localhost or a unix socket), the one in DATA_DIR/token.
+	 */
 	token?: string;
-	/** A fetch to use instead of the global one. */
+	/** Read the token file of a local daemon when no token is given (default true; Node only). */
+	localToken?: boolean;
+	/** The environment the defaults are read from (default: process.env). */
+	env?: Record<string, string | undefined>;
+	/** A fetch to use instead of the global one (or, for a unix socket, of the SDK's node:http transport). */
 	fetch?: typeof globalThis.fetch;
 	userAgent?: string;
 }

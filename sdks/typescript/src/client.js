@@ -15,40 +15,65 @@ export const DEFAULT_IDLE_TIMEOUT = 90_000;
 /** The page size lastSeq and the stream's gap filling ask for; the server may answer with less. */
 const PAGE = 1000;
 
-const env = (name) => globalThis.process?.env?.[name] || undefined;
-
 export class AgentboxClient {
 	#base;
 	#token;
 	#fetch;
 	#userAgent;
+	/** Resolves the token from the data directory and the unix transport, once, on the first request. */
+	#ready;
 
 	/**
-	 * baseUrl: "http://host:port" or "https://host/prefix" (default: AGENTBOX_URL, else DEFAULT_URL).
-	 * token: the bearer token (default: AGENTBOX_TOKEN).
+	 * baseUrl: "http://host:port", "https://host/prefix" or "unix:///path/to.sock"
+	 * (default: AGENTBOX_URL, else DEFAULT_URL).
+	 * token: the bearer token (default: AGENTBOX_TOKEN, else, for a daemon on this
+	 * machine and unless localToken is false, the one in its data directory's token file).
+	 * env: the environment read for those defaults (default: process.env).
 	 */
-	constructor({ baseUrl, token, fetch: fetchFn, userAgent } = {}) {
-		const raw = baseUrl ?? env("AGENTBOX_URL") ?? DEFAULT_URL;
+	constructor({ baseUrl, token, fetch: fetchFn, userAgent, localToken = true, env: environ } = {}) {
+		const e = environ ?? globalThis.process?.env ?? {};
+		const raw = baseUrl ?? (e.AGENTBOX_URL || undefined) ?? DEFAULT_URL;
 		const u = new URL(raw);
-		if (u.protocol !== "http:" && u.protocol !== "https:") {
-			throw new TypeError(`agentbox: base URL ${raw}: scheme must be http or https`);
+		if (u.protocol !== "http:" && u.protocol !== "https:" && u.protocol !== "unix:") {
+			throw new TypeError(`agentbox: base URL ${raw}: scheme must be http, https or unix`);
 		}
 		if (u.search || u.hash || u.username || u.password) {
 			throw new TypeError(`agentbox: base URL ${raw}: no query, fragment or credentials allowed`);
 		}
-		this.#base = u.origin + u.pathname.replace(/\/+$/, "");
-		this.#token = token ?? env("AGENTBOX_TOKEN");
-		this.#fetch = fetchFn ?? globalThis.fetch.bind(globalThis);
+		let sock;
+		if (u.protocol === "unix:") {
+			sock = decodeURIComponent(u.pathname);
+			if (u.host || !sock.startsWith("/")) throw new TypeError(`agentbox: base URL ${raw}: want unix:///absolute/path.sock`);
+			this.#base = "http://agentbox";
+		} else {
+			this.#base = u.origin + u.pathname.replace(/\/+$/, "");
+		}
+		this.#token = token ?? (e.AGENTBOX_TOKEN || undefined);
 		this.#userAgent = userAgent;
+		const fromFile = this.#token === undefined && localToken;
+		if (!sock && !fromFile) {
+			this.#fetch = fetchFn ?? globalThis.fetch.bind(globalThis);
+			this.#ready = Promise.resolve();
+			return;
+		}
+		this.#ready = import("./local.js").then((local) => {
+			const tok = fromFile ? local.localToken(raw, e) : undefined;
+			if (tok !== undefined && sock) local.checkSocketOwner(sock);
+			else if (tok !== undefined) local.checkTcpOwner(u);
+			if (tok !== undefined) this.#token = tok;
+			this.#fetch = fetchFn ?? (sock ? local.unixFetch(sock) : globalThis.fetch.bind(globalThis));
+		});
+		this.#ready.catch(() => {}); // reported by each request
 	}
 
-	/** The base URL requests go to, without a trailing slash. */
+	/** The base URL requests go to, without a trailing slash ("http://agentbox" for a unix socket). */
 	get baseUrl() {
 		return this.#base;
 	}
 
 	/** Sends one HTTP request to path (already escaped) with the client's headers. */
 	async #send(method, path, { query, headers = {}, body, signal } = {}) {
+		await this.#ready;
 		let url = this.#base + path;
 		const q = new URLSearchParams();
 		for (const [k, v] of Object.entries(query ?? {})) {
@@ -388,7 +413,7 @@ function decodeEvent(msg) {
 /** Whether reconnecting may cure err. */
 function retryable(err) {
 	if (err instanceof AgentboxError) return err.temporary;
-	if (err instanceof StreamError || err instanceof SSETooLongError) return false;
+	if (err instanceof StreamError || err instanceof SSETooLongError || err?.name === "TokenFileError") return false;
 	return !(err instanceof TypeError) || isNetworkError(err);
 }
 

@@ -1,9 +1,14 @@
 // The SDK against a real daemon: AGENTBOX_URL and AGENTBOX_TOKEN name it
-// (internal/sdkgen/typescript's TestNodeSDK starts one and runs this file).
+// (internal/sdkgen/typescript's TestNodeSDK starts one and runs this file;
+// TestNodeSDKUnix runs it again against a daemon on a unix socket, with no
+// AGENTBOX_TOKEN: the client reads the daemon's token file).
 // Without AGENTBOX_URL these tests skip.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import net from "node:net";
+import os from "node:os";
+import path from "node:path";
 import { AgentboxClient, AgentboxError, endOfTurn } from "../src/index.js";
 
 const url = process.env.AGENTBOX_URL;
@@ -81,18 +86,19 @@ test("a denied permission: the write does not happen and the item is declined", 
 });
 
 /**
- * A TCP proxy to the daemon that cuts every connection carrying an event
+ * A proxy to the daemon (TCP, or a unix socket for one on a unix socket) that cuts every connection carrying an event
  * stream after a few kilobytes (anywhere, often inside an event), abruptly
  * or cleanly in turn, the way networks and proxies do. It forwards request
  * heads whole as they come in one read, which holds for the small requests
  * of this test.
  */
 async function cuttingProxy(target) {
-	const { hostname, port } = new URL(target);
+	const { protocol, hostname, port, pathname } = new URL(target);
+	const unix = protocol === "unix:";
 	let cuts = 0;
 	const sockets = new Set();
 	const server = net.createServer((down) => {
-		const up = net.connect(Number(port), hostname);
+		const up = unix ? net.connect(pathname) : net.connect(Number(port), hostname);
 		sockets.add(down).add(up);
 		let streaming = false;
 		let budget = 0;
@@ -104,7 +110,7 @@ async function cuttingProxy(target) {
 			}
 			// The daemon answers only to its own name (DNS rebinding): name it,
 			// as a reverse proxy configured for it does.
-			req = req.replace(/\r\nhost: [^\r]*/i, `\r\nhost: ${hostname}:${port}`);
+			if (!unix) req = req.replace(/\r\nhost: [^\r]*/i, `\r\nhost: ${hostname}:${port}`);
 			up.write(Buffer.from(req, "latin1"));
 		});
 		up.on("data", (b) => {
@@ -115,7 +121,10 @@ async function cuttingProxy(target) {
 			}
 			down.write(b.subarray(0, budget));
 			cuts++;
-			if (cuts % 2) down.resetAndDestroy(); else down.end();
+			// A unix socket has no reset: destroying it is the abrupt cut.
+			if (cuts % 2 === 0) down.end();
+			else if (unix) down.destroy();
+			else down.resetAndDestroy();
 			up.destroy();
 		});
 		const close = () => {
@@ -125,15 +134,24 @@ async function cuttingProxy(target) {
 		down.on("error", close).on("close", close);
 		up.on("error", close).on("close", close);
 	});
-	await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+	let proxyUrl, dir;
+	if (unix) {
+		dir = fs.mkdtempSync(path.join(os.tmpdir(), "agentbox-proxy-"));
+		const sock = path.join(dir, "p.sock");
+		await new Promise((resolve) => server.listen(sock, resolve));
+		proxyUrl = "unix://" + sock;
+	} else {
+		await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+		proxyUrl = `http://127.0.0.1:${server.address().port}`;
+	}
 	return {
-		url: `http://127.0.0.1:${server.address().port}`,
+		url: proxyUrl,
 		get cuts() {
 			return cuts;
 		},
 		close() {
 			for (const s of sockets) s.destroy();
-			return new Promise((resolve) => server.close(resolve));
+			return new Promise((resolve) => server.close(resolve)).then(() => dir && fs.rmSync(dir, { recursive: true, force: true }));
 		},
 	};
 }
