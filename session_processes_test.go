@@ -73,13 +73,15 @@ func TestSessionProcesses(t *testing.T) {
 		t.Errorf("resize through another session: %v, want 404", err)
 	}
 	var screen strings.Builder
+	resized := false
 	for ev, err := range ps.Stream(ctx, tp.ID, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ev.Output != nil {
 			screen.WriteString(ev.Output.Data)
-			if strings.Contains(screen.String(), "30 100") && !strings.Contains(screen.String(), "40 90") {
+			if strings.Contains(screen.String(), "30 100") && !resized {
+				resized = true
 				if err := ps.Resize(ctx, tp.ID, 40, 90); err != nil {
 					t.Fatal(err)
 				}
