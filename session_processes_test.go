@@ -63,6 +63,38 @@ func TestSessionProcesses(t *testing.T) {
 		t.Errorf("output %q, exit %+v; want the agent's file, stdin echoed, code 4, in the process runtime", out.String(), exit)
 	}
 
+	// A terminal: its size, a resize through the session's route, and a
+	// process of another session is not resized through this one.
+	tp, err := ps.Start(ctx, client.SessionStartProcess{Argv: []string{"sh", "-c", `[ -t 0 ] && echo tty; stty size; read x; stty size`}, TTY: true, Rows: 30, Cols: 100})
+	if err != nil || !tp.TTY || tp.Rows != 30 {
+		t.Fatalf("a terminal process: %+v, %v", tp, err)
+	}
+	if err := c.SessionProcesses(other.ID).Resize(ctx, tp.ID, 40, 90); !client.IsNotFound(err) {
+		t.Errorf("resize through another session: %v, want 404", err)
+	}
+	var screen strings.Builder
+	resized := false
+	for ev, err := range ps.Stream(ctx, tp.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Output != nil {
+			screen.WriteString(ev.Output.Data)
+			if strings.Contains(screen.String(), "30 100") && !resized {
+				resized = true
+				if err := ps.Resize(ctx, tp.ID, 40, 90); err != nil {
+					t.Fatal(err)
+				}
+				if err := ps.SendStdin(ctx, tp.ID, "\n", false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if !strings.Contains(screen.String(), "tty\r\n30 100\r\n") || !strings.Contains(screen.String(), "40 90") {
+		t.Errorf("the terminal's screen %q", screen.String())
+	}
+
 	// A kill ends the process's group, not the session's sandbox.
 	p, err = ps.Start(ctx, client.SessionStartProcess{Argv: []string{"sh", "-c", "sleep 61.3 & sleep 61.3"}})
 	if err != nil {
@@ -89,8 +121,8 @@ func TestSessionProcesses(t *testing.T) {
 		t.Errorf("after the kill: %+v, %v; want nothing of the process left", res, err)
 	}
 	turnID(t, c, s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindText, Text: "still here"}))
-	if l, err := ps.List(ctx); err != nil || len(l.Processes) != 2 {
-		t.Errorf("the session lists %+v, %v; want its 2 processes", l, err)
+	if l, err := ps.List(ctx); err != nil || len(l.Processes) != 3 {
+		t.Errorf("the session lists %+v, %v; want its 3 processes", l, err)
 	}
 	if err := ps.Delete(ctx, p.ID); err != nil {
 		t.Fatal(err)

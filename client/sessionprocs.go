@@ -75,6 +75,16 @@ func (s SessionProcesses) Signal(ctx context.Context, idOrTag, signal string) er
 	return s.c.do(ctx, http.MethodPost, p, nil, ProcessSignal{Signal: signal}, nil)
 }
 
+// Resize sets the size of the process's terminal (a process started
+// with TTY); the process gets SIGWINCH.
+func (s SessionProcesses) Resize(ctx context.Context, idOrTag string, rows, cols int) error {
+	p, err := s.path(idOrTag, "resize")
+	if err != nil {
+		return err
+	}
+	return s.c.do(ctx, http.MethodPost, p, nil, TerminalSize{Rows: rows, Cols: cols}, nil)
+}
+
 // Wait waits until the process has exited and describes it.
 func (s SessionProcesses) Wait(ctx context.Context, idOrTag string) (Process, error) {
 	p, err := s.path(idOrTag, "wait")

@@ -78,6 +78,9 @@ type SessionStartProcess struct {
 	Env       map[string]string `json:"env,omitempty" doc:"Added to the environment the session's policy defines."`
 	Cwd       string            `json:"cwd,omitempty" maxLength:"4096" doc:"Absolute inside the sandbox, or relative to the session's workspace (the default)."`
 	Stdin     bool              `json:"stdin,omitempty" doc:"Keep standard input open for POST …/stdin."`
+	TTY       bool              `json:"tty,omitempty" doc:"Run the process on a pseudo-terminal, as tty of POST /v1/processes: the command is in the terminal's foreground process group (a shell has job control); SIGINT, SIGQUIT and SIGSTOP act as the terminal's keys (^C, ^\\, ^Z) on its foreground group; POST …/resize changes the size."`
+	Rows      int               `json:"rows,omitempty" minimum:"0" maximum:"1000" doc:"The terminal's height, with tty (default 24)."`
+	Cols      int               `json:"cols,omitempty" minimum:"0" maximum:"1000" doc:"The terminal's width, with tty (default 80)."`
 	Tag       string            `json:"tag,omitempty" maxLength:"128" doc:"A name to find the process by instead of its id; unique among running processes."`
 	TimeoutMS int64             `json:"timeout_ms,omitempty" minimum:"0" doc:"Wall-clock limit in milliseconds, when shorter than the policy's."`
 }

@@ -94,8 +94,9 @@ func (m *Manager) Exec(ctx context.Context, id string, run func(ctx context.Cont
 		l.mu.Unlock()
 		return fmt.Errorf("%w: session %s is stopping", ErrNotLive, id)
 	case l.execs >= MaxSessionExecs:
+		n := l.execs // read under the lock: a command ending changes it
 		l.mu.Unlock()
-		return fmt.Errorf("%w: session %s runs %d already", ErrTooManyExecs, id, l.execs)
+		return fmt.Errorf("%w: session %s runs %d already", ErrTooManyExecs, id, n)
 	}
 	l.execs++
 	l.mu.Unlock()

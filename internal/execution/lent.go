@@ -40,12 +40,41 @@ exec 3<&-
 while kill -0 $! 2>/dev/null; do wait $!; done
 wait $!`
 
+// procTTYWrapper is procWrapper for a process on a terminal. The runtime
+// makes the wrapper a session leader with the terminal as its
+// controlling terminal, and the wrapper's group the terminal's
+// foreground group; the command stays in that session and that group
+// (no setsid), so a shell it runs has job control and reading the
+// terminal raises no SIGTTIN. The terminal's keys (^C, ^\, ^Z) reach the
+// whole group, the wrapper too, which ignores them with a trap (a caught
+// signal is the default again in the command). Other signals the wrapper
+// gets are passed to its own group, itself ignoring them meanwhile;
+// SIGALRM kills the group, the wrapper with it. A shell's job in a group
+// of its own is ended by the hangup of the terminal, not by that kill.
+const procTTYWrapper = `cd -- "$1" || exit 126
+shift
+trap 'kill -KILL 0' ALRM
+trap : INT QUIT TSTP
+fwd() { trap '' "$1"; kill -"$1" 0 2>/dev/null; trap "fwd $1" "$1"; }
+for s in HUP TERM USR1 USR2 WINCH CONT; do trap "fwd $s" $s; done
+case $1 in *=*) ;; *) env --default-signal=INT true 2>/dev/null && set -- env --default-signal=INT,QUIT "$@" ;; esac
+exec 3<&0
+"$@" <&3 3<&- &
+exec 3<&-
+while kill -0 $! 2>/dev/null; do wait $!; done
+wait $!`
+
 // lent is a process started in a sandbox lent by its owner (StartRequest
 // Sandbox): it ends the process without ending the sandbox, enforces the
 // timeout itself, and kills the process when the owner's Closing fires.
 type lent struct {
 	sandbox.Process
 	timeout time.Duration
+
+	// term is the terminal's master, for a process on a terminal: the
+	// API's SIGINT, SIGQUIT and SIGSTOP act as the terminal's keys on
+	// its foreground group (TIOCSIG).
+	term *os.File
 
 	mu     sync.Mutex
 	killed bool   // the kill came from here or the API
@@ -57,12 +86,16 @@ type lent struct {
 // resolved by the wrapper against the workspace (the sandbox's default
 // directory), and the runtime's own timeout far enough behind the
 // wrapper's that only a stuck wrapper meets it.
-func lendCmd(cmd sandbox.Cmd, cwd string, limits sandbox.Limits, timeout time.Duration) (sandbox.Cmd, time.Duration) {
+func lendCmd(cmd sandbox.Cmd, cwd string, limits sandbox.Limits, timeout time.Duration, tty bool) (sandbox.Cmd, time.Duration) {
 	t := effectiveTimeout(timeout, limits.Timeout)
 	if cwd == "" {
 		cwd = "."
 	}
-	cmd.Args = append([]string{"/bin/sh", "-c", procWrapper, "agentbox-process", cwd}, cmd.Args...)
+	wrapper := procWrapper
+	if tty {
+		wrapper = procTTYWrapper
+	}
+	cmd.Args = append([]string{"/bin/sh", "-c", wrapper, "agentbox-process", cwd}, cmd.Args...)
 	cmd.Dir, cmd.Timeout = "", 0
 	if t > 0 {
 		cmd.Timeout = t + runInGrace
@@ -70,9 +103,10 @@ func lendCmd(cmd sandbox.Cmd, cwd string, limits sandbox.Limits, timeout time.Du
 	return cmd, t
 }
 
-// lend watches p: its timeout, and closing (nil: never).
-func lend(p sandbox.Process, timeout time.Duration, closing <-chan struct{}) *lent {
-	l := &lent{Process: p, timeout: timeout}
+// lend watches p: its timeout, and closing (nil: never). term is the
+// master of its terminal, nil without one.
+func lend(p sandbox.Process, timeout time.Duration, closing <-chan struct{}, term *os.File) *lent {
+	l := &lent{Process: p, timeout: timeout, term: term}
 	done := make(chan struct{})
 	var t *time.Timer
 	if timeout > 0 {
@@ -109,7 +143,19 @@ func (l *lent) end(why string) {
 
 // Signal implements sandbox.Process: SIGKILL kills the process's group,
 // SIGSTOP stops it; other signals go to the group through the wrapper.
+// On a terminal SIGINT, SIGQUIT and SIGSTOP are its keys: SIGINT, SIGQUIT
+// and SIGTSTP to its foreground group.
 func (l *lent) Signal(sig os.Signal) error {
+	if l.term != nil {
+		key := map[os.Signal]syscall.Signal{syscall.SIGINT: syscall.SIGINT, syscall.SIGQUIT: syscall.SIGQUIT, syscall.SIGSTOP: syscall.SIGTSTP}
+		if k, ok := key[sig]; ok {
+			err := signalPTY(l.term, k)
+			if err != nil && errors.Is(l.Process.Signal(syscall.Signal(0)), os.ErrProcessDone) {
+				return nil // it ended, and its terminal was closed
+			}
+			return err
+		}
+	}
 	switch sig {
 	case syscall.SIGKILL:
 		l.mu.Lock()

@@ -185,7 +185,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 	}
 	var lentTimeout time.Duration
 	if req.Sandbox != nil {
-		cmd, lentTimeout = lendCmd(cmd, req.Cwd, req.Limits, req.Timeout)
+		cmd, lentTimeout = lendCmd(cmd, req.Cwd, req.Limits, req.Timeout, req.TTY)
 	}
 	var stdinR *os.File
 	if req.TTY {
@@ -221,7 +221,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 		return ProcessInfo{}, fmt.Errorf("start %q in sandbox: %w", req.Argv[0], err)
 	}
 	if req.Sandbox != nil {
-		p = lend(p, lentTimeout, req.Closing)
+		p = lend(p, lentTimeout, req.Closing, pr.master)
 	}
 	pr.p = p
 	pr.k.set(p)

@@ -3,6 +3,7 @@ package execution
 import (
 	"fmt"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,4 +70,23 @@ func resizePTY(master *os.File, rows, cols uint16) error {
 		return err
 	}
 	return ioErr
+}
+
+// signalPTY sends sig to the terminal's foreground process group, as its
+// keys do (the kernel takes SIGINT, SIGQUIT and SIGTSTP only).
+func signalPTY(master *os.File, sig syscall.Signal) error {
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioErr error
+	if err := rc.Control(func(fd uintptr) {
+		ioErr = unix.IoctlSetInt(int(fd), unix.TIOCSIG, int(sig))
+	}); err != nil {
+		return err
+	}
+	if ioErr != nil {
+		return fmt.Errorf("signal the terminal's foreground group: %w", ioErr)
+	}
+	return nil
 }

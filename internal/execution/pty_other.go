@@ -5,6 +5,7 @@ package execution
 import (
 	"fmt"
 	"os"
+	"syscall"
 )
 
 func openPTY(rows, cols uint16) (master, slave *os.File, err error) {
@@ -12,5 +13,9 @@ func openPTY(rows, cols uint16) (master, slave *os.File, err error) {
 }
 
 func resizePTY(master *os.File, rows, cols uint16) error {
+	return fmt.Errorf("%w: pseudo-terminals need Linux", ErrInvalid)
+}
+
+func signalPTY(master *os.File, sig syscall.Signal) error {
 	return fmt.Errorf("%w: pseudo-terminals need Linux", ErrInvalid)
 }

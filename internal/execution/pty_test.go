@@ -287,3 +287,117 @@ func alive(pid int) bool {
 	_, state := statOf(pid)
 	return state != "" && state != "Z"
 }
+
+// TestRealLentTerminal runs terminal processes in a sandbox lent to the
+// service (a session's), on the process runtime: the command sees its
+// terminal and its size, a resize reaches it, and a kill and the timeout
+// end the command and what it started in its group, never the sandbox,
+// where another process still runs.
+func TestRealLentTerminal(t *testing.T) {
+	svc := realService(t, 0)
+	pol, err := svc.resolve(PolicyRef{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := svc.sandboxFor(t.Context(), pol, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = b.sb.Close(context.Background()) })
+	start := func(t *testing.T, req StartRequest) ProcessInfo {
+		t.Helper()
+		req.Sandbox, req.Limits, req.Scope, req.TTY = b.sb, b.spec.Limits, "ses_a", true
+		info, err := svc.Start(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+
+	t.Run("terminal and resize", func(t *testing.T) {
+		info := start(t, StartRequest{Argv: []string{"sh", "-c", terminalScript}, Rows: 30, Cols: 100})
+		s := follow(t, svc, info.ID, 0)
+		s.waitFor("size 30 100")
+		if !strings.Contains(s.out.String(), "is a tty") {
+			t.Fatalf("the process's stdio are not terminals: %q", s.out.String())
+		}
+		if err := svc.Resize(info.ID, 50, 132); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.SendStdin(t.Context(), info.ID, []byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+		s.rest()
+		if s.end == nil || s.end.ExitCode != 0 || !strings.Contains(s.out.String(), "now 50 132 after go") {
+			t.Fatalf("exit %+v, output %q", s.end, s.out.String())
+		}
+	})
+
+	// The command is in the terminal's foreground group: reading the
+	// terminal does not stop it, and ^C (and the API's SIGINT, the same
+	// key) reaches it.
+	t.Run("foreground", func(t *testing.T) {
+		info := start(t, StartRequest{Argv: []string{"sh", "-c", `trap 'echo got-int; exit 5' INT; case $(ps -o stat= -p $$) in *+*) echo foreground;; *) echo background;; esac; while :; do read x && echo "read $x"; done`}})
+		s := follow(t, svc, info.ID, 0)
+		s.waitFor("ground")
+		if !strings.Contains(s.out.String(), "foreground") {
+			t.Fatalf("the command is not in the terminal's foreground group: %q", s.out.String())
+		}
+		if err := svc.SendStdin(t.Context(), info.ID, []byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		s.waitFor("read hello")
+		if err := svc.Signal(info.ID, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		s.rest()
+		if s.end == nil || s.end.ExitCode != 5 || !strings.Contains(s.out.String(), "got-int") {
+			t.Fatalf("exit %+v, output %q", s.end, s.out.String())
+		}
+	})
+
+	for _, tt := range []struct {
+		name    string
+		timeout time.Duration
+		kill    bool
+		reason  string
+	}{
+		{name: "kill", kill: true},
+		{name: "timeout", timeout: 300 * time.Millisecond, reason: "timeout"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			other := start(t, StartRequest{Argv: []string{"sh", "-c", "echo up; read x; echo still $x"}})
+			o := follow(t, svc, other.ID, 0)
+			o.waitFor("up")
+			info := start(t, StartRequest{Argv: []string{"sh", "-c", "sleep 600 & echo started; wait"}, Timeout: tt.timeout})
+			follow(t, svc, info.ID, 0).waitFor("started")
+			var child int
+			waitFor(t, "the background child", func() bool { child = childOf(info.Pid); return child != 0 })
+			if tt.kill {
+				if err := svc.Signal(info.ID, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			end, err := svc.Wait(t.Context(), info.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason := ""
+			if end.Error != nil {
+				reason = end.Error.Code
+			}
+			if end.Signal != "SIGKILL" || reason != tt.reason {
+				t.Fatalf("exit %+v, want SIGKILL, reason %q", end, tt.reason)
+			}
+			waitFor(t, "the background child to die", func() bool { return !alive(child) })
+			// The sandbox, and the other process in it, live on.
+			if err := svc.SendStdin(t.Context(), other.ID, []byte("here\n")); err != nil {
+				t.Fatal(err)
+			}
+			o.rest()
+			if o.end == nil || o.end.ExitCode != 0 || !strings.Contains(o.out.String(), "still here") {
+				t.Fatalf("the other process: exit %+v, output %q", o.end, o.out.String())
+			}
+		})
+	}
+}

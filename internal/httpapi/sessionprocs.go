@@ -78,6 +78,12 @@ type sessionProcSignalInput struct {
 	Body client.ProcessSignal
 }
 
+type sessionProcResizeInput struct {
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	PID  string `path:"pid" minLength:"1" maxLength:"128" doc:"Process ID or tag (the session's newest process with that tag)."`
+	Body client.TerminalSize
+}
+
 type sessionProcWaitInput struct {
 	ID        string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
 	PID       string `path:"pid" minLength:"1" maxLength:"128" doc:"Process ID or tag (the session's newest process with that tag)."`
@@ -102,7 +108,9 @@ var sessionProcOps = []route{
 			"namespaces, filesystem view, network rules and limits; the policy's timeout applies unless timeout_ms is shorter), and returns " +
 			"at once; the body takes no policy and no files. The process is then driven as one of POST /v1/processes (the same shapes) " +
 			"through /v1/sessions/{id}/processes/{pid}…. What it writes stays in the sandbox until the session's next commit. " +
-			"Signals go to the command's process group; SIGKILL ends that group, never the session's sandbox. When the session's sandbox " +
+			"Signals go to the command's process group; SIGKILL ends that group, never the session's sandbox. With tty the command runs on a " +
+			"pseudo-terminal, in its foreground process group (a shell has job control), and SIGINT, SIGQUIT and SIGSTOP act as the terminal's " +
+			"keys on that foreground group; …/resize sizes it. When the session's sandbox " +
 			"closes (the session ends, stops when idle, or is deleted) its processes are killed, and their exit says so (error code " +
 			"sandbox_closed). A session without a sandbox is refused (409 no-sandbox), one that is not live too (409 not-live). " +
 			"Processes count in the daemon's limit of running sandboxed tasks (then 429).",
@@ -143,6 +151,12 @@ var sessionProcOps = []route{
 		Status: http.StatusNoContent,
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
 	}},
+	&op[sessionProcResizeInput, struct{}]{h: (*server).resizeSessionProcess, opSpec: opSpec{
+		ID: "resizeSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/resize", Tag: "processes",
+		Summary: "Resize a session's process's terminal", Description: "As POST /v1/processes/{id}/resize." + sessionProcDoc,
+		Status: http.StatusNoContent,
+		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+	}},
 	&op[sessionProcWaitInput, processOutput]{h: (*server).waitSessionProcess, opSpec: opSpec{
 		ID: "waitSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/wait", Tag: "processes",
 		Summary: "Wait for a session's process to exit", Description: "As POST /v1/processes/{id}/wait." + sessionProcDoc,
@@ -177,7 +191,7 @@ func (s *server) startSessionProcess(ctx context.Context, in *sessionStartInput)
 	err = w.Exec(ctx, in.ID, func(ctx context.Context, sb sandbox.Sandbox, limits sandbox.Limits) error {
 		var err error
 		info, err = svc.Start(ctx, execution.StartRequest{
-			Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, Tag: b.Tag, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
+			Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, TTY: b.TTY, Rows: b.Rows, Cols: b.Cols, Tag: b.Tag, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
 			Sandbox: sb, Limits: limits, Closing: lender.SandboxClosing(in.ID, sb), Scope: sessionScope(in.ID),
 		})
 		return err
@@ -249,6 +263,14 @@ func (s *server) signalSessionProcess(ctx context.Context, in *sessionProcSignal
 		return nil, err
 	}
 	return s.signalProcess(ctx, &processSignalInput{ID: id, Body: in.Body})
+}
+
+func (s *server) resizeSessionProcess(ctx context.Context, in *sessionProcResizeInput) (*struct{}, error) {
+	id, err := s.sessionProc(ctx, sessionProcPath{ID: in.ID, PID: in.PID})
+	if err != nil {
+		return nil, err
+	}
+	return s.resizeProcess(ctx, &processResizeInput{ID: id, Body: in.Body})
 }
 
 func (s *server) waitSessionProcess(ctx context.Context, in *sessionProcWaitInput) (*processOutput, error) {

@@ -903,8 +903,11 @@ class ConsolePanel {
     this.msg = el('p', { id: 'console-msg', class: 'muted' },
       'Starts bash on a terminal in the session\'s sandbox (or, where the session has none or cannot give a terminal, a fresh sandbox under the default policy).');
     this.startBtn = el('button', { type: 'button', id: 'console-start', onclick: () => this.start() }, 'Start bash');
+    this.sizeSel = el('select', { id: 'console-size', 'aria-label': 'terminal size', onchange: () => this.setSize(this.sizeSel.value) },
+      ...['24x80', '24x100', '40x120', '50x160'].map((v) => el('option', { value: v }, v.replace('x', '×'))));
+    this.sizeSel.value = '24x100';
     this.node = el('section', { id: 'tab-console', class: 'tab' }, el('div', null, this.startBtn, ' ',
-      el('button', { type: 'button', id: 'console-stop', onclick: () => this.stop() }, 'Kill')), this.msg, this.screen);
+      el('button', { type: 'button', id: 'console-stop', onclick: () => this.stop() }, 'Kill'), ' ', this.sizeSel), this.msg, this.screen);
     this.draw();
   }
 
@@ -919,9 +922,9 @@ class ConsolePanel {
         p = await api('POST', sessionPath(this.id) + '/processes', body);
         this.base = sessionPath(this.id) + '/processes/' + enc(p.id);
       } catch (e) {
-        // No session processes here (404, 405), a session without a
-        // sandbox (409), or no terminal in a session's sandbox yet (422).
-        if (![404, 405, 409, 422].includes(e.status)) throw e;
+        // No session processes here (404, 405), or a session without a
+        // sandbox (409): a fresh sandbox under the default policy.
+        if (![404, 405, 409].includes(e.status)) throw e;
         p = await api('POST', '/v1/processes', body);
         this.base = '/v1/processes/' + enc(p.id);
       }
@@ -963,6 +966,21 @@ class ConsolePanel {
         if (abort.signal.aborted) return;
       }
       await new Promise((res) => setTimeout(res, 1000));
+    }
+  }
+
+  // setSize resizes the screen, and the process's terminal through the
+  // route it started on (the session's or /v1/processes).
+  async setSize(v) {
+    const [rows, cols] = v.split('x').map(Number);
+    this.term.resize(rows, cols);
+    this.draw();
+    if (!this.base) return;
+    try {
+      await api('POST', this.base + '/resize', { rows, cols });
+      this.screen.dataset.size = v;
+    } catch (e) {
+      this.msg.textContent = 'Not resized: ' + e.message;
     }
   }
 

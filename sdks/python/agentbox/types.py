@@ -632,11 +632,15 @@ class SessionSandbox(TypedDict):
 class SessionStartProcess(TypedDict):
     #: The command; argv[0] is looked up in the sandbox's PATH.
     argv: list[str] | None
+    #: The terminal's width, with tty (default 80).
+    cols: NotRequired[int]
     #: Absolute inside the sandbox, or relative to the session's workspace (the
     #: default).
     cwd: NotRequired[str]
     #: Added to the environment the session's policy defines.
     env: NotRequired[dict[str, str]]
+    #: The terminal's height, with tty (default 24).
+    rows: NotRequired[int]
     #: Keep standard input open for POST …/stdin.
     stdin: NotRequired[bool]
     #: A name to find the process by instead of its id; unique among running
@@ -644,6 +648,11 @@ class SessionStartProcess(TypedDict):
     tag: NotRequired[str]
     #: Wall-clock limit in milliseconds, when shorter than the policy's.
     timeout_ms: NotRequired[int]
+    #: Run the process on a pseudo-terminal, as tty of POST /v1/processes: the
+    #: command is in the terminal's foreground process group (a shell has job
+    #: control); SIGINT, SIGQUIT and SIGSTOP act as the terminal's keys (^C,
+    #: ^\, ^Z) on its foreground group; POST …/resize changes the size.
+    tty: NotRequired[bool]
 
 
 class SetNetwork(TypedDict):

@@ -554,16 +554,22 @@ export interface SessionSandbox {
 export interface SessionStartProcess {
 	/** The command; argv[0] is looked up in the sandbox's PATH. */
 	argv: string[] | null;
+	/** The terminal's width, with tty (default 80). */
+	cols?: number;
 	/** Absolute inside the sandbox, or relative to the session's workspace (the default). */
 	cwd?: string;
 	/** Added to the environment the session's policy defines. */
 	env?: Record<string, string>;
+	/** The terminal's height, with tty (default 24). */
+	rows?: number;
 	/** Keep standard input open for POST …/stdin. */
 	stdin?: boolean;
 	/** A name to find the process by instead of its id; unique among running processes. */
 	tag?: string;
 	/** Wall-clock limit in milliseconds, when shorter than the policy's. */
 	timeout_ms?: number;
+	/** Run the process on a pseudo-terminal, as tty of POST /v1/processes: the command is in the terminal's foreground process group (a shell has job control); SIGINT, SIGQUIT and SIGSTOP act as the terminal's keys (^C, ^\, ^Z) on its foreground group; POST …/resize changes the size. */
+	tty?: boolean;
 }
 
 export interface SetNetwork {
@@ -1106,6 +1112,20 @@ export interface Operations {
 		params: {
 			/** Process ID or tag. */
 			id: string;
+		};
+		body: TerminalSize;
+		bodyRequired: true;
+		response: void;
+	};
+	/** Resize a session's process's terminal */
+	resizeSessionProcess: {
+		method: "POST";
+		path: "/v1/sessions/{id}/processes/{pid}/resize";
+		params: {
+			/** Session ID. */
+			id: string;
+			/** Process ID or tag (the session's newest process with that tag). */
+			pid: string;
 		};
 		body: TerminalSize;
 		bodyRequired: true;

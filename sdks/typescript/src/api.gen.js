@@ -37,6 +37,7 @@ export const operations = Object.freeze({
 	putSecret: Object.freeze({ method: "PUT", path: "/v1/secrets/{name}", pathParams: Object.freeze(["name"]), query: Object.freeze([]), body: "json", response: "json" }),
 	readFile: Object.freeze({ method: "GET", path: "/v1/sessions/{id}/files/content", pathParams: Object.freeze(["id"]), query: Object.freeze(["path", "offset", "length"]), body: "none", response: "raw" }),
 	resizeProcess: Object.freeze({ method: "POST", path: "/v1/processes/{id}/resize", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "none" }),
+	resizeSessionProcess: Object.freeze({ method: "POST", path: "/v1/sessions/{id}/processes/{pid}/resize", pathParams: Object.freeze(["id", "pid"]), query: Object.freeze([]), body: "json", response: "none" }),
 	resumeSession: Object.freeze({ method: "POST", path: "/v1/sessions/{id}/resume", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "json" }),
 	sendMessage: Object.freeze({ method: "POST", path: "/v1/sessions/{id}/messages", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "json" }),
 	sendProcessInput: Object.freeze({ method: "POST", path: "/v1/processes/{id}/stdin", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "none" }),
