@@ -119,12 +119,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey == "" {
 		return nil, fmt.Errorf("%w: %s is not set", provider.ErrCredentials, EnvAPIKey)
 	}
-	if cfg.APIURL == "" {
-		cfg.APIURL = DefaultAPIURL
-	}
-	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
-	if u, err := url.Parse(cfg.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("e2b: API URL %q: want http(s)://host", cfg.APIURL)
+	var err error
+	if cfg.APIURL, err = vendorapi.BaseURL(Name, cfg.APIURL, DefaultAPIURL); err != nil {
+		return nil, err
 	}
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain

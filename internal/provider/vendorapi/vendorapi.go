@@ -1,5 +1,5 @@
 // Package vendorapi is what the REST clients of sandbox vendors (e2b,
-// daytona) share: the mapping of a failed call to the provider
+// daytona) share: their API base URL's check, and the mapping of a failed call to the provider
 // contract's sentinels, keeping the vendor's message bounded to one
 // printable line and never a credential.
 package vendorapi
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -96,4 +97,18 @@ func Clean(s string) string {
 		return "(no message)"
 	}
 	return out
+}
+
+// BaseURL is a vendor's API base URL: raw, or def when raw is empty,
+// without trailing slashes; anything but an absolute http(s) URL with a
+// host is refused, naming the vendor.
+func BaseURL(vendor, raw, def string) (string, error) {
+	if raw == "" {
+		raw = def
+	}
+	raw = strings.TrimRight(raw, "/")
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("%s: API URL %q: want http(s)://host", vendor, raw)
+	}
+	return raw, nil
 }

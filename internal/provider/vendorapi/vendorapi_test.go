@@ -64,3 +64,23 @@ func FuzzStatusError(f *testing.F) {
 		}
 	})
 }
+
+func TestBaseURL(t *testing.T) {
+	for _, tc := range []struct{ raw, want, err string }{
+		{raw: "", want: "https://api.example.com"},
+		{raw: "http://127.0.0.1:8080//", want: "http://127.0.0.1:8080"},
+		{raw: "https://self.hosted/api/", want: "https://self.hosted/api"},
+		{raw: "ftp://api.example.com", err: `v: API URL "ftp://api.example.com": want http(s)://host`},
+		{raw: "https://", err: "want http(s)://host"},
+		{raw: "api.example.com", err: "want http(s)://host"},
+		{raw: "http://[::1", err: "want http(s)://host"},
+	} {
+		got, err := BaseURL("v", tc.raw, "https://api.example.com/")
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("BaseURL(%q) = %q, %v; want an error with %q", tc.raw, got, err, tc.err)
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("BaseURL(%q) = %q, %v; want %q", tc.raw, got, err, tc.want)
+		}
+	}
+}
