@@ -3,11 +3,13 @@ package agenttest
 import (
 	"context"
 	"fmt"
+	"log"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,7 +196,22 @@ type switcher struct {
 	llm *fakellm.Server
 	mu  sync.Mutex
 	cur string
+	log []carried // the requests carried, for failure messages
 }
+
+// carried is one request the switcher carried to the fake LLM, and how it
+// ended: a test whose stream ended early shows which side gave up first.
+type carried struct {
+	start, end time.Time
+	method     string
+	path       string
+	scenario   string
+	err        string // the proxy's error, "" when the answer went through whole
+	clientGone bool   // the agent's side went away before the answer ended
+}
+
+// maxCarried bounds the switcher's log (the oldest go).
+const maxCarried = 256
 
 func (sw *switcher) set(name string) {
 	sw.mu.Lock()
@@ -204,7 +221,8 @@ func (sw *switcher) set(name string) {
 
 func (sw *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw.mu.Lock()
-	target, err := url.Parse(sw.llm.ScenarioURL(sw.cur))
+	scenario := sw.cur
+	target, err := url.Parse(sw.llm.ScenarioURL(scenario))
 	sw.mu.Unlock()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -215,8 +233,54 @@ func (sw *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// socket the server was closing, failing the next turn with "socket
 	// connection was closed unexpectedly" before it reached the fake LLM.
 	w.Header().Set("Connection", "close")
-	(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: proxyTransport}).ServeHTTP(w, r)
+	rec := carried{start: time.Now(), method: r.Method, path: r.URL.Path, scenario: scenario}
+	rp := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: proxyTransport,
+		// Errors go into the record (and Recent's failure messages), not
+		// to the process's log, where nothing ties them to a test.
+		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) {
+			rec.err = strings.TrimSpace(string(p))
+			return len(p), nil
+		}), "", 0),
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			rec.err = err.Error()
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	defer func() {
+		rec.end, rec.clientGone = time.Now(), r.Context().Err() != nil
+		sw.mu.Lock()
+		if len(sw.log) == maxCarried {
+			sw.log = slices.Delete(sw.log, 0, 1)
+		}
+		sw.log = append(sw.log, rec)
+		sw.mu.Unlock()
+	}()
+	rp.ServeHTTP(w, r)
 }
+
+// since renders the requests carried since t, one a line.
+func (sw *switcher) since(t time.Time) string {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	var sb strings.Builder
+	for _, c := range sw.log {
+		if c.end.Before(t) {
+			continue
+		}
+		fmt.Fprintf(&sb, "  %s +%s %s %s (scenario %s) client gone: %t, error: %q\n",
+			c.start.Format("15:04:05.000"), c.end.Sub(c.start).Round(time.Millisecond), c.method, c.path, c.scenario, c.clientGone, c.err)
+	}
+	if sb.Len() == 0 {
+		return "  none\n"
+	}
+	return sb.String()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // proxyTransport opens a fresh connection to the fake LLM per request: a
 // pooled one may have been closed under it by an aborted (interrupted)

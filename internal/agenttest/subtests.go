@@ -269,6 +269,7 @@ func (s *suite) midTurn(t *testing.T, sid, text string, act func()) (turnID stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	sent := time.Now()
 	tr, err := s.C.Send(ctx, sid, text)
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +289,7 @@ func (s *suite) midTurn(t *testing.T, sid, text string, act func()) (turnID stri
 			return tr.TurnID, after, time.Now()
 		}
 	}
-	t.Fatalf("the turn ended before any delta: %v", st.Err())
+	t.Fatalf("the turn ended before any delta: %v\nmodel requests carried since the message was sent:\n%s", st.Err(), s.sw.since(sent))
 	return "", 0, time.Time{}
 }
 
