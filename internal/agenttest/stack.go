@@ -257,6 +257,10 @@ func (sw *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sw.log = append(sw.log, rec)
 		sw.mu.Unlock()
 	}()
+	// As the egress proxy does (internal/sandbox/egress, forward): the
+	// fake LLM answers once it has the body, maybe before this proxy's
+	// transport has read the body's end.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r)
 }
 

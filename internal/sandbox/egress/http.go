@@ -320,6 +320,13 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 			failed(w, e)
 		},
 	}
+	// Full duplex: an upstream may answer, and the answer's headers be
+	// flushed, before the transport has read the request body's end. An
+	// HTTP/1 server otherwise reads the rest of that body itself on the
+	// first flush and closes it, so the transport's last read fails and
+	// it closes the upstream connection under the answer: the agent's
+	// model stream was cut (TestAnswerBeforeBodyEOF).
+	_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 only; an error means there is nothing to enable
 	rp.ServeHTTP(w, r)
 	carried = true
 }
