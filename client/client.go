@@ -32,6 +32,7 @@ type Client struct {
 	hc        *http.Client
 	token     string
 	userAgent string
+	limits    Limits
 }
 
 // Option configures a Client.
@@ -41,6 +42,7 @@ type config struct {
 	hc        *http.Client
 	token     string
 	userAgent string
+	limits    Limits
 	// localEnv, set by WithLocalToken, is the environment LocalToken reads.
 	localEnv func(string) string
 }
@@ -57,6 +59,61 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.hc = hc
 
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *config) { c.userAgent = ua } }
+
+// Limits bound what a Client reads from a daemon it does not trust (an
+// agentbox daemon inside a sandbox, say). A zero field keeps the default.
+type Limits struct {
+	// Event bounds one event as the daemon encodes it: the data of one
+	// server-sent event and any one line of the stream, and each event of
+	// a page of Events (default 64 MiB).
+	Event int64
+	// Answer bounds any JSON answer but a page of events, which may hold
+	// Answer plus one Event per event asked for (default: unbounded).
+	// Backfilling a stream's gap then asks for pages of at most
+	// max(1, Answer/Event) events.
+	Answer int64
+	// Problem bounds an error answer (default 1 MiB).
+	Problem int64
+}
+
+// WithLimits bounds what the client reads (see Limits).
+func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
+
+// ErrTooLarge is returned (wrapped) when an answer or an event is larger
+// than the client's Limits.
+var ErrTooLarge = errors.New("larger than the client accepts")
+
+// eventLimit is the bound of one event.
+func (c *Client) eventLimit() int64 {
+	if c.limits.Event > 0 {
+		return c.limits.Event
+	}
+	return sseMaxData
+}
+
+// problemLimit is the bound of an error answer.
+func (c *Client) problemLimit() int64 {
+	if c.limits.Problem > 0 {
+		return c.limits.Problem
+	}
+	return maxErrorBody
+}
+
+// pageLimit is the bound of a page of n events (0: unbounded).
+func (c *Client) pageLimit(n int) int64 {
+	if c.limits.Answer <= 0 {
+		return 0
+	}
+	return c.limits.Answer + int64(max(n, 1))*c.eventLimit()
+}
+
+// backfillPage is how many events a page of a stream's backfill asks for.
+func (c *Client) backfillPage() int {
+	if c.limits.Answer <= 0 {
+		return lastSeqPage
+	}
+	return int(max(1, min(int64(lastSeqPage), c.limits.Answer/c.eventLimit())))
+}
 
 // New returns a client for the daemon at baseURL: "http://host:port",
 // "https://host/prefix", or "unix:///path/to.sock" for a daemon listening on
@@ -81,7 +138,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		}
 		cfg.token, fromFile = tok, tok != ""
 	}
-	c := &Client{token: cfg.token, userAgent: cfg.userAgent, hc: cfg.hc}
+	c := &Client{token: cfg.token, userAgent: cfg.userAgent, hc: cfg.hc, limits: cfg.limits}
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
@@ -362,7 +419,7 @@ func (c *Client) Events(ctx context.Context, id string, after int64, limit int) 
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var out EventPage
-	err = c.do(ctx, http.MethodGet, p, q, nil, &out)
+	err = c.doLimited(ctx, http.MethodGet, p, q, nil, &out, c.pageLimit(cmpOr(limit, lastSeqPage)))
 	return out, err
 }
 
@@ -443,8 +500,20 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 }
 
 // do sends one JSON request and decodes a JSON answer into out (when not
-// nil). Non-2xx answers become *APIError.
+// nil), bounded by Limits.Answer. Non-2xx answers become *APIError.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	return c.doLimited(ctx, method, path, q, in, out, c.limits.Answer)
+}
+
+func cmpOr(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
+}
+
+// doLimited is do with an answer of at most limit bytes (0: unbounded).
+func (c *Client) doLimited(ctx context.Context, method, path string, q url.Values, in, out any, limit int64) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -467,21 +536,41 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	}
 	defer drainClose(resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readAPIError(resp, method, path)
+		return c.readAPIError(resp, method, path)
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	return decodeAnswer(resp.Body, method, path, out, limit)
+}
+
+// decodeAnswer decodes a JSON answer of at most limit bytes (0:
+// unbounded) into out.
+func decodeAnswer(body io.Reader, method, path string, out any, limit int64) error {
+	if limit <= 0 {
+		if err := json.NewDecoder(body).Decode(out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("%s %s: answer of more than %d bytes: %w", method, path, limit, ErrTooLarge)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
 }
 
-// readAPIError turns a non-2xx answer into an *APIError.
-func readAPIError(resp *http.Response, method, path string) error {
+// readAPIError turns a non-2xx answer into an *APIError, reading at most
+// Limits.Problem bytes of it.
+func (c *Client) readAPIError(resp *http.Response, method, path string) error {
 	e := &APIError{Method: method, Path: path}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, c.problemLimit()))
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "application/problem+json" || mt == "application/json" {
 		_ = json.Unmarshal(b, &e.Problem) // a broken body still yields the status below

@@ -482,12 +482,12 @@ func (c *Client) sse(ctx context.Context, method, path string, q url.Values, bod
 	}
 	defer drainClose(resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readAPIError(resp, method, path)
+		return c.readAPIError(resp, method, path)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("%s %s: answer is %q, not an event stream", method, path, mt)
 	}
-	p := newSSEParser(resp.Body)
+	p := c.newSSEParser(resp.Body)
 	for {
 		m, err := p.Next()
 		if err != nil {

@@ -237,7 +237,7 @@ func (c *Client) raw(ctx context.Context, method, path string, q url.Values, bod
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer drainClose(resp)
-		return nil, readAPIError(resp, method, path)
+		return nil, c.readAPIError(resp, method, path)
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != want {
 		drainClose(resp)
@@ -263,11 +263,9 @@ func (c *Client) rawEntry(ctx context.Context, p string, q url.Values, body []by
 	}
 	defer drainClose(resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return FileEntry{}, readAPIError(resp, http.MethodPut, p)
+		return FileEntry{}, c.readAPIError(resp, http.MethodPut, p)
 	}
 	var out FileEntry
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return FileEntry{}, fmt.Errorf("PUT %s: decode answer: %w", p, err)
-	}
-	return out, nil
+	err = decodeAnswer(resp.Body, http.MethodPut, p, &out, c.limits.Answer)
+	return out, err
 }

@@ -2,7 +2,7 @@ package client
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"io"
 	"time"
 	"unicode/utf8"
@@ -34,7 +34,7 @@ const (
 )
 
 // errSSETooLong reports a line or event larger than the parser accepts.
-var errSSETooLong = errors.New("event stream: line or event too long")
+var errSSETooLong = fmt.Errorf("event stream: line or event too long (%w)", ErrTooLarge)
 
 // sseMessage is one dispatched event.
 type sseMessage struct {
@@ -70,6 +70,19 @@ type sseParser struct {
 
 func newSSEParser(r io.Reader) *sseParser {
 	return &sseParser{r: r, maxLine: sseMaxLine, maxData: sseMaxData}
+}
+
+// newSSEParser returns a parser of r bounded by the client's
+// Limits.Event: one line and one event's data.
+func (c *Client) newSSEParser(r io.Reader) *sseParser {
+	p := newSSEParser(r)
+	if c.limits.Event > 0 {
+		// A line is "data: " and the event; the data buffer holds the
+		// event and a LF.
+		p.maxLine = int(min(c.limits.Event+int64(len("data: ")), sseMaxLine))
+		p.maxData = int(min(c.limits.Event+1, sseMaxData))
+	}
+	return p
 }
 
 // Retry returns the last reconnection time the stream asked for, if any.

@@ -386,7 +386,7 @@ func (s *Stream) connect() error {
 		return fmt.Errorf("GET %s: %w", p, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		err := readAPIError(resp, http.MethodGet, p)
+		err := s.c.readAPIError(resp, http.MethodGet, p)
 		drainClose(resp)
 		cancel(nil)
 		return err
@@ -403,7 +403,7 @@ func (s *Stream) connect() error {
 		s.idleTimer = time.AfterFunc(s.cfg.idle, func() { cancel(errIdle) })
 		r = &idleReader{r: r, t: s.idleTimer, d: s.cfg.idle}
 	}
-	s.parser = newSSEParser(r)
+	s.parser = s.c.newSSEParser(r)
 	return nil
 }
 
@@ -414,7 +414,7 @@ func (s *Stream) backfill(ev event.Event) error {
 	from := s.last
 	var got []event.Event
 	for from < ev.Seq-1 {
-		page, err := s.c.Events(s.ctx, s.id, from, int(min(ev.Seq-1-from, lastSeqPage)))
+		page, err := s.c.Events(s.ctx, s.id, from, int(min(ev.Seq-1-from, int64(s.c.backfillPage()))))
 		if err != nil {
 			return err
 		}

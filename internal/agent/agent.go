@@ -20,6 +20,14 @@ import (
 	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
+// MaxEventBytes bounds one message an agent hands the daemon, whatever
+// carries it: a line of an agent process's stdout (procrt.DefaultMaxLine)
+// and an event a relayed session reads from the agentbox daemon inside a
+// provider's sandbox (relay: the whole encoded event). Tool outputs and
+// diffs arrive whole in one message, so it is generous; a longer one ends
+// the session with an error rather than being held.
+const MaxEventBytes = 32 << 20
+
 // ErrUnknown is returned (wrapped) when no adapter has the requested name.
 var ErrUnknown = errkind.New(errkind.Invalid, "unknown agent")
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/relay"
 	"github.com/agentbox/agentbox/internal/store"
@@ -101,24 +102,12 @@ func (d *Daemon) buildRelay() (*relay.Relay, error) {
 }
 
 // lastRelayed is the relay's cursor of a session: the inner seq of the
-// last relayed event the host's store holds.
+// last relayed event the host's store holds, read backwards from the end
+// of its log (relay.LastRelayed).
 func (d *Daemon) lastRelayed(ctx context.Context, sessionID string) (int64, error) {
-	var last, after int64
-	for {
-		evs, err := d.st.Events(ctx, sessionID, after, 1000)
-		if err != nil {
-			return 0, err
-		}
-		for _, e := range evs {
-			if seq, ok := relay.InnerSeq(e.Raw); ok {
-				last = seq
-			}
-			after = e.Seq
-		}
-		if len(evs) < 1000 {
-			return last, nil
-		}
-	}
+	return relay.LastRelayed(ctx, func(ctx context.Context, after int64, limit int) ([]event.Event, error) {
+		return d.st.Events(ctx, sessionID, after, limit)
+	})
 }
 
 // reconcileSandboxes removes, after Recover, the sandboxes this daemon

@@ -32,7 +32,7 @@ var (
 
 // Defaults of the adapters' options.
 const (
-	DefaultMaxLine          = 32 << 20 // bytes of one stdout line
+	DefaultMaxLine          = agent.MaxEventBytes // bytes of one stdout line
 	DefaultInterruptTimeout = 5 * time.Second
 	DefaultCloseGrace       = 2 * time.Second
 	DefaultStartTimeout     = 60 * time.Second

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -24,20 +25,23 @@ import (
 // process) relaying a session to the sandbox's inner daemon through a
 // proxy the suite can sever, in the order: a turn with a command
 // and a file change, its events persisted on the host; a cut mid-stream;
-// the host stopped and started again on its data directory; the inner
-// daemon killed; a deleted session's sandbox destroyed. After each step
+// the host, a process of its own, killed with SIGKILL mid-turn and
+// started again on its data directory; the inner daemon killed; a deleted session's sandbox destroyed. After each step
 // the host's relayed events are exactly the inner log's, in order, each
 // once.
 func runRelay(t *testing.T, factory Factory) {
 	t.Run("Relay", func(t *testing.T) { testRelay(t, setup(t, factory)) })
 }
 
-// host is a host daemon serving in this process.
+// host is a host daemon serving in this process, or in a process of its
+// own (proc, see startHostProcess).
 type host struct {
 	d      *daemon.Daemon
 	c      *client.Client
 	cancel context.CancelFunc
 	done   chan error
+	proc   *exec.Cmd
+	exited chan struct{}
 }
 
 func (s *suite) startHost(t *testing.T, dataDir string, p provider.Provider) *host {
@@ -85,7 +89,7 @@ func testRelay(t *testing.T, s *suite) {
 	cut := newCutting(s.Provider)
 	t.Cleanup(cut.closeAll)
 	dataDir := t.TempDir()
-	h := s.startHost(t, dataDir, cut)
+	h := s.startHostProcess(t, dataDir, cut)
 	key, err := relay.LoadKey(dataDir)
 	if err != nil {
 		t.Fatal(err)
@@ -158,13 +162,16 @@ func testRelay(t *testing.T, s *suite) {
 	}
 	exact(ctx, t, h.c, in, sess.ID, innerID)
 
-	t.Log("the host daemon stopped mid-turn and started again")
+	t.Log("the host daemon killed (SIGKILL) mid-turn and started again")
 	tr, err = h.c.Send(ctx, sess.ID, mock.ScriptPrompt(long))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitDeltas(ctx, t, h.c, sess.ID, tr.TurnID, 20)
-	h.stop(t)
+	h.kill(t)
+	// The inner turn runs on while no host reads it: what it logs then
+	// is read once after the restart (exact, below).
+	innerAtKill := len(allEvents(ctx, t, in, innerID))
 	cut = newCutting(s.Provider)
 	t.Cleanup(cut.closeAll)
 	h = s.startHost(t, dataDir, cut)
@@ -172,6 +179,8 @@ func testRelay(t *testing.T, s *suite) {
 		t.Fatalf("resume after the host restarted: %v", err)
 	}
 	settle(ctx, t, in, innerID)
+	t.Logf("inner events: %d when the host was killed, %d once the resumed relay settled the inner turn",
+		innerAtKill, len(allEvents(ctx, t, in, innerID)))
 	done = turn(ctx, t, h.c, sess.ID, mock.Step{Kind: mock.KindCommand, Command: "echo after-restart"})
 	if done.StopReason != event.StopEndTurn {
 		t.Fatalf("turn after the restart ended %s: %s", done.StopReason, done.Message)

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/provider"
 )
@@ -46,6 +47,36 @@ const KeyFileName = "relay.key"
 // daemon it cannot reach (the provider not saying the sandbox is gone)
 // before the session ends with an error.
 const DefaultLostAfter = 2 * time.Minute
+
+// Bounds of what the relay reads from an inner daemon, which runs beside
+// the agent and is as hostile as it is.
+const (
+	// MaxInnerEvent bounds one inner event as the inner daemon encodes it
+	// (one server-sent event's data, one line of the stream, each event
+	// of a backfilled page): agent.MaxEventBytes, the bound of one
+	// message of an agent running on this host.
+	MaxInnerEvent = agent.MaxEventBytes
+	// MaxInnerAnswer bounds every other answer (a session, a turn, a
+	// resolution).
+	MaxInnerAnswer = 1 << 20
+	// MaxInnerProblem bounds an error answer, whose detail reaches the
+	// host's errors and events.
+	MaxInnerProblem = 64 << 10
+	// maxUnclaimed bounds the inner turns' results nobody waits for (a
+	// hostile inner daemon can complete turns that were never sent).
+	maxUnclaimed = 64
+	// maxAsking bounds the permission and question requests of one
+	// session being asked on the host at once; the inner daemon's
+	// further ones stay unanswered there.
+	maxAsking = 16
+)
+
+// innerClient returns a client of an inner daemon: its token, and every
+// answer bounded (MaxInnerEvent, MaxInnerAnswer, MaxInnerProblem).
+func innerClient(address, token string) (*client.Client, error) {
+	return client.New(address, client.WithToken(token),
+		client.WithLimits(client.Limits{Event: MaxInnerEvent, Answer: MaxInnerAnswer, Problem: MaxInnerProblem}))
+}
 
 // Config configures a Relay.
 type Config struct {

@@ -80,13 +80,14 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 			return nil, fmt.Errorf("reconnect to sandbox %s on %s: %w", n.Sandbox, n.Provider, err)
 		}
 	}
-	c, err := client.New(sb.Address, client.WithToken(token))
+	c, err := innerClient(sb.Address, token)
 	if err != nil {
 		a.destroyIf(ctx, fresh, p, sb.ID)
 		return nil, err
 	}
 	s := &session{a: a, p: p, c: c, host: host, placed: n, hostID: cfg.SessionID,
-		done: make(chan struct{}), results: map[string]agent.Result{}, waiters: map[string]chan agent.Result{}}
+		done: make(chan struct{}), results: map[string]agent.Result{}, waiters: map[string]chan agent.Result{},
+		asking: make(chan struct{}, maxAsking)}
 	if n.Session == "" {
 		inner, err := c.CreateSession(ctx, client.CreateSession{
 			Agent: a.agent, Model: cfg.Model, Mode: cfg.Mode, PermissionMode: cfg.PermissionMode,
@@ -156,7 +157,8 @@ type session struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	cursor int64 // the pump's alone once it runs
+	cursor int64         // the pump's alone once it runs
+	asking chan struct{} // a slot per request being asked on the host (maxAsking)
 
 	mu      sync.Mutex
 	results map[string]agent.Result      // completed inner turns nobody waited for yet
@@ -238,7 +240,13 @@ func (s *session) complete(turnID string, res agent.Result) {
 	}
 	// A turn that completes before its Prompt waits (or one of a
 	// previous host run, read again after a restart, that nobody waits
-	// for: kept until Close, bounded by the turns of one session).
+	// for): kept until Close, at most maxUnclaimed of them.
+	if len(s.results) >= maxUnclaimed {
+		for id := range s.results {
+			delete(s.results, id)
+			break
+		}
+	}
 	s.results[turnID] = res
 }
 
@@ -346,14 +354,12 @@ func (s *session) handle(ctx context.Context, ev event.Event) *event.SessionEnde
 		s.complete(cmpTurn(ev.TurnID, tc.TurnID), agent.Result{StopReason: tc.StopReason, Usage: tc.Usage, Message: tc.Message})
 	case Permission:
 		var req event.PermissionRequested
-		if json.Unmarshal(ev.Data, &req) == nil {
-			s.wg.Add(1)
+		if json.Unmarshal(ev.Data, &req) == nil && s.ask(ev) {
 			go s.askPermission(ctx, req)
 		}
 	case Question:
 		var q event.QuestionRequested
-		if json.Unmarshal(ev.Data, &q) == nil {
-			s.wg.Add(1)
+		if json.Unmarshal(ev.Data, &q) == nil && s.ask(ev) {
 			go s.askQuestion(ctx, q)
 		}
 	case End:
@@ -376,10 +382,31 @@ func cmpTurn(a, b string) string {
 	return b
 }
 
+// ask takes a slot for asking ev's request on the host; with maxAsking
+// requests being asked already, the request is left unanswered in the
+// sandbox (its own timeout settles it) and false is returned.
+func (s *session) ask(ev event.Event) bool {
+	select {
+	case s.asking <- struct{}{}:
+		s.wg.Add(1)
+		return true
+	default:
+		s.a.r.cfg.Log.Warn("the inner daemon asks more at once than the relay forwards; left unanswered",
+			"session", s.hostID, "inner_seq", ev.Seq, "max", maxAsking)
+		return false
+	}
+}
+
+// asked releases ask's slot.
+func (s *session) asked() {
+	<-s.asking
+	s.wg.Done()
+}
+
 // askPermission asks the host's broker (which records the request and
 // its answer) and forwards the answer to the inner session.
 func (s *session) askPermission(ctx context.Context, req event.PermissionRequested) {
-	defer s.wg.Done()
+	defer s.asked()
 	innerID := req.ID
 	req.ID = ""
 	ans, err := s.host.RequestPermission(ctx, req)
@@ -401,7 +428,7 @@ func (s *session) askPermission(ctx context.Context, req event.PermissionRequest
 
 // askQuestion is askPermission for a question.
 func (s *session) askQuestion(ctx context.Context, q event.QuestionRequested) {
-	defer s.wg.Done()
+	defer s.asked()
 	innerID := q.ID
 	q.ID = ""
 	ans, err := s.host.AskQuestion(ctx, q)
