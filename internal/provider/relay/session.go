@@ -160,10 +160,12 @@ func (s *session) carryEgress(ctx context.Context, id string, cfg agent.Config) 
 		eg.Close()
 		return nil, fmt.Errorf("carry the egress of sandbox %s on %s: %w", id, s.p.Name(), err)
 	}
+	s.mu.Lock()
 	s.egressStop = func() {
 		stop()
 		eg.Close()
 	}
+	s.mu.Unlock()
 	return env, nil
 }
 
