@@ -25,7 +25,8 @@ func (d *Daemon) forwardEgress(ctx context.Context, cu *cleanup) error {
 	if d.cfg.EgressSocket == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(provider.EgressPort)))
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(provider.EgressPort)))
 	if err != nil {
 		return fmt.Errorf("egress socket: the egress proxy's address: %w", err)
 	}

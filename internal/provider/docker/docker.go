@@ -644,7 +644,8 @@ func (p *Provider) CarryEgress(ctx context.Context, id string, serve func(net.Li
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("docker provider: egress socket: %w", err)
 	}
-	ln, err := net.Listen("unix", path)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: egress socket: %w", err)
 	}

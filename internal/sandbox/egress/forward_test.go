@@ -149,9 +149,10 @@ func TestForwardNoUpstream(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var ne net.Error
 		if _, err := c.Read(make([]byte, 1)); err == nil {
 			t.Fatal("read from a connection with no upstream")
-		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		} else if errors.As(err, &ne) && ne.Timeout() {
 			t.Fatal("a connection with no upstream stayed open")
 		}
 		_ = c.Close()
