@@ -204,6 +204,13 @@ type Config struct {
 	// ProviderBinary is the static agentbox binary uploaded to sandboxes;
 	// empty: this daemon's own executable.
 	ProviderBinary string
+	// EgressSocket, when set, is the unix socket the host carries this
+	// daemon's egress on: it is the inner daemon of a provider's sandbox
+	// that has no network (provider.EgressCarrier). The daemon answers
+	// the egress proxy's address inside (127.0.0.1:provider.EgressPort)
+	// and hands each connection, unread, to the host's proxy there,
+	// which decides it.
+	EgressSocket string
 	// RelayLostAfter bounds reconnecting to an unreachable sandbox before
 	// its session ends (default relay.DefaultLostAfter).
 	RelayLostAfter time.Duration
@@ -866,6 +873,9 @@ func (d *Daemon) listen(ctx context.Context, cu *cleanup, h http.Handler) error 
 	d.trace.step("listen")
 	d.handlerCtx, d.cancelHandler = context.WithCancel(context.Background())
 	cu.add(d.cancelHandler)
+	if err := d.forwardEgress(d.handlerCtx, cu); err != nil {
+		return err
+	}
 	d.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

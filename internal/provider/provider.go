@@ -14,6 +14,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -124,6 +125,25 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context, id string) (snapshotID string, err error)
 	CreateFrom(ctx context.Context, snapshotID string, spec Spec) (Sandbox, error)
 }
+
+// EgressCarrier is implemented by providers whose sandboxes have no
+// network of their own but carry their connections to the host: each
+// connection the sandbox's agent opens to the egress proxy's address
+// inside (127.0.0.1:EgressPort, on the sandbox's loopback) arrives, on the
+// host, on a listener handed to serve, which decides it under the host's
+// policy and dials for it (the host daemon's egress proxy). The host's
+// secrets and DNS never enter the sandbox.
+type EgressCarrier interface {
+	// CarryEgress hands sandbox id's connections to serve, called once
+	// in a goroutine of its own with the listener they arrive on, until
+	// stop (which closes that listener) or Destroy. Calling it again for
+	// the same sandbox (a host restart) replaces the previous listener.
+	CarryEgress(ctx context.Context, id string, serve func(net.Listener) error) (stop func(), err error)
+}
+
+// EgressPort is where the egress proxy answers inside a sandbox whose
+// provider carries its egress: the same port as a local sandbox's proxy.
+const EgressPort = 3128
 
 // FileTransferer moves files in and out of a sandbox through the provider's
 // own endpoints (the inner daemon's files API serves the same once it runs).

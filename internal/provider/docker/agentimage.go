@@ -15,11 +15,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // AgentImageRepo is the repository of the images BuildAgentImage builds.
 const AgentImageRepo = "agentbox-agents"
+
+// agentImageLayout names how BuildAgentImage lays an image out: bump it
+// when that changes, so that images built the old way are not reused.
+const agentImageLayout = "agentbox-agents/2"
 
 // AgentCacheDir is where an agent image holds the agent installs: the
 // inner daemon finds them as AGENTBOX_CACHE_DIR/agents/NAME@VERSION, the
@@ -41,7 +46,7 @@ var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 // pulled: every file comes from this machine. The tag is the digest of the
 // binary, the tools and the installs' manifests.
 func (p *Provider) BuildAgentImage(ctx context.Context, binary string, agentDirs []string) (string, error) {
-	files, err := toolFiles(HostTools)
+	files, err := toolFiles(HostTools, agentDirs)
 	if err != nil {
 		return "", err
 	}
@@ -50,7 +55,7 @@ func (p *Provider) BuildAgentImage(ctx context.Context, binary string, agentDirs
 	if err != nil {
 		return "", err
 	}
-	_, _ = io.WriteString(h, base+"\n"+strings.Join(AgentImageEnv, "\n")+"\n")
+	_, _ = io.WriteString(h, agentImageLayout+"\n"+base+"\n"+strings.Join(AgentImageEnv, "\n")+"\n")
 	for _, f := range files {
 		if err := hashFile(h, f.host); err != nil {
 			return "", err
@@ -105,64 +110,79 @@ var AgentImageEnv = []string{"AGENTBOX_CACHE_DIR=" + AgentCacheDir}
 // toolFile is a host file and its path in the image.
 type toolFile struct{ host, image string }
 
-// toolFiles are the tools found on PATH (as /usr/bin/NAME in the image)
-// and, for each, its ELF interpreter and the libraries it needs, found in
-// libDirs, recursively, each once.
-func toolFiles(tools []string) ([]toolFile, error) {
-	var out []toolFile
-	seen := map[string]bool{}
-	var addLib func(name string) error
-	addELF := func(host string) error {
-		f, err := elf.Open(host)
-		if err != nil {
-			return fmt.Errorf("docker provider: %s: %w", host, err)
+// elfDeps collects the ELF interpreters and shared libraries programs
+// load, found in libDirs, recursively, each once.
+type elfDeps struct {
+	out  []toolFile
+	seen map[string]bool
+}
+
+func newELFDeps() *elfDeps { return &elfDeps{seen: map[string]bool{}} }
+
+// add adds what the ELF program at host loads: its interpreter (at the
+// path the program names) and its DT_NEEDED libraries. A static program
+// adds nothing.
+func (e *elfDeps) add(host string) error {
+	f, err := elf.Open(host)
+	if err != nil {
+		return fmt.Errorf("docker provider: %s: %w", host, err)
+	}
+	defer func() { _ = f.Close() }()
+	for _, prog := range f.Progs {
+		if prog.Type != elf.PT_INTERP {
+			continue
 		}
-		defer func() { _ = f.Close() }()
-		for _, prog := range f.Progs {
-			if prog.Type != elf.PT_INTERP {
-				continue
-			}
-			b, err := io.ReadAll(prog.Open())
+		b, err := io.ReadAll(io.LimitReader(prog.Open(), 4096))
+		if err != nil {
+			return fmt.Errorf("docker provider: %s: interpreter: %w", host, err)
+		}
+		interp := strings.TrimRight(string(b), "\x00")
+		if !e.seen[interp] {
+			e.seen[interp] = true
+			real, err := filepath.EvalSymlinks(interp)
 			if err != nil {
 				return fmt.Errorf("docker provider: %s: interpreter: %w", host, err)
 			}
-			interp := strings.TrimRight(string(b), "\x00")
-			if !seen[interp] {
-				seen[interp] = true
-				real, err := filepath.EvalSymlinks(interp)
-				if err != nil {
-					return fmt.Errorf("docker provider: %s: interpreter: %w", host, err)
-				}
-				out = append(out, toolFile{host: real, image: interp})
-			}
+			e.out = append(e.out, toolFile{host: real, image: interp})
 		}
-		libs, err := f.ImportedLibraries()
-		if err != nil {
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return fmt.Errorf("docker provider: %s: %w", host, err)
+	}
+	for _, l := range libs {
+		if err := e.lib(l); err != nil {
 			return fmt.Errorf("docker provider: %s: %w", host, err)
 		}
-		for _, l := range libs {
-			if err := addLib(l); err != nil {
-				return fmt.Errorf("docker provider: %s: %w", host, err)
-			}
-		}
+	}
+	return nil
+}
+
+func (e *elfDeps) lib(name string) error {
+	if e.seen[name] {
 		return nil
 	}
-	addLib = func(name string) error {
-		if seen[name] {
-			return nil
+	e.seen[name] = true
+	for _, d := range libDirs {
+		p := filepath.Join(d, name)
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
 		}
-		seen[name] = true
-		for _, d := range libDirs {
-			p := filepath.Join(d, name)
-			real, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				continue
-			}
-			out = append(out, toolFile{host: real, image: p})
-			return addELF(real)
-		}
-		return fmt.Errorf("library %s not found in %v", name, libDirs)
+		e.out = append(e.out, toolFile{host: real, image: p})
+		return e.add(real)
 	}
+	return fmt.Errorf("library %s not found in %v", name, libDirs)
+}
+
+// toolFiles are the tools found on PATH (as /usr/bin/NAME in the image)
+// and, for each, its ELF interpreter and the libraries it needs; then
+// those of the native programs of the agent installs at agentDirs
+// (Claude Code's is a native executable that loads glibc's librt, which
+// Node does not).
+func toolFiles(tools, agentDirs []string) ([]toolFile, error) {
+	deps := newELFDeps()
+	var out []toolFile
 	for _, t := range tools {
 		host, err := lookPath(t)
 		if err != nil {
@@ -172,9 +192,51 @@ func toolFiles(tools []string) ([]toolFile, error) {
 		if t == "sh" {
 			out = append(out, toolFile{host: host, image: "/bin/sh"})
 		}
-		if err := addELF(host); err != nil {
+		if err := deps.add(host); err != nil {
 			return nil, err
 		}
+	}
+	for _, d := range agentDirs {
+		progs, err := nativePrograms(d)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range progs {
+			if err := deps.add(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return append(out, deps.out...), nil
+}
+
+// nativePrograms are the executable ELF files of the tree at root
+// (links are not followed: addTree keeps only those inside the tree,
+// whose targets the walk visits anyway).
+func nativePrograms(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil || info.Mode().Perm()&0o111 == 0 || info.Size() < 64 {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		var magic [4]byte
+		_, rerr := io.ReadFull(f, magic[:])
+		_ = f.Close()
+		if rerr == nil && string(magic[:]) == elf.ELFMAG {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: agent install %s: %w", root, err)
 	}
 	return out, nil
 }
@@ -221,12 +283,16 @@ func addParents(tw *tar.Writer, done map[string]bool, name string) error {
 }
 
 // addTree copies the tree at root into the tar under name: directories,
-// regular files (their modes, group and others' write bits cleared) and
+// regular files (their modes, group and others' write bits cleared; a
+// file linked several times in the tree once, the others as hard links to
+// it: Claude Code's install holds its 400 MB program twice so) and
 // symbolic links that stay inside the tree; anything else is refused.
 func addTree(tw *tar.Writer, done map[string]bool, root, name string) error {
 	if err := addParents(tw, done, name+"/x"); err != nil {
 		return err
 	}
+	type inode struct{ dev, ino uint64 }
+	linked := map[inode]string{}
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -259,6 +325,14 @@ func addTree(tw *tar.Writer, done map[string]bool, root, name string) error {
 			}
 			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: dst, Linkname: target, Mode: 0o777, ModTime: time.Unix(0, 0)})
 		case info.Mode().IsRegular():
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				key := inode{uint64(st.Dev), st.Ino} //nolint:unconvert // Dev's type differs by architecture
+				if first, ok := linked[key]; ok {
+					// Docker sets the file's mode from a link's header too.
+					return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: dst, Linkname: first, Mode: mode, ModTime: time.Unix(0, 0)})
+				}
+				linked[key] = dst
+			}
 			return addHostFile(tw, dst, p, mode)
 		default:
 			return fmt.Errorf("docker provider: agent install %s: %s is not a file, directory or link", root, rel)

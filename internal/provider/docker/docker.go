@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/client"
@@ -47,6 +49,10 @@ const (
 	mountDir = "/run/agentbox"
 	sockName = "api.sock"
 	dataName = "data"
+	// egressName is the socket the host serves the sandbox's egress on
+	// (CarryEgress); the inner daemon carries every connection to its
+	// egress proxy's address there.
+	egressName = "egress.sock"
 )
 
 // Defaults for a Spec that leaves a resource at zero.
@@ -96,11 +102,17 @@ type Provider struct {
 	cfg  Config
 
 	buildMu sync.Mutex // one image build at a time
+
+	carryMu sync.Mutex
+	// carried are the listeners of the sandboxes whose egress is carried
+	// (CarryEgress), by container id.
+	carried map[string]net.Listener
 }
 
 var (
-	_ provider.Provider = (*Provider)(nil)
-	_ provider.Lister   = (*Provider)(nil)
+	_ provider.Provider      = (*Provider)(nil)
+	_ provider.Lister        = (*Provider)(nil)
+	_ provider.EgressCarrier = (*Provider)(nil)
 )
 
 // New returns the provider for the Docker daemon cfg names. It does not
@@ -120,7 +132,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 2 * time.Second
 	}
-	return &Provider{cli: cli, host: cli.host, dir: filepath.Clean(dir), cfg: cfg}, nil
+	return &Provider{cli: cli, host: cli.host, dir: filepath.Clean(dir), cfg: cfg, carried: map[string]net.Listener{}}, nil
 }
 
 // Close releases the client's connections.
@@ -280,7 +292,8 @@ func (p *Provider) containerConfig(image string, labels map[string]string, uid, 
 		// The image's entrypoint may be anything (option image): the
 		// command is given whole.
 		Entrypoint: []string{"/agentbox"},
-		Cmd:        []string{"serve", "--listen", "unix:" + mountDir + "/" + sockName, "--data-dir", data},
+		Cmd: []string{"serve", "--listen", "unix:" + mountDir + "/" + sockName, "--data-dir", data,
+			"--egress-socket", mountDir + "/" + egressName},
 		Env: []string{
 			"HOME=" + data + "/home",
 			"TMPDIR=/tmp",
@@ -522,6 +535,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 			return err
 		}
 	}
+	p.uncarry(c.ID, nil)
 	if err := os.RemoveAll(hostDir); err != nil {
 		return fmt.Errorf("docker provider: removing %s: %w", hostDir, err)
 	}
@@ -601,4 +615,69 @@ func makeHostDir(root, dir, token string, uid, gid int) (err error) {
 		}
 	}
 	return nil
+}
+
+// CarryEgress implements provider.EgressCarrier: the host serves the
+// sandbox's egress on a unix socket in its host directory, which the
+// container sees at /run/agentbox/egress.sock; the inner daemon carries
+// every connection to 127.0.0.1:3128 inside there (serve --egress-socket).
+// The container keeps network none: this socket is its only way out, and
+// what answers on it (serve) decides every connection. The socket is the
+// container user's alone (mode 0600).
+func (p *Provider) CarryEgress(ctx context.Context, id string, serve func(net.Listener) error) (func(), error) {
+	c, err := p.cli.containerInspect(ctx, id)
+	if err != nil {
+		return nil, p.mapErr("inspect container", err)
+	}
+	hostDir, err := p.hostDir(c)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(hostDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: container %.12s: its host directory: %w", provider.ErrGone, c.ID, err)
+	}
+	path := filepath.Join(hostDir, egressName)
+	// A host restart leaves the previous daemon's socket file behind
+	// (nothing answers on it); a listener of this process is replaced.
+	p.uncarry(c.ID, nil)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("docker provider: egress socket: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: egress socket: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+		err = os.Lchown(path, int(st.Uid), int(st.Gid))
+	}
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("docker provider: egress socket: %w", err)
+	}
+	p.carryMu.Lock()
+	p.carried[c.ID] = ln
+	p.carryMu.Unlock()
+	go func() { _ = serve(ln) }()
+	return func() { p.uncarry(c.ID, ln) }, nil
+}
+
+// uncarry closes the egress listener of container id: ln's, or any when
+// ln is nil.
+func (p *Provider) uncarry(id string, ln net.Listener) {
+	p.carryMu.Lock()
+	cur, ok := p.carried[id]
+	if ok && (ln == nil || cur == ln) {
+		delete(p.carried, id)
+	}
+	p.carryMu.Unlock()
+	if ok && (ln == nil || cur == ln) {
+		_ = cur.Close()
+	} else if ln != nil {
+		_ = ln.Close()
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -98,7 +99,37 @@ type Config struct {
 	// LostAfter bounds reconnecting to an unreachable inner daemon
 	// (default DefaultLostAfter).
 	LostAfter time.Duration
-	Log       *slog.Logger
+	// Egress, when set, makes the host side of the network of a session's
+	// sandbox on a provider that carries its egress
+	// (provider.EgressCarrier): without it such a sandbox has no network,
+	// and the session's environment goes in as it is.
+	Egress func(ctx context.Context, req EgressRequest) (*Egress, error)
+	Log    *slog.Logger
+}
+
+// EgressRequest is what the host side of a sandbox's network is made for:
+// the host session, its agent (as this host runs it: its model APIs),
+// its configuration and its policy.
+type EgressRequest struct {
+	SessionID, Agent string
+	Config           agent.Config
+	Policy           json.RawMessage
+}
+
+// Egress is the host side of one sandbox's network: the host daemon's
+// egress proxy for it.
+type Egress struct {
+	// Serve answers the connections the provider carries out of the
+	// sandbox; nil when the sandbox has no network at all (nothing is
+	// carried).
+	Serve func(net.Listener) error
+	// Env is set over the session's environment in the inner session:
+	// the proxy's variables, the model routes' base URLs and, in every
+	// credential variable the session set, its placeholder: no
+	// credential enters the sandbox.
+	Env map[string]string
+	// Close stops it; called once the provider stopped carrying.
+	Close func()
 }
 
 // Relay places sessions on providers. It implements engine.Remote.

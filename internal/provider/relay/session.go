@@ -88,10 +88,21 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	s := &session{a: a, p: p, c: c, host: host, placed: n, hostID: cfg.SessionID,
 		done: make(chan struct{}), results: map[string]agent.Result{}, waiters: map[string]chan agent.Result{},
 		asking: make(chan struct{}, maxAsking)}
+	env, err := s.carryEgress(ctx, sb.ID, cfg)
+	if err != nil {
+		a.destroyIf(ctx, fresh, p, sb.ID)
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			s.stopEgress()
+		}
+	}()
 	if n.Session == "" {
 		inner, err := c.CreateSession(ctx, client.CreateSession{
 			Agent: a.agent, Model: cfg.Model, Mode: cfg.Mode, PermissionMode: cfg.PermissionMode,
-			Metadata: map[string]string{"agentbox.host_session": cfg.SessionID}, Env: cfg.Env, Policy: a.policy,
+			Metadata: map[string]string{"agentbox.host_session": cfg.SessionID}, Env: env, Policy: a.policy,
 			MCPServers: mcpServers(cfg.MCPServers),
 		})
 		if err != nil {
@@ -112,11 +123,62 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 			return nil, err
 		}
 	}
+	started = true
 	pctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.wg.Add(1)
 	go s.pump(pctx)
 	return s, nil
+}
+
+// carryEgress starts the host side of the sandbox's network when its
+// provider carries its egress (provider.EgressCarrier) and the relay
+// makes one (Config.Egress), and returns the inner session's
+// environment: the session's, with the egress's variables over it (the
+// credentials' placeholders among them).
+func (s *session) carryEgress(ctx context.Context, id string, cfg agent.Config) (map[string]string, error) {
+	carrier, ok := s.p.(provider.EgressCarrier)
+	if !ok || s.a.r.cfg.Egress == nil {
+		return cfg.Env, nil
+	}
+	eg, err := s.a.r.cfg.Egress(ctx, EgressRequest{SessionID: cfg.SessionID, Agent: s.a.agent, Config: cfg, Policy: s.a.policy})
+	if err != nil {
+		return nil, fmt.Errorf("the network of sandbox %s: %w", id, err)
+	}
+	env := maps.Clone(cfg.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, eg.Env)
+	if eg.Serve == nil {
+		if eg.Close != nil {
+			eg.Close()
+		}
+		return env, nil
+	}
+	stop, err := carrier.CarryEgress(ctx, id, eg.Serve)
+	if err != nil {
+		eg.Close()
+		return nil, fmt.Errorf("carry the egress of sandbox %s on %s: %w", id, s.p.Name(), err)
+	}
+	s.mu.Lock()
+	s.egressStop = func() {
+		stop()
+		eg.Close()
+	}
+	s.mu.Unlock()
+	return env, nil
+}
+
+// stopEgress stops carrying the sandbox's egress (once).
+func (s *session) stopEgress() {
+	s.mu.Lock()
+	stop := s.egressStop
+	s.egressStop = nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 func (a *adapter) destroyIf(ctx context.Context, fresh bool, p provider.Provider, id string) {
@@ -159,6 +221,10 @@ type session struct {
 
 	cursor int64         // the pump's alone once it runs
 	asking chan struct{} // a slot per request being asked on the host (maxAsking)
+
+	// egressStop stops the host side of the sandbox's network (nil when
+	// nothing is carried); under mu.
+	egressStop func()
 
 	mu      sync.Mutex
 	results map[string]agent.Result      // completed inner turns nobody waited for yet
@@ -260,6 +326,7 @@ func (s *session) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 	}
+	s.stopEgress()
 	s.c.CloseIdleConnections()
 	return nil
 }

@@ -30,7 +30,10 @@
 //     403 body or the SOCKS5 reply.
 //
 // A Server holds what gates share (resolver, dialer, TLS roots, metrics);
-// a Gate is one sandbox's proxy.
+// a Gate is one sandbox's proxy. A provider's sandbox with no network of
+// its own reaches the host's gate for it through Forward, which carries
+// the connections to the proxy's address inside, unread, over a Dialer
+// (a unix socket the provider carries out of the sandbox).
 package egress
 
 import (
