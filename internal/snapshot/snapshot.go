@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -340,7 +341,10 @@ func (s *Store) scan(ctx context.Context, dir, workspace string, prev *Manifest)
 	if err := w.walk(".", 0); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(w.m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	// sort.Slice (the same pdqsort) rather than slices.SortFunc: one sort shared
+	// by every element type instead of a copy for this one (12-17 KB of the binary).
+	es := w.m.Entries
+	sort.Slice(es, func(i, j int) bool { return es[i].Path < es[j].Path })
 	return w.m, nil
 }
 
