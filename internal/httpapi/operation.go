@@ -237,29 +237,28 @@ func planInput(t reflect.Type, method, path string, c *contract) (*inputPlan, er
 // function for every operation rather than a copy per instantiation (53 of
 // them, 140 KB of the binary).
 func (o *op[I, O]) handler(s *server) http.Handler {
-	a := &adapter{
-		spec:    &o.opSpec,
-		s:       s,
-		limit:   s.bodyLimit(o.Limit),
-		status:  o.Status,
-		outPlan: planOutput(reflect.TypeFor[O]()),
-		timeout: o.ReadTimeout,
-		once:    &o.once,
-		plan:    &o.plan,
-		err:     &o.err,
-		inType:  reflect.TypeFor[I](),
-		newIn:   func() any { return new(I) },
-		call: func(ctx context.Context, in any) (any, error) {
+	return newAdapter(s, &o.opSpec, &o.once, &o.plan, &o.err, reflect.TypeFor[I](), reflect.TypeFor[O](),
+		func() any { return new(I) },
+		func(ctx context.Context, in any) (any, error) {
 			out, err := o.h(s, ctx, in.(*I))
 			if err != nil || out == nil {
 				return nil, err
 			}
 			return out, nil
-		},
+		})
+}
+
+// newAdapter makes the adapter of an operation whose input and output
+// types are in and out.
+func newAdapter(s *server, spec *opSpec, once *sync.Once, plan **inputPlan, err *error, in, out reflect.Type,
+	newIn func() any, call func(context.Context, any) (any, error)) *adapter {
+	a := &adapter{
+		spec: spec, s: s, limit: s.bodyLimit(spec.Limit), status: spec.Status, outPlan: planOutput(out),
+		timeout: spec.ReadTimeout, once: once, plan: plan, err: err, inType: in, newIn: newIn, call: call,
 	}
 	if a.status == 0 {
 		a.status = http.StatusOK
-		if _, ok := reflect.TypeFor[O]().FieldByName("Body"); !ok {
+		if _, ok := out.FieldByName("Body"); !ok {
 			a.status = http.StatusNoContent
 		}
 	}
