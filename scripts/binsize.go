@@ -1,14 +1,21 @@
 //go:build ignore
 
-// binsize reports what each module costs in the agentbox binary: it sums the
-// symbol sizes of an unstripped build by the module that owns each symbol.
+// binsize reports what each module (or, with -pkg, each package) costs in
+// the agentbox binary: it sums the sizes of an unstripped build's symbols
+// that take bytes in the file (code, read-only data and initialised data:
+// the symbols of the sections the ELF file holds, so the tables of
+// golang.org/x/text count and the bss does not) by the module or package
+// that owns each symbol. The function table (.gopclntab) is not split by
+// symbol: it is printed on its own line, and grows with the code.
 //
-//	go run scripts/binsize.go BINARY
+//	go run scripts/binsize.go [-pkg] [-n ROWS] BINARY
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,11 +25,15 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: go run scripts/binsize.go BINARY (unstripped)")
+	byPkg := flag.Bool("pkg", false, "sum by package rather than by module")
+	rows := flag.Int("n", 0, "print only the N largest rows (0: every row of at least 16 KiB)")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: go run scripts/binsize.go [-pkg] [-n ROWS] BINARY (unstripped)")
 		os.Exit(2)
 	}
-	bin := os.Args[1]
+	bin := flag.Arg(0)
+	inFile, pclntab := fileSections(bin)
 	mods := modules(bin)
 	out, err := exec.Command("go", "tool", "nm", "-size", bin).Output()
 	if err != nil {
@@ -38,36 +49,73 @@ func main() {
 		if len(f) < 4 {
 			continue
 		}
-		n, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil || n == 0 {
-			continue
-		}
-		// Only code and read-only data are in the file; D/B symbols
-		// include the bss, which costs no bytes on disk.
-		if t := f[2]; t != "T" && t != "t" && t != "R" && t != "r" {
+		addr, err1 := strconv.ParseUint(f[0], 16, 64)
+		n, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || n == 0 || !inFile(addr) {
 			continue
 		}
 		sym := strings.Join(f[3:], " ")
-		sizes[owner(sym, mods)] += n
+		key := owner(sym, mods)
+		if *byPkg {
+			key = pkgOf(sym, key)
+		}
+		sizes[key] += n
 		total += n
 	}
 	type row struct {
-		mod  string
+		key  string
 		size int64
 	}
-	var rows []row
-	for m, s := range sizes {
-		rows = append(rows, row{m, s})
+	var list []row
+	for k, s := range sizes {
+		list = append(list, row{k, s})
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].size > rows[j].size })
-	fmt.Printf("%-48s %10s %6s\n", "module (symbols)", "KiB", "share")
-	for _, r := range rows {
-		if r.size < 16<<10 {
+	sort.Slice(list, func(i, j int) bool { return list[i].size > list[j].size })
+	what := "module"
+	if *byPkg {
+		what = "package"
+	}
+	fmt.Printf("%-56s %10s %6s\n", what+" (symbols)", "KiB", "share")
+	for i, r := range list {
+		if *rows > 0 && i >= *rows || *rows == 0 && r.size < 16<<10 {
+			break
+		}
+		fmt.Printf("%-56s %10.0f %5.1f%%\n", r.key, float64(r.size)/1024, 100*float64(r.size)/float64(total))
+	}
+	fmt.Printf("%-56s %10.0f\n", "total symbol bytes", float64(total)/1024)
+	fmt.Printf("%-56s %10.0f\n", "function table (.gopclntab, not split)", float64(pclntab)/1024)
+}
+
+// fileSections returns whether an address is in a section the file holds
+// (not the bss), and the size of the function table.
+func fileSections(bin string) (func(uint64) bool, uint64) {
+	f, err := elf.Open(bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer f.Close()
+	type span struct{ lo, hi uint64 }
+	var spans []span
+	var pclntab uint64
+	for _, s := range f.Sections {
+		if s.Name == ".gopclntab" {
+			pclntab = s.Size
 			continue
 		}
-		fmt.Printf("%-48s %10.0f %5.1f%%\n", r.mod, float64(r.size)/1024, 100*float64(r.size)/float64(total))
+		if s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Addr == 0 {
+			continue
+		}
+		spans = append(spans, span{s.Addr, s.Addr + s.Size})
 	}
-	fmt.Printf("%-48s %10.0f\n", "total symbol bytes", float64(total)/1024)
+	return func(a uint64) bool {
+		for _, s := range spans {
+			if s.lo <= a && a < s.hi {
+				return true
+			}
+		}
+		return false
+	}, pclntab
 }
 
 // modules lists the module paths linked into bin, longest first.
@@ -88,10 +136,14 @@ func modules(bin string) []string {
 	return mods
 }
 
-func owner(sym string, mods []string) string {
+func trim(sym string) string {
 	sym = strings.TrimPrefix(sym, "type:")
 	sym = strings.TrimPrefix(sym, "go:")
-	sym = strings.TrimPrefix(sym, "*")
+	return strings.TrimPrefix(sym, "*")
+}
+
+func owner(sym string, mods []string) string {
+	sym = trim(sym)
 	for _, m := range mods {
 		if strings.HasPrefix(sym, m+".") || strings.HasPrefix(sym, m+"/") {
 			return m
@@ -102,4 +154,21 @@ func owner(sym string, mods []string) string {
 		return "std: " + sym[:i]
 	}
 	return "std: other"
+}
+
+// pkgOf returns the import path of the package a symbol belongs to: up to
+// the first dot after the path's last slash (generic instantiations'
+// brackets and receivers excluded), or the module's row for the symbols
+// of no package (go:func.*, type hashes...).
+func pkgOf(sym, mod string) string {
+	s := trim(sym)
+	if i := strings.IndexAny(s, "[("); i >= 0 {
+		s = s[:i]
+	}
+	slash := strings.LastIndex(s, "/")
+	dot := strings.Index(s[slash+1:], ".")
+	if dot <= 0 {
+		return mod
+	}
+	return s[:slash+1+dot]
 }

@@ -22,7 +22,10 @@ import (
 // its SASLprep tables, +0.96 MiB) and the providers (docker on an Engine API
 // client of its own, e2b, daytona and the relay, +0.3 MiB; the official
 // Docker client alone cost 0.56 MiB and is used only by the tests): 18.57
-// MiB then. The goal stays 16 MiB.
+// MiB then. The goal stays 16 MiB. 18.47 MiB (19,370,146 bytes) after the
+// copies of generic code per type were cut (the HTTP adapter, pdqsort per
+// element type; docs/ARCHITECTURE.md, "Binary size"): not far enough below
+// 19 MiB to lower the ceiling.
 const maxBinary = 19 << 20
 
 // TestBinarySize builds the default binary with scripts/build itself (the

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,7 +30,7 @@ const maxExecInput = 4 << 20
 var languages = []string{client.LangPython, client.LangNode, client.LangBash}
 
 // presetName is what --policy takes for a preset rather than a file.
-var presetName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+var presetName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]*$`) })
 
 func (a *app) execCmd() *cobra.Command {
 	var o struct {
@@ -189,7 +190,7 @@ func policyFlag(v string) (json.RawMessage, *client.PolicySource, error) {
 		}
 		return nil, &client.PolicySource{Name: filepath.Base(v), Text: string(b)}, nil
 	}
-	if !presetName.MatchString(v) {
+	if !presetName().MatchString(v) {
 		return nil, nil, fmt.Errorf("--policy %q: no such file, and not a preset name", v)
 	}
 	b, _ := json.Marshal(v) // a string always marshals

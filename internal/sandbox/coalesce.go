@@ -5,7 +5,7 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"net"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,7 +162,9 @@ func (t *overTally[T]) add(r T, kind string, seed maphash.Seed, now time.Time) {
 
 // over is what the summary of the tally names.
 func (t *overTally[T]) over() *Over[T] {
-	slices.SortFunc(t.samples, func(a, b overSample[T]) int { return a.i - b.i })
+	// sort.Slice (the same pdqsort) rather than slices.SortFunc: one sort shared
+	// by every element type instead of a copy for this one (12-17 KB of the binary).
+	sort.Slice(t.samples, func(i, j int) bool { return t.samples[i].i < t.samples[j].i })
 	o := &Over[T]{Kinds: len(t.kinds), KindsAtLeast: t.capped, Samples: make([]T, len(t.samples))}
 	for i, s := range t.samples {
 		o.Samples[i] = s.r
@@ -338,7 +340,9 @@ func (c *Coalescer[T]) flushLocked() {
 	if len(out) == 0 {
 		return
 	}
-	slices.SortStableFunc(out, func(a, b due) int { return a.first.Compare(b.first) })
+	// sort.SliceStable rather than slices.SortStableFunc: one sort shared by
+	// every element type instead of a copy for this one (23 KB of the binary).
+	sort.SliceStable(out, func(i, j int) bool { return out[i].first.Compare(out[j].first) < 0 })
 	rs := make([]T, len(out))
 	for i, d := range out {
 		rs[i] = d.r

@@ -30,8 +30,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -125,11 +125,30 @@ func TurnBefore(turnID string) string { return turnID + ".before" }
 func TurnAfter(turnID string) string  { return turnID + ".after" }
 
 // validName allows the names the engine makes (ids with a suffix), so a
-// name never leads out of the session's directory.
-var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}(\.(before|after))?$`)
+// name never leads out of the session's directory: 1 to 100 of
+// [A-Za-z0-9_-], then optionally ".before" or ".after". Written out rather
+// than as a regexp: that one, with its {1,100}, compiled to 100 KB at
+// every start.
+func validName(s string) bool {
+	base, ok := strings.CutSuffix(s, ".before")
+	if !ok {
+		base, _ = strings.CutSuffix(s, ".after")
+	}
+	if len(base) < 1 || len(base) > 100 {
+		return false
+	}
+	for i := 0; i < len(base); i++ {
+		switch c := base[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func (s *Store) sessionDir(id string) (string, error) {
-	if !validName.MatchString(id) || strings.Contains(id, ".") {
+	if !validName(id) || strings.Contains(id, ".") {
 		return "", fmt.Errorf("snapshot: invalid session id %q", id)
 	}
 	return filepath.Join(s.dir, id), nil
@@ -164,7 +183,7 @@ type Manifest struct {
 // Has reports whether the state point of session id was taken.
 func (s *Store) Has(id, point string) bool {
 	dir, err := s.sessionDir(id)
-	if err != nil || !validName.MatchString(point) {
+	if err != nil || !validName(point) {
 		return false
 	}
 	st, err := os.Stat(filepath.Join(dir, "states", point+".json"))
@@ -179,7 +198,7 @@ func (s *Store) Take(ctx context.Context, id, point, workspace string) error {
 	if err != nil {
 		return err
 	}
-	if !validName.MatchString(point) {
+	if !validName(point) {
 		return fmt.Errorf("snapshot: invalid state name %q", point)
 	}
 	prev, _ := s.last(id)
@@ -240,7 +259,7 @@ func (s *Store) load(id, point string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !validName.MatchString(point) {
+	if !validName(point) {
 		return nil, ErrNoState
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "states", point+".json"))
@@ -322,7 +341,10 @@ func (s *Store) scan(ctx context.Context, dir, workspace string, prev *Manifest)
 	if err := w.walk(".", 0); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(w.m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	// sort.Slice (the same pdqsort) rather than slices.SortFunc: one sort shared
+	// by every element type instead of a copy for this one (12-17 KB of the binary).
+	es := w.m.Entries
+	sort.Slice(es, func(i, j int) bool { return es[i].Path < es[j].Path })
 	return w.m, nil
 }
 

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -279,4 +280,20 @@ func TestWithhold(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestValidName checks validName against the regular expression it
+// replaced, ^[A-Za-z0-9_-]{1,100}(\.(before|after))?$.
+func TestValidName(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}(\.(before|after))?$`)
+	for _, name := range []string{
+		"", "a", "start", "turn_01-x", "t1.before", "t1.after", ".before", ".after",
+		"t1.before.after", "t1.after.before", "t1.bef", "t1.", "t1..before", "a/b", "../x", "..",
+		"x y", "é", "t1.Before", "t1.before\n", "t1\n", strings.Repeat("a", 100), strings.Repeat("a", 101),
+		strings.Repeat("a", 100) + ".after", strings.Repeat("a", 101) + ".before", "a\x00",
+	} {
+		if got, want := validName(name), re.MatchString(name); got != want {
+			t.Errorf("validName(%q) = %v, the regexp says %v", name, got, want)
+		}
+	}
 }

@@ -4,9 +4,10 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
+var kvPassword = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`) })
 
 // RedactDSN returns a store's connection string with its password replaced,
 // for logs and errors: the password of a URL's user info and of any query
@@ -30,5 +31,5 @@ func RedactDSN(dsn string) string {
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
+	return kvPassword().ReplaceAllString(dsn, "${1}xxxxx")
 }

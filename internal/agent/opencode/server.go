@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,7 +48,7 @@ type server struct {
 	refs int // sessions using it; guarded by adapter.mu
 }
 
-var listenRe = regexp.MustCompile(`listening on (http://[0-9A-Za-z.:\[\]]+)`)
+var listenRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`listening on (http://[0-9A-Za-z.:\[\]]+)`) })
 
 // startServer runs `opencode serve` for key and waits until it answers.
 func (a *adapter) startServer(ctx context.Context, key serverKey) (*server, error) {
@@ -268,7 +269,7 @@ func (s *server) scanListening(stdout io.Reader) <-chan string {
 		for sc.Scan() {
 			line := sc.Text()
 			_, _ = s.stderr.Write([]byte(line + "\n"))
-			if m := listenRe.FindStringSubmatch(line); m != nil && !sent {
+			if m := listenRe().FindStringSubmatch(line); m != nil && !sent {
 				urlc <- m[1]
 				sent = true
 			}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +138,9 @@ func (s *session) loadCatalog(ctx context.Context) error {
 			models = append(models, agent.Choice{ID: cmp.Or(m.ID, id), Name: agent.Clip(m.Name, 200)})
 		}
 	}
-	slices.SortFunc(models, func(a, b agent.Choice) int { return strings.Compare(a.ID, b.ID) })
+	// sort.Slice (the same pdqsort) rather than slices.SortFunc: one sort shared
+	// by every element type instead of a copy for this one (12-17 KB of the binary).
+	sort.Slice(models, func(i, j int) bool { return models[i].ID < models[j].ID })
 	for _, a := range agents {
 		if (a.Mode == "primary" || a.Mode == "all") && !a.Hidden {
 			modes = append(modes, agent.Choice{ID: a.Name, Description: agent.Clip(a.Description, 500)})

@@ -421,7 +421,7 @@ func (m *Mapper) updateTool(o *out, l *Line) {
 	}
 }
 
-var exitCodeRE = regexp.MustCompile(`(?i)exited with code (\d+)`)
+var exitCodeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)exited with code (\d+)`) })
 
 // planDenied starts the result of a call the extension blocked because of
 // the permission mode (extension.ts).
@@ -448,7 +448,7 @@ func (m *Mapper) endTool(o *out, l *Line) {
 		if it.Status == event.StatusCompleted {
 			zero := 0
 			it.ExitCode = &zero
-		} else if mm := exitCodeRE.FindStringSubmatch(text); mm != nil {
+		} else if mm := exitCodeRE().FindStringSubmatch(text); mm != nil {
 			if n, err := strconv.Atoi(mm[1]); err == nil {
 				it.ExitCode = &n
 			}
