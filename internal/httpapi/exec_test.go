@@ -409,6 +409,27 @@ func TestProcessTerminalRoutes(t *testing.T) {
 	if !p.TTY || p.Rows != 30 || p.Cols != 90 || !p.StdinOpen {
 		t.Fatalf("created %+v", p)
 	}
+	// The first stty must have run before the resize: read up to its line.
+	var text strings.Builder
+	stream := h.openStream("/v1/processes/" + p.ID + "/stream")
+	read := func(until string) {
+		t.Helper()
+		for !strings.Contains(text.String(), until) {
+			f, ok := stream.next(30 * time.Second)
+			if !ok {
+				return
+			}
+			if f.event == "stderr" {
+				t.Fatalf("a terminal process has one stream: %+v", f)
+			}
+			if f.event == "stdout" {
+				var ch client.OutputChunk
+				_ = json.Unmarshal([]byte(f.data), &ch)
+				text.WriteString(ch.Data)
+			}
+		}
+	}
+	read("30 90\r\n")
 	var piped client.Process
 	h.do("POST", "/v1/processes", `{"argv":["sleep","60"]}`).ok(t, 201, &piped)
 
@@ -428,22 +449,7 @@ func TestProcessTerminalRoutes(t *testing.T) {
 	}
 	h.do("POST", "/v1/processes/"+p.ID+"/stdin", `{"data":"\n"}`).ok(t, 204, nil)
 	h.do("POST", "/v1/processes/"+p.ID+"/wait", "").ok(t, 200, &got)
-	var text strings.Builder
-	stream := h.openStream("/v1/processes/" + p.ID + "/stream")
-	for {
-		f, ok := stream.next(30 * time.Second)
-		if !ok {
-			break
-		}
-		if f.event == "stderr" {
-			t.Fatalf("a terminal process has one stream: %+v", f)
-		}
-		if f.event == "stdout" {
-			var ch client.OutputChunk
-			_ = json.Unmarshal([]byte(f.data), &ch)
-			text.WriteString(ch.Data)
-		}
-	}
+	read("\x00") // to the stream's end
 	if text.String() != "30 90\r\n\r\n40 100\r\n" {
 		t.Fatalf("output %q", text.String())
 	}
