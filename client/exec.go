@@ -53,6 +53,7 @@ type ExecRequest struct {
 	Policy       json.RawMessage `json:"policy,omitempty" doc:"Sandbox policy: a preset name (\"exec-default\", \"strict\") or an inline policy object (see docs/policy.md). Empty means exec-default. It is intersected with the operator's global policy."`
 	PolicySource *PolicySource   `json:"policy_source,omitempty" doc:"A policy document as written in a file, instead of policy."`
 	TimeoutMS    int64           `json:"timeout_ms,omitempty" minimum:"0" doc:"Wall-clock limit in milliseconds, when shorter than the policy's."`
+	Provider     string          `json:"provider,omitempty" maxLength:"64" doc:"Sandbox provider to run in (see GET /v1/providers): a fresh sandbox is made there, the code runs through the agentbox daemon inside under this request's policy (resolved on this daemon), and the sandbox is destroyed afterwards. What neither the provider nor the daemon inside can enforce is a 422 provider-unsupported. Empty: this host." example:"docker"`
 }
 
 // ExecError is why an execution ended abnormally.
@@ -99,6 +100,7 @@ type SandboxInfo struct {
 	Mechanisms []string `json:"mechanisms,omitempty" doc:"What was in force, e.g. userns, landlock:abi5, seccomp, cgroup:v1."`
 	Degraded   []string `json:"degraded,omitempty" doc:"What the policy asked for but the host could not do (only with allow-degraded)."`
 	Warm       bool     `json:"warm" doc:"The sandbox came from the warm pool."`
+	Provider   string   `json:"provider,omitempty" doc:"The provider the sandbox was on (the request's provider); id is then the provider's sandbox, runtime and mechanisms those of the agentbox daemon inside it."`
 }
 
 // ExecResult is the answer of POST /v1/exec and the result event of

@@ -35,6 +35,7 @@ var presetName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompil
 func (a *app) execCmd() *cobra.Command {
 	var o struct {
 		policy, lang, code string
+		provider           string
 		files              []string
 		timeout            time.Duration
 	}
@@ -43,6 +44,9 @@ func (a *app) execCmd() *cobra.Command {
 		Short: "Run code or a command in a sandbox under a policy",
 		Long: `Run code or a command in a fresh sandbox on the daemon, under a policy, and
 print its output as it comes.
+
+With --provider, the sandbox is made on that provider (docker, e2b, ...) and
+the code runs through the agentbox daemon inside it, under the same policy.
 
 Give a command after --, or --lang with --code (or the code on stdin). Local
 files can be placed in the sandbox's workspace with --file. For a command,
@@ -54,12 +58,14 @@ signal N ended it (as when it hit its memory, pids or output limit).`,
   agentbox exec --lang node --code 'console.log(process.version)'
   echo 'print(6*7)' | agentbox exec --lang python
   agentbox exec --policy strict --timeout 5s --file data.csv=./data.csv -- python3 -c 'print(open("data.csv").read())'
-  agentbox exec --policy ./policy.yaml --json -- bash -c 'ulimit -a'`,
+  agentbox exec --policy ./policy.yaml --json -- bash -c 'ulimit -a'
+  agentbox exec --provider docker -- sh -c 'echo in a container'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := a.execRequest(cmd, args, o.lang, o.code, o.policy, o.files, o.timeout)
 			if err != nil {
 				return err
 			}
+			req.Provider = o.provider
 			c, err := a.client(cmd)
 			if err != nil {
 				return err
@@ -108,6 +114,7 @@ signal N ended it (as when it hit its memory, pids or output limit).`,
 	f.StringVar(&o.code, "code", "", "the code to run with --lang (default: read from stdin)")
 	f.StringArrayVar(&o.files, "file", nil, "place a local file in the workspace: PATH=LOCAL (repeatable)")
 	f.DurationVar(&o.timeout, "timeout", 0, "wall-clock limit, when shorter than the policy's (e.g. 10s)")
+	f.StringVar(&o.provider, "provider", "", "run in a fresh sandbox of this provider (see agentbox providers), destroyed afterwards; default: the daemon's host")
 	return cmd
 }
 

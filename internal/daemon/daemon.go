@@ -691,6 +691,7 @@ func (d *Daemon) buildExecution(cu *cleanup, sb *sandboxing) error {
 		Registerer: d.metrics, Violations: aud.Violations,
 		OnViolation: func(task string, v sandbox.Violation) { aud.Record("exec", task, v) },
 		Network:     egress.Tasks{Server: d.egress},
+		Remote:      execRemote{d},
 		Log:         cfg.Log.With("component", "exec"),
 	})
 	if err != nil {

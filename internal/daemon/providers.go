@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/agentbox/agentbox/event"
+	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/relay"
 	"github.com/agentbox/agentbox/internal/store"
@@ -99,6 +100,18 @@ func (d *Daemon) buildRelay() (*relay.Relay, error) {
 		Binary: bin, Key: key, LastRelayed: d.lastRelayed, LostAfter: cfg.RelayLostAfter, Egress: d.relayEgress,
 		Log: cfg.Log.With("component", "relay"),
 	})
+}
+
+// execRemote is the relay as the execution service's Remote, read at
+// each exec: the service is built before the relay (buildEngine), and
+// both before the daemon serves.
+type execRemote struct{ d *Daemon }
+
+func (r execRemote) Exec(ctx context.Context, req execution.RemoteRequest, hooks execution.Hooks) (execution.Result, error) {
+	if r.d.relay == nil {
+		return execution.Result{}, fmt.Errorf("%w %q (configured: none)", provider.ErrUnknown, req.Provider)
+	}
+	return r.d.relay.Exec(ctx, req, hooks)
 }
 
 // lastRelayed is the relay's cursor of a session: the inner seq of the

@@ -46,6 +46,9 @@ type Request struct {
 	Policy PolicyRef
 	// Timeout bounds the run when shorter than the policy's limit.
 	Timeout time.Duration
+	// Provider, when set, runs the exec in a fresh sandbox of that
+	// provider (Options.Remote) instead of on this host.
+	Provider string
 }
 
 // Output is one chunk of output of a running task. Data never ends inside
@@ -77,6 +80,10 @@ type SandboxInfo struct {
 	Degraded   []string
 	// Warm is true when the sandbox came from the warm pool.
 	Warm bool
+	// Provider is the provider the sandbox was on ("" for this host);
+	// ID is then the provider's sandbox, Runtime and the rest the inner
+	// daemon's.
+	Provider string
 }
 
 // Result is how an execution ended.
@@ -201,6 +208,9 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 		lang = "argv"
 	}
 	defer func() { s.metrics.countExec(lang, res, err) }()
+	if req.Provider != "" {
+		return s.execRemote(ctx, req, hooks)
+	}
 
 	pol, err := s.resolve(req.Policy)
 	if err != nil {

@@ -148,7 +148,10 @@ type Options struct {
 	// Network serves the egress proxy of proxy-mode sandboxes. Without
 	// it, a policy whose network mode is proxy is refused (fail closed).
 	Network Network
-	Log     *slog.Logger
+	// Remote runs the execs that name a provider (Request.Provider);
+	// without it they are refused as naming an unknown provider.
+	Remote Remote
+	Log    *slog.Logger
 }
 
 func (o Options) withDefaults() Options {

@@ -157,7 +157,8 @@ func toExecRequest(b client.ExecRequest) execution.Request {
 	return execution.Request{
 		Language: b.Language, Code: b.Code, Argv: b.Argv,
 		Stdin: []byte(b.Stdin), Files: toFiles(b.Files), Policy: ref,
-		Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
+		Timeout:  time.Duration(b.TimeoutMS) * time.Millisecond,
+		Provider: b.Provider,
 	}
 }
 
@@ -195,7 +196,7 @@ func toViolations(vs []sandbox.Violation) []client.Violation {
 }
 
 func toSandboxInfo(in execution.SandboxInfo) client.SandboxInfo {
-	return client.SandboxInfo{ID: in.ID, Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded, Warm: in.Warm}
+	return client.SandboxInfo{ID: in.ID, Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded, Warm: in.Warm, Provider: in.Provider}
 }
 
 func toExecResult(r execution.Result) client.ExecResult {
@@ -248,10 +249,11 @@ var execOps = []route{
 		Description: "Runs code (python, node or bash) or a command in a fresh sandbox under a policy and answers when it has ended. " +
 			"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, files_limit_exceeded, output_limit_exceeded); " +
 			"a policy that is invalid, refused by the operator's global policy or not enforceable here is a 422 policy problem. " +
+			"With provider, the code runs in a fresh sandbox of that provider (destroyed afterwards) through the agentbox daemon inside it; what neither can enforce is a 422 provider-unsupported, a failing provider a 502. " +
 			"Beyond the concurrency limit the answer is 429 with Retry-After. The process is killed if the client goes away.",
 		Limit:       limitMessage,
 		ReadTimeout: 30 * time.Second,
-		Errors:      execErrs(),
+		Errors:      execErrs(http.StatusBadGateway),
 	}},
 
 	&op[execInput, streamOutput]{h: (*server).execStream, opSpec: opSpec{
@@ -263,7 +265,7 @@ var execOps = []route{
 			"The stream carries `: ping` comment lines while idle. It cannot be resumed; the process is killed if the client goes away.",
 		Limit:       limitMessage,
 		ReadTimeout: 30 * time.Second,
-		Errors:      execErrs(),
+		Errors:      execErrs(http.StatusBadGateway),
 		Stream:      streamExec,
 	}},
 

@@ -121,9 +121,15 @@ type Pauser interface {
 }
 
 // Snapshotter keeps a sandbox's state and starts new sandboxes from it.
+// Snapshot works on a sandbox whose inner daemon died too (its state as
+// the crash left it), so that a session can resume on a fresh sandbox;
+// CreateFrom runs a new inner daemon with spec's token on that state. A
+// snapshot stays on the provider until DeleteSnapshot (no error when it
+// is gone).
 type Snapshotter interface {
 	Snapshot(ctx context.Context, id string) (snapshotID string, err error)
 	CreateFrom(ctx context.Context, snapshotID string, spec Spec) (Sandbox, error)
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
 }
 
 // EgressCarrier is implemented by providers whose sandboxes have no

@@ -254,7 +254,9 @@ func (p *Provider) start(ctx context.Context, sb sandboxInfo, bin []byte, token 
 		return provider.Sandbox{}, fmt.Errorf("daytona: toolbox session in %s: %w", sb.ID, err)
 	}
 	// The token is read from the data directory, never an argument.
-	script := "cd \"$HOME\" && chmod 700 " + binaryPath + " " + dataDir + " && chmod 600 " + tokenPath +
+	// The binary is executable by all: the inner daemon's own sandboxes
+	// run it again as their users.
+	script := "cd \"$HOME\" && chmod 755 " + binaryPath + " && chmod 700 " + dataDir + " && chmod 600 " + tokenPath +
 		" && exec ./" + binaryPath + " serve --listen 127.0.0.1:" + strconv.Itoa(DaemonPort) + " --allowed-hosts '*' --data-dir \"$HOME/" + dataDir + "\""
 	var ex struct {
 		CmdID string `json:"cmdId"`

@@ -251,6 +251,9 @@ func TestConformance(t *testing.T) {
 		return providertest.Harness{
 			Provider: p,
 			Binary:   sdktest.Binary(t),
+			// The inner daemon runs unprivileged in the container: no
+			// isolation runtime of its own, so an exec is refused.
+			NoInnerRuntime: "the process runtime needs root",
 			KillInner: func(ctx context.Context, id string) error {
 				dc, err := dockerclient.New(dockerclient.WithHost(dockerHost(t)))
 				if err != nil {

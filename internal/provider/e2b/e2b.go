@@ -288,7 +288,9 @@ func (p *Provider) start(ctx context.Context, sb sandboxInfo, bin []byte, token 
 	// The token is read from the data directory, never passed as an
 	// argument; the modes are the ones the daemon insists on; the data
 	// directory is absolute (the process starts in the home directory).
-	script := "cd \"$HOME\" && chmod 700 " + binaryPath + " " + dataDir + " && chmod 600 " + tokenPath +
+	// The binary is executable by all: the inner daemon's own sandboxes
+	// run it again as their users.
+	script := "cd \"$HOME\" && chmod 755 " + binaryPath + " && chmod 700 " + dataDir + " && chmod 600 " + tokenPath +
 		" && exec ./" + binaryPath + " serve --listen 127.0.0.1:" + strconv.Itoa(DaemonPort) + " --allowed-hosts '*' --data-dir \"$HOME/" + dataDir + "\""
 	if _, err := envd.startDetached(ctx, "/bin/sh", []string{"-c", script}); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("e2b: start agentbox serve in %s: %w", sb.SandboxID, err)

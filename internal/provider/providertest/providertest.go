@@ -19,7 +19,9 @@
 // provider from the factory: the lifecycle (Create with a token made for
 // the sandbox, the inner daemon answering with that token alone, Connect,
 // List, Destroy leaving nothing, an unknown option refused with nothing
-// left), then a session relayed by a host daemon (see relay.go). A step
+// left), an exec with a policy through a host daemon (exec.go), the
+// optional abilities the provider has (pause, snapshots: snapshot.go),
+// then a session relayed by a host daemon (see relay.go). A step
 // the provider cannot do is skipped, naming the capability or the
 // Harness field it lacks.
 package providertest
@@ -53,6 +55,11 @@ type Harness struct {
 	// KillInner kills the inner daemon of a sandbox (not the sandbox), as
 	// a crash inside it would; nil skips the "inner daemon killed" step.
 	KillInner func(ctx context.Context, id string) error
+	// NoInnerRuntime, when set, says that the inner daemon in this
+	// provider's sandboxes has no isolation runtime (e.g. an unprivileged
+	// container): the exec step then checks that an exec is refused with
+	// provider-unsupported whose detail has this text.
+	NoInnerRuntime string
 	// Timeout bounds each provider call (default 3 minutes: sandboxes
 	// are slow to make on a loaded machine).
 	Timeout time.Duration
@@ -84,6 +91,8 @@ func Run(t *testing.T, factory Factory) {
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, setup(t, factory)) })
 	t.Run("UnknownOption", func(t *testing.T) { testUnknownOption(t, setup(t, factory)) })
 	t.Run("ConnectGone", func(t *testing.T) { testConnectGone(t, setup(t, factory)) })
+	t.Run("Exec", func(t *testing.T) { testExec(t, setup(t, factory)) })
+	runAbilities(t, factory)
 	runRelay(t, factory)
 }
 

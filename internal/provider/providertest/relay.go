@@ -208,8 +208,8 @@ func testRelay(t *testing.T, s *suite) {
 			t.Fatalf("KillInner: %v", err)
 		}
 		ended := waitEnded(ctx, t, h.c, sess.ID)
-		if ended.Reason != event.EndError || !strings.Contains(ended.Message, sandboxID) {
-			t.Fatalf("session.ended = %+v, want an error naming the sandbox", ended)
+		if ended.Reason != event.EndError || !strings.Contains(ended.Message, sandboxID) || !strings.Contains(ended.Message, name) {
+			t.Fatalf("session.ended = %+v, want an error naming the sandbox and the provider", ended)
 		}
 		if got, err := h.c.GetSession(ctx, sess.ID); err != nil || got.Status != client.StatusFailed {
 			t.Fatalf("session after its inner daemon died: %+v, %v", got.Status, err)

@@ -40,6 +40,11 @@ func NewBox(home string) (*Box, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Traversable, as a vendor's home directory is: the inner daemon's
+	// own sandboxes run its binary (in the home) as another user.
+	if err := os.Chmod(root, 0o711); err != nil {
+		return nil, err
+	}
 	return &Box{Root: root, Home: home, ports: map[int]int{}, procs: map[int]*exec.Cmd{}, done: map[int]chan struct{}{}}, nil
 }
 

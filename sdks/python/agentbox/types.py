@@ -187,6 +187,12 @@ class ExecRequest(TypedDict):
     policy: NotRequired[Any]
     #: A policy document as written in a file, instead of policy.
     policy_source: NotRequired['PolicySource']
+    #: Sandbox provider to run in (see GET /v1/providers): a fresh sandbox is
+    #: made there, the code runs through the agentbox daemon inside under this
+    #: request's policy (resolved on this daemon), and the sandbox is destroyed
+    #: afterwards. What neither the provider nor the daemon inside can enforce
+    #: is a 422 provider-unsupported. Empty: this host.
+    provider: NotRequired[str]
     #: The process's standard input; empty means /dev/null.
     stdin: NotRequired[str]
     #: Wall-clock limit in milliseconds, when shorter than the policy's.
@@ -511,6 +517,10 @@ class SandboxInfo(TypedDict):
     degraded: NotRequired[list[str] | None]
     #: What was in force, e.g. userns, landlock:abi5, seccomp, cgroup:v1.
     mechanisms: NotRequired[list[str] | None]
+    #: The provider the sandbox was on (the request's provider); id is then the
+    #: provider's sandbox, runtime and mechanisms those of the agentbox daemon
+    #: inside it.
+    provider: NotRequired[str]
 
 
 class SandboxProcess(TypedDict):

@@ -156,6 +156,8 @@ export interface ExecRequest {
 	policy?: unknown;
 	/** A policy document as written in a file, instead of policy. */
 	policy_source?: PolicySource;
+	/** Sandbox provider to run in (see GET /v1/providers): a fresh sandbox is made there, the code runs through the agentbox daemon inside under this request's policy (resolved on this daemon), and the sandbox is destroyed afterwards. What neither the provider nor the daemon inside can enforce is a 422 provider-unsupported. Empty: this host. */
+	provider?: string;
 	/** The process's standard input; empty means /dev/null. */
 	stdin?: string;
 	/** Wall-clock limit in milliseconds, when shorter than the policy's. */
@@ -445,6 +447,8 @@ export interface SandboxInfo {
 	id: string;
 	/** What was in force, e.g. userns, landlock:abi5, seccomp, cgroup:v1. */
 	mechanisms?: string[] | null;
+	/** The provider the sandbox was on (the request's provider); id is then the provider's sandbox, runtime and mechanisms those of the agentbox daemon inside it. */
+	provider?: string;
 	runtime: string;
 	/** The sandbox came from the warm pool. */
 	warm: boolean;
