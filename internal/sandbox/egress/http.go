@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -284,6 +286,11 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 	var used, added []string
 	var err error
 	carried := false
+	// whole: the upstream's answer was read to its end while the client
+	// was still there; past that point a client that closes (it has the
+	// answer: a Content-Length tells it so before the proxy reads EOF)
+	// does not make the request aborted.
+	var whole atomic.Bool
 	defer func() {
 		// The request's context ends before the handler returns only when
 		// the client went away (or the sandbox closed): whatever
@@ -293,7 +300,7 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 		// race made TestAbortedRequestsAudited fail 1 run in 15.) A client
 		// that closes while the last bytes of a complete answer are on
 		// their way counts as aborted too: from here the two look alike.
-		if !carried || r.Context().Err() != nil {
+		if !carried || (r.Context().Err() != nil && !whole.Load()) {
 			// The credentials went upstream with the request.
 			used, err = added, fmt.Errorf("%w (%w)", errAborted, cmp.Or(err, context.Cause(r.Context()), errors.New("handler aborted")))
 		}
@@ -315,6 +322,10 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 		},
 		Transport:     transport,
 		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			res.Body = &endWatch{ReadCloser: res.Body, left: res.ContentLength, ctx: r.Context(), whole: &whole}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, e error) {
 			used, err = nil, e
 			failed(w, e)
@@ -415,4 +426,25 @@ func hostOf(a net.Addr) string {
 		return ta.IP.String()
 	}
 	return a.String()
+}
+
+// endWatch is an upstream answer's body that notes when it was read to
+// its end (its Content-Length, or EOF) while ctx, the client's request,
+// was still live.
+type endWatch struct {
+	io.ReadCloser
+	left  int64 // bytes still to come; -1: unknown
+	ctx   context.Context
+	whole *atomic.Bool
+}
+
+func (b *endWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
+	if (b.left == 0 || errors.Is(err, io.EOF)) && b.ctx.Err() == nil {
+		b.whole.Store(true)
+	}
+	return n, err
 }
