@@ -336,8 +336,8 @@ type box struct {
 	// kept: the sandbox commits into workspace, which release keeps
 	// for the files API until discard.
 	kept bool
-	warm      bool
-	own       bool // closed at release
+	warm bool
+	own  bool // closed at release
 	// zyg is the interpreter waiting in a pooled sandbox for its task, or nil.
 	zyg *zygote
 
