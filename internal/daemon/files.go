@@ -65,6 +65,22 @@ func (f sessionFiles) Open(ctx context.Context, id string) (*files.Workspace, er
 	return w, err
 }
 
+// viewerOf finds the workspace view of sb, or of the sandbox it wraps
+// (a session's sandbox with its egress proxy).
+func viewerOf(sb sandbox.Sandbox) (sandbox.WorkspaceViewer, bool) {
+	for range 8 {
+		if v, ok := sb.(sandbox.WorkspaceViewer); ok {
+			return v, true
+		}
+		u, ok := sb.(interface{ Unwrap() sandbox.Sandbox })
+		if !ok {
+			return nil, false
+		}
+		sb = u.Unwrap()
+	}
+	return nil, false
+}
+
 // gateJudge judges changes by the commit's rules opts for the workspace
 // dir, read afresh per request.
 func gateJudge(dir string, opts workspace.Options) func(ctx context.Context) (files.Judge, error) {
@@ -83,7 +99,7 @@ func gateJudge(dir string, opts workspace.Options) func(ctx context.Context) (fi
 // sandbox whose runtime cannot show its view is refused (409
 // sandbox-live), rather than served a tree that is not what it sees.
 func viewSandbox(o *files.Options, sb sandbox.Sandbox, dir string) error {
-	v, ok := sb.(sandbox.WorkspaceViewer)
+	v, ok := viewerOf(sb)
 	if !ok {
 		return fmt.Errorf("%w: its %s sandbox does not show its live workspace to the host (no workspace view); "+
 			"its files are served once the sandbox has closed", files.ErrSandboxLive, sb.Info().Runtime)
