@@ -40,7 +40,7 @@ func (b *box) ViewWorkspace() (*os.Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process sandbox %s: open its root: %w", b.id, err)
 	}
-	defer unix.Close(rootFD)
+	defer func() { _ = unix.Close(rootFD) }()
 	if err := unix.PidfdSendSignal(b.initFD, 0, nil, 0); err != nil {
 		return nil, fmt.Errorf("process sandbox %s: %w (its init has exited)", b.id, sandbox.ErrClosed)
 	}
@@ -51,7 +51,7 @@ func (b *box) ViewWorkspace() (*os.Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process sandbox %s: open its workspace: %w", b.id, err)
 	}
-	defer unix.Close(wsFD)
+	defer func() { _ = unix.Close(wsFD) }()
 	r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(wsFD))
 	if err != nil {
 		return nil, fmt.Errorf("process sandbox %s: open its workspace: %w", b.id, err)
