@@ -482,10 +482,13 @@ func (c *Client) sse(ctx context.Context, method, path string, q url.Values, bod
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer drainClose(resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer drainClose(resp)
 		return c.readAPIError(resp, method, path)
 	}
+	// Never drained: the stream may go on long after the caller stopped
+	// reading it (draining would wait for it).
+	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("%s %s: answer is %q, not an event stream", method, path, mt)
 	}

@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Problem types of the files API (/v1/sessions/{id}/files...). An unknown
-// session is ProblemNotFound.
+// Problem types of the files API (/v1/sessions/{id}/files… and
+// /v1/processes/{id}/files…). An unknown session or process is
+// ProblemNotFound.
 const (
 	ProblemOutsideWorkspace = ProblemTypeBase + "outside-workspace" // 403: the path leaves the workspace: absolute, "..", or a symlink pointing out
 	ProblemFileNotFound     = ProblemTypeBase + "file-not-found"    // 404: no file or directory at the path
@@ -24,7 +26,7 @@ const (
 	ProblemProtectedPath    = ProblemTypeBase + "protected-path"    // 403: the sandbox commit would drop the change (protected pattern, .git, host git configuration); the detail names the rule
 	ProblemInvalidArchive   = ProblemTypeBase + "invalid-archive"   // 422: a tar stream that is malformed or has a forbidden entry (hard link, setuid bit, duplicate)
 	ProblemFileExists       = ProblemTypeBase + "file-exists"       // 409: the target exists and the operation does not replace it
-	ProblemSandboxLive      = ProblemTypeBase + "sandbox-live"      // 409: a change to a session whose sandbox is running
+	ProblemSandboxLive      = ProblemTypeBase + "sandbox-live"      // 409: the workspace's sandbox closed during the request (try again), or its runtime cannot show its live workspace
 )
 
 // FileEntry is one file, directory or symlink of a session's workspace.
@@ -63,8 +65,26 @@ type FileChange struct {
 	Op   string `json:"op" enum:"create,write,remove,rename"`
 }
 
-// filesPath is /v1/sessions/{id}/files[/more].
+// ProcessWorkspace names, for the files methods (ListFiles, StatFile,
+// ReadFile, WriteFile, MakeDir, MoveFile, DeleteFile, DownloadArchive,
+// UploadArchive, WatchFiles), the workspace of a process started with its
+// own sandbox (StartProcess) instead of a session's: they then use
+// /v1/processes/{id}/files…, e.g.
+//
+//	r, err := c.ReadFile(ctx, client.ProcessWorkspace(p.ID), "out.txt", 0, 0)
+//
+// The workspace is kept after the process ends, until it is deleted or
+// forgotten.
+func ProcessWorkspace(idOrTag string) string { return processWorkspacePrefix + idOrTag }
+
+const processWorkspacePrefix = "process:"
+
+// filesPath is /v1/sessions/{id}/files[/more], or for a ProcessWorkspace
+// /v1/processes/{id}/files[/more].
 func filesPath(id string, more ...string) (string, error) {
+	if pid, ok := strings.CutPrefix(id, processWorkspacePrefix); ok {
+		return processPath(pid, append([]string{"files"}, more...)...)
+	}
 	return sessionPath(id, append([]string{"files"}, more...)...)
 }
 

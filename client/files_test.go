@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -115,5 +117,45 @@ func TestFiles(t *testing.T) {
 		if !errors.As(tc.err, &ae) || ae.Kind() != tc.kind {
 			t.Errorf("error %v, want kind %s", tc.err, tc.kind)
 		}
+	}
+}
+
+// TestStopWatchingEndsTheStream: a caller that stops reading an event
+// stream (a break out of WatchFiles) ends the request at once, rather than
+// waiting for the stream's end, which a watch may never reach. The files
+// methods reach a process's workspace with ProcessWorkspace.
+func TestStopWatchingEndsTheStream(t *testing.T) {
+	ended := make(chan string, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/processes/prc_1/files/watch" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: change\ndata: {\"path\":\"a.txt\",\"op\":\"create\"}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			ended <- "by the client"
+		case <-time.After(time.Minute): // a backstop: the stream would go on
+			ended <- "by the server's backstop"
+		}
+	}))
+	defer ts.Close()
+	c, err := client.New(ts.URL, client.WithToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ch, err := range c.WatchFiles(t.Context(), client.ProcessWorkspace("prc_1"), ".") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Path != "a.txt" {
+			t.Fatalf("change %+v", ch)
+		}
+		break
+	}
+	if how := <-ended; how != "by the client" {
+		t.Fatalf("the stream ended %s, not when the caller stopped reading", how)
 	}
 }

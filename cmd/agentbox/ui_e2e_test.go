@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +28,8 @@ import (
 // session, see streamed text, see an agent's markup shown as inert text,
 // approve a permission and see the file it wrote, follow the session
 // across a broken connection (the stream resumes by seq: every turn shown
-// once), and keep a screenshot (t.ArtifactDir; `go test -artifacts` keeps
+// once), see a sandboxed session's violation and network ask and approve
+// the ask (when this host can sandbox), and keep a screenshot (t.ArtifactDir; `go test -artifacts` keeps
 // it). It fails on any script error or Content-Security-Policy violation
 // in the page.
 func TestInspectorInBrowser(t *testing.T) {
@@ -41,7 +44,32 @@ func TestInspectorInBrowser(t *testing.T) {
 	// page's Host is the link's address, which the daemon is told to
 	// accept (as an operator would name a proxy's).
 	link := newCuttableLink(t)
-	d := startDaemon(t, t.TempDir(), "--allowed-hosts", link.addr)
+	// A server on the host that a sandboxed session's command asks to
+	// reach: the built-in global policy, which denies the host's loopback,
+	// with this one port permitted (every other destination still asked).
+	var hostHits atomic.Int64
+	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hostHits.Add(1)
+		_, _ = io.WriteString(w, "hello from the host\n")
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hostSrv.Serve(hostLn) }()
+	t.Cleanup(func() { _ = hostSrv.Close() })
+	hostPort := hostLn.Addr().(*net.TCPAddr).Port
+	global := filepath.Join(t.TempDir(), "global.yaml")
+	if err := os.WriteFile(global, fmt.Appendf(nil, `version: 1
+isolation: process
+resources: {memory: 8Gi, cpus: 4, pids: 4096, timeout: 24h, disk: 20Gi, files: 1000000, output: 64Mi}
+filesystem: {read_outside_workspace: true}
+network: {default: ask, mode: proxy, allow: ["*", "127.0.0.1:%d"], max_connections: 1024, max_connection_rate: 400}
+env: {pass: [TERM, COLORTERM, LANG, LC_ALL, TZ]}
+`, hostPort), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, t.TempDir(), "--allowed-hosts", link.addr, "--global-policy", global, "--network-ask-timeout", "3m")
 	link.target = strings.TrimPrefix(d.url, "http://")
 	ui := "http://" + link.addr + "/ui"
 
@@ -306,6 +334,36 @@ func TestInspectorInBrowser(t *testing.T) {
 		send(mockScript(map[string]any{"kind": "command", "command": "echo '<b>evil</b>' > CLAUDE.md; echo ok > fine.txt"}))
 		wait("the violation", `[...document.querySelectorAll('.ev.violation')].some(v => v.textContent.includes('CLAUDE.md'))`)
 		screenshot("inspector-violation.png")
+
+		// A network ask: the agent's command reaches for a destination
+		// no rule of the session settles (the session asks; its rules
+		// permit the host's port only by address, as the host's loopback
+		// is never reached by a name alone); the page shows the ask, with
+		// the destination and the process, and the user's approval from
+		// the page lets that one connection through.
+		ns, err := d.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Policy: json.RawMessage(fmt.Sprintf(
+			`{"version":1,"filesystem":{"read_outside_workspace":true},"network":{"default":"ask","allow":["127.0.0.1:%d"]}}`, hostPort))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evalJS[bool](ctx, t, `location.hash = '#/s/`+ns.ID+`'; true`)
+		wait("the asking session", `document.querySelector('#main h2')?.textContent === '`+ns.ID+`' && `+timelineHas("Session started"))
+		wait("its stream live", `document.getElementById('conn').textContent === 'live'`)
+		send(mockScript(map[string]any{"kind": "command", "command": fmt.Sprintf(
+			`curl -s --max-time 120 --noproxy '' -x "$HTTP_PROXY" -w 'status %%{http_code}\n' http://localhost:%d/`, hostPort)}))
+		const ask = `.ev.permission[data-kind="network"]:not(.resolved)`
+		wait("the network ask", `!!document.querySelector('`+ask+` button.allow')`)
+		wait("the ask's destination and process", fmt.Sprintf(`(t => t.includes('Network access: localhost:%d') && t.includes('curl'))(document.querySelector('%s').textContent)`, hostPort, ask))
+		if n := hostHits.Load(); n != 0 {
+			t.Fatalf("the host server was reached %d times before the approval", n)
+		}
+		screenshot("inspector-network-ask.png")
+		run("allow the connection", chromedp.Click(chromedp.CSS(ask+` button.allow`)))
+		wait("the ask resolved", `[...document.querySelectorAll('.ev.permission.resolved[data-kind="network"]')].some(c => c.textContent.includes('Allowed by user'))`)
+		wait("the connection made", timelineHas("hello from the host")+` && `+timelineHas("status 200"))
+		if n := hostHits.Load(); n != 1 {
+			t.Fatalf("the host server saw %d requests after one approval, want 1", n)
+		}
 	}
 
 	// The session list shows it, with its agent and status.

@@ -20,27 +20,38 @@ func (a *app) filesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "files",
 		Aliases: []string{"file", "f"},
-		Short:   "List, download and upload a session's workspace files",
-		Long: `Work with the files of a session's workspace. Paths are relative to the
-workspace root ("." is the root); one that leaves it (absolute, "..", a symlink
-pointing out) is refused, and so is a change the session's sandbox commit
-would drop (a protected path such as CLAUDE.md, anything in .git). While a
-session's sandbox runs, its workspace takes no change from here.`,
+		Short:   "List, download and upload a session's (or a process's) workspace files",
+		Long: `Work with the files of a session's workspace, or with --process of the workspace
+of a process started with its own sandbox (agentbox processes start; kept after
+it ends until it is deleted or forgotten). Paths are relative to the workspace
+root ("." is the root); one that leaves it (absolute, "..", a symlink pointing
+out) is refused, and so is a change the sandbox's commit would drop (a
+protected path such as CLAUDE.md, anything in .git). While the sandbox runs,
+reads show the workspace as it sees it now and changes are made inside it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.filesLsCmd(), a.filesGetCmd(), a.filesPutCmd())
+	var process bool
+	cmd.PersistentFlags().BoolVar(&process, "process", false, "the first argument is a process's id or tag, not a session's")
+	target := func(id string) string {
+		if process {
+			return client.ProcessWorkspace(id)
+		}
+		return id
+	}
+	cmd.AddCommand(a.filesLsCmd(target), a.filesGetCmd(target), a.filesPutCmd(target))
 	return cmd
 }
 
-func (a *app) filesLsCmd() *cobra.Command {
+func (a *app) filesLsCmd(target func(string) string) *cobra.Command {
 	var depth int
 	cmd := &cobra.Command{
-		Use:     "ls SESSION [PATH]",
+		Use:     "ls SESSION|PROCESS [PATH]",
 		Aliases: []string{"list"},
 		Short:   "List a workspace directory",
 		Example: `  agentbox files ls ses_0190...
-  agentbox files ls ses_0190... src --depth 3 --json`,
+  agentbox files ls ses_0190... src --depth 3 --json
+  agentbox files ls --process prc_0190...`,
 		Args: usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client(cmd)
@@ -51,7 +62,7 @@ func (a *app) filesLsCmd() *cobra.Command {
 			if len(args) == 2 {
 				p = args[1]
 			}
-			l, err := c.ListFiles(cmd.Context(), args[0], p, depth)
+			l, err := c.ListFiles(cmd.Context(), target(args[0]), p, depth)
 			if err != nil {
 				return err
 			}
@@ -79,16 +90,17 @@ func (a *app) filesLsCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *app) filesGetCmd() *cobra.Command {
+func (a *app) filesGetCmd(target func(string) string) *cobra.Command {
 	var out string
 	var archive bool
 	var offset, length int64
 	cmd := &cobra.Command{
-		Use:   "get SESSION PATH",
+		Use:   "get SESSION|PROCESS PATH",
 		Short: "Download a workspace file (or, with --archive, a tree as tar)",
 		Example: `  agentbox files get ses_0190... src/main.go
   agentbox files get ses_0190... src/main.go -o main.go
-  agentbox files get ses_0190... . --archive -o workspace.tar`,
+  agentbox files get ses_0190... . --archive -o workspace.tar
+  agentbox files get --process build out/report.txt`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if archive && (offset != 0 || length != 0) {
@@ -100,9 +112,9 @@ func (a *app) filesGetCmd() *cobra.Command {
 			}
 			var r io.ReadCloser
 			if archive {
-				r, err = c.DownloadArchive(cmd.Context(), args[0], args[1])
+				r, err = c.DownloadArchive(cmd.Context(), target(args[0]), args[1])
 			} else {
-				r, err = c.ReadFile(cmd.Context(), args[0], args[1], offset, length)
+				r, err = c.ReadFile(cmd.Context(), target(args[0]), args[1], offset, length)
 			}
 			if err != nil {
 				return err
@@ -131,10 +143,10 @@ func (a *app) filesGetCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *app) filesPutCmd() *cobra.Command {
+func (a *app) filesPutCmd(target func(string) string) *cobra.Command {
 	var archive bool
 	cmd := &cobra.Command{
-		Use:   "put SESSION LOCAL PATH",
+		Use:   "put SESSION|PROCESS LOCAL PATH",
 		Short: "Upload a file, a directory or a tar into the workspace",
 		Long: `Upload LOCAL to PATH in the session's workspace: a file ("-" is stdin) is written
 at PATH; a directory is sent as a tar of its files, directories and symlinks and
@@ -145,7 +157,7 @@ An upload that has a refused entry applies nothing.`,
   git archive HEAD | agentbox files put ses_0190... - . --archive`,
 		Args: usageArgs(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, local, p := args[0], args[1], args[2]
+			id, local, p := target(args[0]), args[1], args[2]
 			var data []byte
 			var err error
 			dir := false

@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/client"
+	"github.com/agentbox/agentbox/internal/errkind"
+	"github.com/agentbox/agentbox/internal/files"
+	"github.com/agentbox/agentbox/internal/httpapi"
 	"github.com/agentbox/agentbox/internal/stacktest"
 )
 
@@ -64,5 +69,46 @@ func TestFiles(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/x"); err == nil {
 		t.Fatal("wrote outside")
+	}
+}
+
+// procDir serves the workspace of one process, id, from a directory.
+type procDir struct{ id, dir string }
+
+func (p procDir) Open(_ context.Context, id string) (*files.Workspace, error) {
+	if id != p.id {
+		return nil, fmt.Errorf("process %q: %w", id, errkind.New(errkind.NotFound, "no such process"))
+	}
+	return files.Open(p.dir, files.Options{})
+}
+
+// TestFilesProcess: with --process, the first argument names a process,
+// whose workspace the commands reach at /v1/processes/{id}/files….
+func TestFilesProcess(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "report.txt"), []byte("built\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, stacktest.Options{API: httpapi.Config{ProcessFiles: procDir{id: "prc_1", dir: ws}}})
+	tests := []struct {
+		name           string
+		args           []string
+		stdin          string
+		code           int
+		stdout, stderr []string
+	}{
+		{name: "get", args: []string{"files", "get", "--process", "prc_1", "report.txt"}, stdout: []string{"built\n"}},
+		{name: "put", args: []string{"files", "put", "--process", "prc_1", "-", "in.txt"}, stdin: "input", stdout: []string{"file in.txt"}},
+		{name: "ls", args: []string{"files", "--process", "ls", "prc_1"}, stdout: []string{"in.txt", "report.txt"}},
+		{name: "unknown process", args: []string{"files", "ls", "--process", "prc_nope"}, code: 1, stderr: []string{"404"}},
+		{name: "a session id is not a process", args: []string{"files", "ls", "prc_1"}, code: 1, stderr: []string{"404"}},
+	}
+	for _, tt := range tests {
+		r := h.run(t.Context(), strings.NewReader(tt.stdin), tt.args...)
+		t.Run(tt.name, func(t *testing.T) { r.check(t, tt.code, tt.stdout, tt.stderr) })
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "in.txt")); err != nil || string(b) != "input" {
+		t.Fatalf("put reached %q %v", b, err)
 	}
 }

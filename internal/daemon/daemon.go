@@ -840,6 +840,8 @@ func (d *Daemon) newHandler(eng *lateEngine) http.Handler {
 		Exec:    d.ex,
 		Secrets: d.secrets,
 		Files:   sessionFiles{eng: eng},
+		// Every daemon has its execution service (buildExecution).
+		ProcessFiles: processFiles{ex: d.ex},
 		// The registry as configured: GET /v1/providers lists it.
 		Providers: cfg.Providers, DefaultProvider: cfg.DefaultProvider,
 		Tracer: d.tracer,

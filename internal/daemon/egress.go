@@ -127,6 +127,10 @@ type gatedSandbox struct {
 	release func()
 }
 
+// Unwrap returns the sandbox itself, for its optional abilities
+// (sandbox.WorkspaceViewer).
+func (g *gatedSandbox) Unwrap() sandbox.Sandbox { return g.Sandbox }
+
 func (g *gatedSandbox) Close(ctx context.Context) ([]sandbox.Violation, error) {
 	vs, err := g.Sandbox.Close(ctx)
 	_ = g.gate.Close() // it has nothing to report beyond what its hooks saw

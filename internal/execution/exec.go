@@ -216,7 +216,7 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 	if err != nil {
 		return Result{}, err
 	}
-	b, err = s.sandboxFor(ctx, pol, files, zygoteLang(req, argv))
+	b, err = s.sandboxFor(ctx, pol, files, zygoteLang(req, argv), false)
 	if err != nil {
 		return Result{}, err
 	}

@@ -627,10 +627,13 @@ func value(t *testing.T, c interface{ Value() float64 }) float64 {
 	return c.Value()
 }
 
-// TestTaskWorkspacesAreThrowaway: every sandbox the service creates, for
-// an exec, a process or the warm pool, is marked Throwaway, so no runtime
-// ever copies a task's writes to a host directory.
-func TestTaskWorkspacesAreThrowaway(t *testing.T) {
+// TestTaskWorkspaces: every sandbox the service creates for an exec (and
+// the exec pool) is marked Throwaway, so no runtime ever copies an exec's
+// writes to a host directory; a process's sandbox (and the process pool's)
+// commits into its own workspace directory, kept for the files API, with
+// the hidden paths approved (the API's caller is the reviewer) and nothing
+// else.
+func TestTaskWorkspaces(t *testing.T) {
 	env := newTestService(t, func(o *Options) { o.PoolSize = 1 })
 	if _, err := env.svc.Exec(t.Context(), Request{Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
@@ -645,14 +648,40 @@ func TestTaskWorkspacesAreThrowaway(t *testing.T) {
 	if _, err := env.svc.Wait(t.Context(), info.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pool to fill", func() bool { return readyIn(env.svc.pool, "default") == 1 })
-	specs := env.rt.Specs()
-	if len(specs) < 4 {
-		t.Fatalf("%d sandboxes created, want at least 4 (two execs, a process, a pooled one)", len(specs))
+	w, err := env.svc.Workspace(info.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
+	waitFor(t, "the pools to fill", func() bool {
+		return readyIn(env.svc.pool, "default") == 1 && readyIn(env.svc.pool, "default\x00keep") == 1
+	})
+	specs := env.rt.Specs()
+	if len(specs) < 5 {
+		t.Fatalf("%d sandboxes created, want at least 5 (two execs, a process, a pooled one of each)", len(specs))
+	}
+	throwaway, kept := 0, 0
 	for i, s := range specs {
-		if !s.Throwaway {
-			t.Errorf("sandbox %d (workspace %s) is not Throwaway: its writes would be copied back", i, s.Workspace)
+		switch {
+		case s.Throwaway:
+			throwaway++
+		case s.Review == nil:
+			t.Errorf("sandbox %d (workspace %s) commits without a review: its hidden paths would be dropped", i, s.Workspace)
+		default:
+			kept++
+			if ok := s.Review(t.Context(), []sandbox.Change{{Path: ".env"}}); len(ok) != 1 || !ok[0] {
+				t.Errorf("sandbox %d's review does not approve a hidden path: %v", i, ok)
+			}
+			if filepath.Dir(s.Workspace) != env.svc.opts.WorkDir {
+				t.Errorf("sandbox %d commits into %s, not a task workspace of its own", i, s.Workspace)
+			}
+		}
+	}
+	if throwaway < 3 || kept != 2 {
+		t.Errorf("%d throwaway sandboxes (want the two execs' and the exec pool's), %d kept (want the process's and the process pool's)", throwaway, kept)
+	}
+	for _, s := range specs {
+		if s.Workspace == w.Dir && s.Throwaway {
+			t.Errorf("the process's sandbox is throwaway")
 		}
 	}
 }

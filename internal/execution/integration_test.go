@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,105 @@ func TestRealExecWorkspaceIsThrowaway(t *testing.T) {
 	}
 	if len(res.Violations) != 0 {
 		t.Fatalf("an exec's throwaway workspace reported violations: %+v", res.Violations)
+	}
+}
+
+// TestRealProcessWorkspaceKept: while a process runs, its workspace is
+// its sandbox's (the host directory holds only what it started with);
+// once it has ended, the sandbox's commit has put what it wrote into
+// that directory, kept until the process is removed or pushed out by
+// MaxKept later ones. A process in a session's sandbox has none.
+func TestRealProcessWorkspaceKept(t *testing.T) {
+	rt := process.New(process.Options{})
+	if p := rt.Probe(t.Context()); !p.Available {
+		t.Skipf("the process runtime is unavailable here: %s", p.Reason)
+	}
+	reg := sandbox.NewRegistry()
+	reg.Register(rt)
+	eg, err := egress.New(egress.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Options{Runtimes: reg, Resolve: PolicyResolver(nil), WorkDir: t.TempDir(), MaxKept: 2, Network: egress.Tasks{Server: eg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+
+	info, err := svc.Start(t.Context(), StartRequest{Argv: []string{"sh", "-c", "printf hi > out.txt && mkdir d && printf y > d/y && echo ready && read x"},
+		Stdin: true, Files: map[string][]byte{"in.txt": []byte("in")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := svc.Subscribe(t.Context(), info.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range ch {
+		if ev.Type == EventStdout && strings.Contains(string(ev.Data), "ready") {
+			break
+		}
+	}
+	w, err := svc.Workspace(info.ID)
+	if err != nil || w.Live == nil {
+		t.Fatalf("a running process's workspace: %+v %v", w, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Dir, "out.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the host directory has what the running sandbox wrote: %v", err)
+	}
+	if err := svc.CloseStdin(info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Wait(t.Context(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	w, err = svc.Workspace(info.ID)
+	if err != nil || w.Live != nil {
+		t.Fatalf("an ended process's workspace: %+v %v", w, err)
+	}
+	for p, want := range map[string]string{"in.txt": "in", "out.txt": "hi", "d/y": "y"} {
+		if b, err := os.ReadFile(filepath.Join(w.Dir, p)); err != nil || string(b) != want {
+			t.Errorf("kept %s: %q %v, want %q", p, b, err, want)
+		}
+	}
+	first := w.Dir
+
+	// Two more ended processes: the first one's workspace is pushed out.
+	for range 2 {
+		i, err := svc.Start(t.Context(), StartRequest{Argv: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Wait(t.Context(), i.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Workspace(i.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.Workspace(info.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("past MaxKept, the oldest workspace: %v", err)
+	}
+	if _, err := os.Stat(first); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("past MaxKept, the oldest workspace is still on disk: %v", err)
+	}
+	if _, err := svc.Get(info.ID); err != nil {
+		t.Fatalf("the process itself is still listed: %v", err)
+	}
+
+	// Removing a process removes its workspace.
+	last := svc.List()[2]
+	lw, err := svc.Workspace(last.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Remove(t.Context(), last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lw.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a removed process's workspace is still on disk: %v", err)
+	}
+	if _, err := svc.Workspace("prc_nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown process: %v", err)
 	}
 }

@@ -126,6 +126,10 @@ type proc struct {
 
 	mu   sync.Mutex
 	info ProcessInfo // final once done is closed
+
+	// kept: the process has ended and its workspace is on the host,
+	// kept until discarded (Service.mu guards it).
+	kept bool
 }
 
 // Start starts a process and returns at once. The process's lifetime is
@@ -162,7 +166,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 			return ProcessInfo{}, err
 		}
 		adjusted = slices.Clone(adjustments(pol))
-		if b, err = s.sandboxFor(ctx, pol, req.Files, ""); err != nil {
+		if b, err = s.sandboxFor(ctx, pol, req.Files, "", true); err != nil {
 			return ProcessInfo{}, err
 		}
 	}
@@ -353,7 +357,7 @@ func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
 		w.flush()
 	}
 	pr.endStdin()
-	viol := pr.box.release(s.opts.Log)
+	viol := pr.box.releaseKeeping(s.opts.Log)
 	info := pr.snapshot()
 	info.Running, info.StdinOpen, info.EndedAt = false, false, time.Now()
 	info.ExitCode, info.Signal, info.Usage = exit.Code, exit.Signal, exit.Usage
@@ -381,6 +385,7 @@ func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
 	pr.mu.Lock()
 	pr.info = info
 	pr.mu.Unlock()
+	s.keep(pr)
 	s.metrics.running.Dec()
 	release()
 	pr.out.end(info)
@@ -660,8 +665,104 @@ func (s *Service) Wait(ctx context.Context, idOrTag string) (ProcessInfo, error)
 	}
 }
 
+// Workspace is an ended or running process's workspace, for the files
+// API.
+type Workspace struct {
+	// Dir is the host directory: while the process runs, only what its
+	// sandbox started with (its view is Live's); once it has ended,
+	// what it left there, committed by the sandbox's rules.
+	Dir string
+	// Spec is the sandbox's: its commit rules judge changes.
+	Spec sandbox.Spec
+	// Live is the process's sandbox while it runs; nil once it has
+	// ended (Dir is then the workspace, with no sandbox over it).
+	Live sandbox.Sandbox
+	// Ended is closed when the process has ended and Dir holds its
+	// workspace.
+	Ended <-chan struct{}
+}
+
+// Workspace returns the workspace of a process started with its own
+// sandbox: kept after the process ends until it is removed, forgotten
+// (Options.Retain) or pushed out by later ones (Options.MaxKept). A
+// process in a session's sandbox has none of its own (ErrNotFound).
+func (s *Service) Workspace(idOrTag string) (Workspace, error) {
+	pr, err := s.lookup(idOrTag)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if pr.scope != "" || !pr.box.own {
+		return Workspace{}, fmt.Errorf("%w: process %s runs in its session's sandbox: its files are the session's", ErrNotFound, pr.id)
+	}
+	ended := false
+	select {
+	case <-pr.done:
+		ended = true
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := Workspace{Dir: pr.box.workspace, Spec: pr.box.spec, Ended: pr.done}
+	switch {
+	case !ended:
+		w.Live = pr.box.sb
+	case !pr.kept:
+		return Workspace{}, fmt.Errorf("%w: the workspace of process %s is no longer kept", ErrNotFound, pr.id)
+	}
+	if w.Dir == "" {
+		return Workspace{}, fmt.Errorf("%w: process %s has no workspace", ErrNotFound, pr.id)
+	}
+	return w, nil
+}
+
+// keep records that the ended process pr's workspace is kept (when its
+// sandbox committed into it), and removes the oldest kept ones past
+// Options.MaxKept.
+func (s *Service) keep(pr *proc) {
+	s.mu.Lock()
+	pr.kept = pr.box.kept && pr.box.workspace != ""
+	var kept []*proc
+	for _, p := range s.procs {
+		if p.kept {
+			kept = append(kept, p)
+		}
+	}
+	var out []*proc
+	if n := len(kept) - s.opts.MaxKept; n > 0 {
+		slices.SortFunc(kept, func(a, b *proc) int { return a.endedAt().Compare(b.endedAt()) })
+		for _, p := range kept[:n] {
+			p.kept = false
+			out = append(out, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range out {
+		p.box.discard(s.opts.Log)
+	}
+}
+
+func (pr *proc) endedAt() time.Time {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.info.EndedAt
+}
+
+// forget drops pr, and its kept workspace.
+func (s *Service) forget(pr *proc) {
+	s.mu.Lock()
+	if s.procs[pr.id] == pr {
+		delete(s.procs, pr.id)
+	}
+	kept := pr.kept
+	pr.kept = false
+	s.mu.Unlock()
+	if kept {
+		pr.box.discard(s.opts.Log)
+	}
+}
+
 // Remove kills the process if it runs, waits for it to end (bounded by
-// ctx) and forgets it.
+// ctx) and forgets it, and its workspace.
 func (s *Service) Remove(ctx context.Context, idOrTag string) error {
 	pr, err := s.lookup(idOrTag)
 	if err != nil {
@@ -673,26 +774,26 @@ func (s *Service) Remove(ctx context.Context, idOrTag string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("remove %s: %w", pr.id, ctx.Err())
 	}
-	s.mu.Lock()
-	delete(s.procs, pr.id)
-	s.mu.Unlock()
+	s.forget(pr)
 	return nil
 }
 
-// forgetFinished drops processes that ended more than Retain ago.
+// forgetFinished drops processes that ended more than Retain ago, and
+// their workspaces.
 func (s *Service) forgetFinished(now time.Time) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, p := range s.procs {
+	var old []*proc
+	for _, p := range s.procs {
 		if p.running() {
 			continue
 		}
-		p.mu.Lock()
-		ended := p.info.EndedAt
-		p.mu.Unlock()
-		if now.Sub(ended) > s.opts.Retain {
-			delete(s.procs, id)
+		if now.Sub(p.endedAt()) > s.opts.Retain {
+			old = append(old, p)
 		}
+	}
+	s.mu.Unlock()
+	for _, p := range old {
+		s.forget(p)
 	}
 }
 

@@ -299,7 +299,7 @@ func TestRealLentTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := svc.sandboxFor(t.Context(), pol, nil, "")
+	b, err := svc.sandboxFor(t.Context(), pol, nil, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

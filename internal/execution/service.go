@@ -60,6 +60,7 @@ const (
 	DefaultPoolIdle       = 5 * time.Minute
 	DefaultOutputBuffer   = 1 << 20 // per process
 	DefaultRetain         = 10 * time.Minute
+	DefaultMaxKept        = 32
 	DefaultMaxOutputBytes = 16 << 20 // per stream of one exec, whatever the policy says
 	DefaultPreset         = "exec-default"
 )
@@ -135,8 +136,13 @@ type Options struct {
 	// sets no smaller limit (default 16 MiB).
 	MaxOutputBytes int64
 	// Retain is how long a finished process stays listed (default 10
-	// minutes) unless deleted.
+	// minutes) unless deleted; its workspace is kept as long (see
+	// Workspace), within MaxKept.
 	Retain time.Duration
+	// MaxKept bounds the ended processes whose workspaces are kept
+	// (default 32): past it, the workspace of the one that ended first
+	// is removed (the process stays listed).
+	MaxKept int
 	// Registerer, when set, gets the service's metrics.
 	Registerer metrics.Registerer
 	// Violations, when set, is the daemon-wide violations counter (label
@@ -178,6 +184,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Retain <= 0 {
 		o.Retain = DefaultRetain
+	}
+	if o.MaxKept <= 0 {
+		o.MaxKept = DefaultMaxKept
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -265,6 +274,18 @@ func (s *Service) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("execution: close: %w", ctx.Err())
 	}
+	s.mu.Lock()
+	var kept []*proc
+	for _, p := range procs {
+		if p.kept {
+			p.kept = false
+			kept = append(kept, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range kept {
+		p.box.discard(s.opts.Log)
+	}
 	return s.pool.close(ctx)
 }
 
@@ -313,10 +334,13 @@ func (s *Service) janitor(ctx context.Context) {
 type box struct {
 	sb        sandbox.Sandbox
 	spec      sandbox.Spec
-	workspace string       // host dir, removed at release; "" when not ours
+	workspace string       // host dir, removed at release (keep: at discard); "" when not ours
 	record    *owner.Entry // workspace's owner record
-	warm      bool
-	own       bool // closed at release
+	// kept: the sandbox commits into workspace, which release keeps
+	// for the files API until discard.
+	kept bool
+	warm bool
+	own  bool // closed at release
 	// zyg is the interpreter waiting in a pooled sandbox for its task, or nil.
 	zyg *zygote
 
@@ -440,7 +464,13 @@ func (b *box) info() SandboxInfo {
 // release closes the sandbox (when ours) and removes its workspace. The
 // close is bounded on its own: it runs after the task, whatever the
 // caller's context says.
-func (b *box) release(log *slog.Logger) []sandbox.Violation {
+func (b *box) release(log *slog.Logger) []sandbox.Violation { return b.end(log, false) }
+
+// releaseKeeping is release that keeps the workspace of a kept box (the
+// sandbox's Close committed into it) until discard.
+func (b *box) releaseKeeping(log *slog.Logger) []sandbox.Violation { return b.end(log, b.kept) }
+
+func (b *box) end(log *slog.Logger, keep bool) []sandbox.Violation {
 	if !b.own {
 		return nil
 	}
@@ -460,14 +490,23 @@ func (b *box) release(log *slog.Logger) []sandbox.Violation {
 		b.reports.Add(v)
 	}
 	viol := b.violations()
-	if b.workspace != "" {
-		if err := os.RemoveAll(b.workspace); err != nil {
-			log.Warn("removing task workspace", "dir", b.workspace, "err", err)
-		} else {
-			b.record.Release()
-		}
+	if !keep {
+		b.discard(log)
 	}
 	return viol
+}
+
+// discard removes the box's workspace directory (when ours).
+func (b *box) discard(log *slog.Logger) {
+	if b.workspace == "" {
+		return
+	}
+	if err := os.RemoveAll(b.workspace); err != nil {
+		log.Warn("removing task workspace", "dir", b.workspace, "err", err)
+		return
+	}
+	b.record.Release()
+	b.workspace = ""
 }
 
 // resolve returns the effective policy of a request.
@@ -492,7 +531,20 @@ func (s *Service) resolve(ref PolicyRef) (Policy, error) {
 // (when it could start: see createZygote). A zygote found dead or unfit is
 // discarded; then, as when that pool is empty (a burst outran its
 // refills), the task gets a plain sandbox of pol's pool, or a new one.
-func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][]byte, zygote string) (*box, error) {
+//
+// With keep (a process's sandbox, see Workspace), the sandbox commits its
+// workspace into the host directory when it closes, and that directory is
+// kept after the release: those sandboxes have a pool of their own.
+func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][]byte, zygote string, keep bool) (*box, error) {
+	if keep {
+		if len(files) == 0 && s.pool.enabled() {
+			if w := s.pool.take(pol.Hash()+"\x00keep", func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil, true) }); w != nil {
+				w.warm = true
+				return w, nil
+			}
+		}
+		return s.create(ctx, pol, files, true)
+	}
 	if len(files) == 0 && s.pool.enabled() {
 		if zygote != "" {
 			key := pol.Hash() + "\x00zygote:" + zygote
@@ -507,16 +559,19 @@ func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][
 				s.report("zygote:"+w.sb.ID(), w.release(s.opts.Log))
 			}
 		}
-		if w := s.pool.take(pol.Hash(), func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil) }); w != nil {
+		if w := s.pool.take(pol.Hash(), func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil, false) }); w != nil {
 			w.warm = true
 			return w, nil
 		}
 	}
-	return s.create(ctx, pol, files)
+	return s.create(ctx, pol, files, false)
 }
 
-// create builds a sandbox with a fresh workspace holding files.
-func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byte) (*box, error) {
+// create builds a sandbox with a fresh workspace holding files. Without
+// keep, the workspace is throwaway: nothing the task writes leaves the
+// sandbox. With keep, the sandbox's Close commits it into the workspace
+// directory, which release then keeps (see Workspace).
+func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byte, keep bool) (*box, error) {
 	rt, err := s.opts.Runtimes.Get(pol.Isolation())
 	if err != nil {
 		return nil, fmt.Errorf("isolation %q: %w", pol.Isolation(), err)
@@ -545,16 +600,32 @@ func (s *Service) create(ctx context.Context, pol Policy, files map[string][]byt
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrPolicyInvalid, err))
 	}
-	// A task's workspace is nobody's: what the task writes stays in the
-	// sandbox and goes with it, never copied to a host directory.
-	spec.Throwaway = true
+	// An exec's workspace is nobody's: what the task writes stays in the
+	// sandbox and goes with it, never copied to a host directory. A
+	// process's is committed, at its end, into its own directory (no
+	// other tree), by the commit's rules: protected paths are dropped and
+	// reported as for a session. Hidden paths are not held: the files
+	// API's caller is the reviewer (as for a session's files API).
+	spec.Throwaway = !keep
+	if keep {
+		spec.Review = approveAll
+	}
 	sb, err := rt.Create(ctx, spec)
 	if err != nil {
 		return fail(fmt.Errorf("create %s sandbox: %w", rt.Name(), err))
 	}
 	b := newBox(sb, spec, ws)
-	b.record = record
+	b.record, b.kept = record, keep
 	return b, nil
+}
+
+// approveAll is the review of a kept task workspace's commit.
+func approveAll(_ context.Context, changes []sandbox.Change) []bool {
+	ok := make([]bool, len(changes))
+	for i := range ok {
+		ok[i] = true
+	}
+	return ok
 }
 
 // maxFiles bounds the files of one request.

@@ -310,7 +310,7 @@ func (w *readyWriter) attach(task io.Writer) bool {
 // returns a plain one, and the pool of key keeps getting plain ones for
 // zygoteRetry: the tasks then start the normal way.
 func (s *Service) createZygote(ctx context.Context, pol Policy, key, lang string) (*box, error) {
-	b, err := s.create(ctx, pol, nil)
+	b, err := s.create(ctx, pol, nil, false)
 	if err != nil || !s.zygoteAllowed(key) {
 		return b, err
 	}
@@ -325,7 +325,7 @@ func (s *Service) createZygote(ctx context.Context, pol Policy, key, lang string
 	s.opts.Log.Warn("warm pool: cannot start a zygote; tasks under this policy start their interpreter for a while",
 		"language", lang, "retry_in", zygoteRetry, "err", err)
 	s.report("zygote:"+b.sb.ID(), b.release(s.opts.Log))
-	return s.create(ctx, pol, nil)
+	return s.create(ctx, pol, nil, false)
 }
 
 // zygoteAllowed reports whether key's pool should try zygotes.

@@ -188,7 +188,7 @@ func (w *Workspace) Unpack(ctx context.Context, p string, r io.Reader) (Entry, e
 		if err := w.sb.run(ctx, dest, scriptUnpack, bytes.NewReader(clean), dest); err != nil {
 			return Entry{}, err
 		}
-		return sandboxEntry(dest, "dir", 0), nil
+		return w.sandboxEntry(ctx, dest, "dir", 0), nil
 	}
 	if fi, err := w.root.Stat(dest); err == nil && !fi.IsDir() {
 		return Entry{}, fmt.Errorf("%w: %s is not a directory", ErrConflict, dest)

@@ -21,7 +21,8 @@ import (
 // the mock agent's file steps are), so that they land in the sandbox's
 // view of the workspace, which its agent sees at once, and reach the host
 // only through the sandbox's checked commit, like the agent's own. Reads
-// stay on the host tree: what the commits have applied.
+// are of the sandbox's view too when the workspace is opened on it
+// (Options.View).
 type Sandboxed struct {
 	Sandbox sandbox.Sandbox
 	// Dir is the workspace as the sandbox shows it.
@@ -100,9 +101,15 @@ func (s *Sandboxed) run(ctx context.Context, rel, script string, stdin io.Reader
 	return fmt.Errorf("files: %s: in the session's sandbox: exit %d: %s", rel, ex.Code, strings.TrimSpace(errOut.String()))
 }
 
-// sandboxEntry describes what a change made in the sandbox: the host
-// tree shows it only after the sandbox's next commit.
-func sandboxEntry(rel, typ string, size int64) Entry {
+// sandboxEntry describes what a change made in the sandbox: as the view
+// shows it when there is one; otherwise as made (the host tree shows it
+// only after the sandbox's next commit).
+func (w *Workspace) sandboxEntry(ctx context.Context, rel, typ string, size int64) Entry {
+	if w.view {
+		if e, err := w.Stat(ctx, rel); err == nil {
+			return e
+		}
+	}
 	mode := fs.FileMode(0o644)
 	if typ == "dir" {
 		mode = 0o755

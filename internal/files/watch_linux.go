@@ -42,6 +42,19 @@ func (w *Workspace) Watch(ctx context.Context, p string) (<-chan Change, error) 
 		return nil, err
 	}
 	ch := make(chan Change, 64)
+	if w.until != nil {
+		// The view's sandbox is gone: its tree no longer changes.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		until := w.until
+		go func() {
+			select {
+			case <-until:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	go func() {
 		defer close(ch)

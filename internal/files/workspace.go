@@ -31,6 +31,10 @@ type Workspace struct {
 	j        Judge // made by judge on the first change
 	// sb, when set, makes the changes inside a live sandbox.
 	sb *Sandboxed
+	// view: root is a live sandbox's view (Options.View); until ends
+	// its watches.
+	view  bool
+	until <-chan struct{}
 	// owner is given to new entries when chown is set: the workspace
 	// root's, as the sandbox commit gives them (the daemon runs as root,
 	// the workspace is its user's).
@@ -47,16 +51,34 @@ type Options struct {
 	// Sandboxed, when set, makes every change inside that live sandbox
 	// (after the same checks), never on the host tree.
 	Sandboxed *Sandboxed
-	Limits    Limits
+	// View, when set, is what the workspace reads instead of the
+	// directory Open is given: a live sandbox's view of it
+	// (sandbox.WorkspaceViewer), the agent's uncommitted work included.
+	// The workspace takes it over (Close closes it). Changes are never
+	// made through a view: they need Sandboxed, and are refused without
+	// it.
+	View *os.Root
+	// Until, when set, ends every watch when it closes: the view's
+	// sandbox is gone (a client then watches anew, and sees the tree
+	// that replaced it).
+	Until  <-chan struct{}
+	Limits Limits
 }
 
-// Open opens the workspace directory dir.
+// Open opens the workspace directory dir, or takes o.View.
 func Open(dir string, o Options) (*Workspace, error) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("files: open workspace: %w", err)
+	r := o.View
+	if r == nil {
+		var err error
+		if r, err = os.OpenRoot(dir); err != nil {
+			return nil, fmt.Errorf("files: open workspace: %w", err)
+		}
 	}
-	w := &Workspace{root: r, judge: o.Judge, lim: o.Limits.withDefaults(), readOnly: o.ReadOnly, sb: o.Sandboxed}
+	w := &Workspace{root: r, judge: o.Judge, lim: o.Limits.withDefaults(), readOnly: o.ReadOnly, sb: o.Sandboxed,
+		view: o.View != nil, until: o.Until}
+	if w.view && w.sb == nil && w.readOnly == nil {
+		w.readOnly = fmt.Errorf("%w: a view of a live sandbox is changed only inside it", ErrSandboxLive)
+	}
 	if fi, err := r.Stat("."); err == nil && canChown() {
 		w.uid, w.gid, w.chown = ownerOf(fi)
 	}
@@ -292,7 +314,7 @@ func (w *Workspace) Write(ctx context.Context, p string, data []byte) (Entry, er
 		if err := w.sb.run(ctx, rel, scriptWrite, bytes.NewReader(data), rel); err != nil {
 			return Entry{}, err
 		}
-		return sandboxEntry(rel, "file", int64(len(data))), nil
+		return w.sandboxEntry(ctx, rel, "file", int64(len(data))), nil
 	}
 	perm := fs.FileMode(0o644)
 	uid, gid := w.uid, w.gid
@@ -370,7 +392,7 @@ func (w *Workspace) Mkdir(ctx context.Context, p string, parents bool) (Entry, e
 		if err := w.sb.run(ctx, rel, script, nil, rel); err != nil {
 			return Entry{}, err
 		}
-		return sandboxEntry(rel, "dir", 0), nil
+		return w.sandboxEntry(ctx, rel, "dir", 0), nil
 	}
 	made := []string{rel}
 	if parents {
@@ -431,7 +453,7 @@ func (w *Workspace) Move(ctx context.Context, from, to string, overwrite bool) (
 		if err := w.sb.run(ctx, dst, scriptMove, nil, src, dst, flag); err != nil {
 			return Entry{}, err
 		}
-		return sandboxEntry(dst, typ, 0), nil
+		return w.sandboxEntry(ctx, dst, typ, 0), nil
 	}
 	fi, err := w.root.Lstat(src)
 	if err != nil {

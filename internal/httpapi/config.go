@@ -56,6 +56,9 @@ type Config struct {
 	MaxUploadBytes int64
 	// Files serves /v1/sessions/{id}/files; nil answers it with 503.
 	Files FilesService
+	// ProcessFiles serves /v1/processes/{id}/files (the workspaces of
+	// processes started with their own sandbox); nil answers it with 503.
+	ProcessFiles FilesService
 	// Heartbeat is the interval of the comment lines that keep idle event
 	// streams open through proxies (default 15s).
 	Heartbeat time.Duration

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,61 +14,62 @@ import (
 	"github.com/agentbox/agentbox/internal/files"
 )
 
-// FilesService opens a session's workspace for the files API; the daemon's
+// FilesService opens a workspace for the files API: a session's
+// (Config.Files) or a process's (Config.ProcessFiles); the daemon's
 // implementation decides which tree that is and what a change may touch
-// (see docs/ARCHITECTURE.md, "Workspace files"). An unknown session is an
-// error of kind NotFound.
+// (see docs/ARCHITECTURE.md, "Workspace files"). An unknown session or
+// process is an error of kind NotFound.
 type FilesService interface {
-	Open(ctx context.Context, sessionID string) (*files.Workspace, error)
+	Open(ctx context.Context, id string) (*files.Workspace, error)
 }
 
 type filesListInput struct {
-	ID    string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID    string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path  string `query:"path" maxLength:"4096" default:"." doc:"A directory, relative to the workspace root."`
 	Depth int    `query:"depth" minimum:"1" maximum:"64" default:"1" doc:"Levels listed: 1 is the directory's entries."`
 }
 
 type filePathInput struct {
-	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Relative to the workspace root."`
 }
 
 type fileReadInput struct {
-	ID     string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID     string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path   string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"A regular file, relative to the workspace root."`
 	Offset int64  `query:"offset" minimum:"0" doc:"The first byte to read."`
 	Length int64  `query:"length" minimum:"0" doc:"Bytes to read at most; 0 or absent: to the end (within the daemon's bound)."`
 }
 
 type fileWriteInput struct {
-	ID      string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID      string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path    string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"A regular file, relative to the workspace root; its directory must exist."`
 	RawBody []byte `contentType:"application/octet-stream"`
 }
 
 type mkdirInput struct {
-	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Body client.MakeDir
 }
 
 type moveInput struct {
-	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Body client.MoveFile
 }
 
 type fileDeleteInput struct {
-	ID        string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID        string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path      string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Relative to the workspace root."`
 	Recursive bool   `query:"recursive" doc:"Remove a directory with everything in it."`
 }
 
 type fileTreeInput struct {
-	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID   string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path string `query:"path" maxLength:"4096" default:"." doc:"Relative to the workspace root."`
 }
 
 type archiveUploadInput struct {
-	ID      string `path:"id" minLength:"1" maxLength:"128" doc:"Session ID."`
+	ID      string `path:"id" minLength:"1" maxLength:"128" doc:"The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…)."`
 	Path    string `query:"path" maxLength:"4096" default:"." doc:"The directory to unpack into, made if missing."`
 	RawBody []byte `contentType:"application/x-tar"`
 }
@@ -84,94 +86,138 @@ var filesErrors = []int{http.StatusForbidden, http.StatusNotFound, http.StatusCo
 const filesDoc = " Paths are slash-separated and relative to the workspace root (\".\"); one that leaves it (absolute, \"..\", " +
 	"a symlink pointing out) is refused with 403 outside-workspace."
 
-const changeDoc = " A change the session's sandbox commit would drop (a protected path, anything in .git, what the host's git " +
-	"configuration runs) is refused with 403 protected-path; while the session's sandbox runs, changes are refused with 409 sandbox-live."
-
-var filesOps = []route{
-	&op[filesListInput, fileListOutput]{h: (*server).listFiles, opSpec: opSpec{
-		ID: "listFiles", Method: http.MethodGet, Path: "/v1/sessions/{id}/files", Tag: "files",
-		Summary:     "List a workspace directory",
-		Description: "The entries of a directory of the session's workspace, depth levels down, in path order; symlinks are listed, not followed. At most 10 000 entries (truncated says so)." + filesDoc,
-		Errors:      errs(filesErrors...),
-	}},
-	&op[filePathInput, fileEntryOutput]{h: (*server).statFile, opSpec: opSpec{
-		ID: "statFile", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/stat", Tag: "files",
-		Summary:     "Describe a workspace entry",
-		Description: "A file, directory or symlink (the link itself) of the session's workspace." + filesDoc,
-		Errors:      errs(filesErrors...),
-	}},
-	&op[fileReadInput, streamOutput]{h: (*server).readFile, opSpec: opSpec{
-		ID: "readFile", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/content", Tag: "files",
-		Summary:     "Read a workspace file",
-		Description: "The bytes of a regular file, from offset, length bytes at most; one read returns at most 16 MiB (413 too-large beyond: read in ranges). Devices, fifos and sockets are refused (422 not-regular-file)." + filesDoc,
-		Errors:      errs(append(filesErrors, http.StatusUnprocessableEntity)...),
-		Stream:      streamFile,
-	}},
-	&op[fileWriteInput, fileEntryOutput]{h: (*server).writeFile, opSpec: opSpec{
-		ID: "writeFile", Method: http.MethodPut, Path: "/v1/sessions/{id}/files/content", Tag: "files",
-		Summary:     "Write a workspace file",
-		Description: "Replaces (or creates) a regular file with the request's bytes, at most 16 MiB, atomically (429 with Retry-After while the daemon holds as many uploads in memory as it allows): a symlink at the path is replaced, never written through. An existing file keeps its permission bits." + filesDoc + changeDoc,
-		Limit:       limitFile, ReadTimeout: time.Minute,
-		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusTooManyRequests)...),
-	}},
-	&op[mkdirInput, fileEntryOutput]{h: (*server).makeDir, opSpec: opSpec{
-		ID: "makeDir", Method: http.MethodPost, Path: "/v1/sessions/{id}/files/mkdir", Tag: "files",
-		Summary:     "Make a workspace directory",
-		Description: "Makes a directory (with parents, its missing parents too)." + filesDoc + changeDoc,
-		Errors:      errs(append(filesErrors, http.StatusBadRequest, http.StatusUnsupportedMediaType)...),
-	}},
-	&op[moveInput, fileEntryOutput]{h: (*server).moveFile, opSpec: opSpec{
-		ID: "moveFile", Method: http.MethodPost, Path: "/v1/sessions/{id}/files/move", Tag: "files",
-		Summary:     "Move a workspace entry",
-		Description: "Renames from to to; an existing to only with overwrite (a file or an empty directory). Every path a moved directory's entries leave and take is judged." + filesDoc + changeDoc,
-		Errors:      errs(append(filesErrors, http.StatusBadRequest, http.StatusUnsupportedMediaType)...),
-	}},
-	&op[fileDeleteInput, struct{}]{h: (*server).deleteFile, opSpec: opSpec{
-		ID: "deleteFile", Method: http.MethodDelete, Path: "/v1/sessions/{id}/files", Tag: "files",
-		Summary:     "Delete a workspace entry",
-		Description: "Removes a file, symlink or empty directory; a directory with everything in it with recursive." + filesDoc + changeDoc,
-		Status:      http.StatusNoContent,
-		Errors:      errs(filesErrors...),
-	}},
-	&op[fileTreeInput, streamOutput]{h: (*server).downloadArchive, opSpec: opSpec{
-		ID: "downloadArchive", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/archive", Tag: "files",
-		Summary:     "Download a workspace tree as tar",
-		Description: "A tar stream (PAX) of the tree at path, names relative to it: files, directories and symlinks (not followed); devices, fifos and sockets are left out. At most 10 000 entries and 64 MiB of files (413 too-large before any byte)." + filesDoc,
-		Errors:      errs(filesErrors...),
-		Stream:      streamArchive,
-	}},
-	&op[archiveUploadInput, fileEntryOutput]{h: (*server).uploadArchive, opSpec: opSpec{
-		ID: "uploadArchive", Method: http.MethodPut, Path: "/v1/sessions/{id}/files/archive", Tag: "files",
-		Summary: "Upload a tar into the workspace",
-		Description: "Unpacks a tar stream into the directory path (made if missing), replacing files. Every entry is checked before anything is applied: " +
-			"relative clean names, files, directories and symlinks only (a symlink's target inside the workspace), no hard links, devices or fifos, " +
-			"no setuid, setgid or sticky bit, at most 10 000 entries and 64 MiB of files; a refused entry applies nothing (422 invalid-archive, " +
-			"403, 413). While the daemon holds as many uploads in memory as it allows, 429 with Retry-After." + filesDoc + changeDoc,
-		Limit: limitArchive, ReadTimeout: 5 * time.Minute,
-		Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusTooManyRequests)...),
-	}},
-	&op[fileTreeInput, streamOutput]{h: (*server).watchFiles, opSpec: opSpec{
-		ID: "watchFiles", Method: http.MethodGet, Path: "/v1/sessions/{id}/files/watch", Tag: "files",
-		Summary: "Watch a workspace directory",
-		Description: "Server-Sent Events, one change event per change below the directory (at every depth, up to 1024 directories): create, write, remove, " +
-			"rename (for the old path and the new). The stream ends when the daemon's queue of changes overflows: list again and watch anew. " +
-			"A sandboxed session's changes reach the workspace, and this stream, when its sandbox commits them (at the end of each turn)." + filesDoc,
-		Errors: errs(filesErrors...),
-		Stream: streamChanges,
-	}},
+// filesScope is whose workspace a set of files routes serves: a
+// session's (/v1/sessions/{id}/files…) or a process's
+// (/v1/processes/{id}/files…), the same operations on each.
+type filesScope struct {
+	base   string // the path the files routes hang under
+	opName func(verb, noun string) string
+	// docs: what the workspace is, what its reads show, what its changes do.
+	whose, reads, changes string
+	svc                   func(*server) FilesService
 }
 
-// filesSvc returns the service, or a 503 when the daemon has none.
-func (s *server) filesSvc() (FilesService, error) {
-	if s.cfg.Files == nil {
-		return nil, newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, "This daemon serves no workspace files.")
+var sessionFilesScope = &filesScope{
+	base:   "/v1/sessions/{id}",
+	opName: func(verb, noun string) string { return verb + noun },
+	whose:  "the session's workspace",
+	reads: " While the session's sandbox runs, reads show the workspace as the sandbox sees it now (the agent's uncommitted work included); " +
+		"a runtime that cannot show it is refused with 409 sandbox-live.",
+	changes: " A change the session's sandbox commit would drop (a protected path, anything in .git, what the host's git " +
+		"configuration runs) is refused with 403 protected-path. While the session's sandbox runs, changes are made inside it " +
+		"(they reach the host with its commit, as the agent's do); 409 sandbox-live when it closes meanwhile.",
+	svc: func(s *server) FilesService { return s.cfg.Files },
+}
+
+var processFilesScope = &filesScope{
+	base:   "/v1/processes/{id}",
+	opName: func(verb, noun string) string { return verb + "Process" + noun },
+	whose:  "the workspace of a process started with its own sandbox (POST /v1/processes; kept after it ends until it is deleted or forgotten)",
+	reads: " While the process runs, reads show the workspace as its sandbox sees it now; once it has ended, what its sandbox committed. " +
+		"A process in a session's sandbox has no workspace of its own (404: use the session's).",
+	changes: " A change the process's sandbox commit would drop (a protected path of its policy, anything in .git) is refused " +
+		"with 403 protected-path. While the process runs, changes are made inside its sandbox; 409 sandbox-live when it ends meanwhile.",
+	svc: func(s *server) FilesService { return s.cfg.ProcessFiles },
+}
+
+// bindFiles gives a files handler its scope.
+func bindFiles[I, O any](sc *filesScope, f func(*server, context.Context, *filesScope, *I) (*O, error)) func(*server, context.Context, *I) (*O, error) {
+	return func(s *server, ctx context.Context, in *I) (*O, error) { return f(s, ctx, sc, in) }
+}
+
+// filesRoutes are the files operations of one scope.
+func filesRoutes(sc *filesScope) []route {
+	p := sc.base + "/files"
+	return []route{
+		&op[filesListInput, fileListOutput]{h: bindFiles(sc, (*server).listFiles), opSpec: opSpec{
+			ID: sc.opName("list", "Files"), Method: http.MethodGet, Path: p, Tag: "files",
+			Summary:     "List a workspace directory",
+			Description: "The entries of a directory of " + sc.whose + ", depth levels down, in path order; symlinks are listed, not followed. At most 10 000 entries (truncated says so)." + sc.reads + filesDoc,
+			Errors:      errs(filesErrors...),
+		}},
+		&op[filePathInput, fileEntryOutput]{h: bindFiles(sc, (*server).statFile), opSpec: opSpec{
+			ID: sc.opName("stat", "File"), Method: http.MethodGet, Path: p + "/stat", Tag: "files",
+			Summary:     "Describe a workspace entry",
+			Description: "A file, directory or symlink (the link itself) of " + sc.whose + "." + sc.reads + filesDoc,
+			Errors:      errs(filesErrors...),
+		}},
+		&op[fileReadInput, streamOutput]{h: bindFiles(sc, (*server).readFile), opSpec: opSpec{
+			ID: sc.opName("read", "File"), Method: http.MethodGet, Path: p + "/content", Tag: "files",
+			Summary:     "Read a workspace file",
+			Description: "The bytes of a regular file of " + sc.whose + ", from offset, length bytes at most; one read returns at most 16 MiB (413 too-large beyond: read in ranges). Devices, fifos and sockets are refused (422 not-regular-file)." + sc.reads + filesDoc,
+			Errors:      errs(append(filesErrors, http.StatusUnprocessableEntity)...),
+			Stream:      streamFile,
+		}},
+		&op[fileWriteInput, fileEntryOutput]{h: bindFiles(sc, (*server).writeFile), opSpec: opSpec{
+			ID: sc.opName("write", "File"), Method: http.MethodPut, Path: p + "/content", Tag: "files",
+			Summary:     "Write a workspace file",
+			Description: "Replaces (or creates) a regular file of " + sc.whose + " with the request's bytes, at most 16 MiB, atomically (429 with Retry-After while the daemon holds as many uploads in memory as it allows): a symlink at the path is replaced, never written through. An existing file keeps its permission bits." + filesDoc + sc.changes,
+			Limit:       limitFile, ReadTimeout: time.Minute,
+			Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusTooManyRequests)...),
+		}},
+		&op[mkdirInput, fileEntryOutput]{h: bindFiles(sc, (*server).makeDir), opSpec: opSpec{
+			ID: sc.opName("make", "Dir"), Method: http.MethodPost, Path: p + "/mkdir", Tag: "files",
+			Summary:     "Make a workspace directory",
+			Description: "Makes a directory of " + sc.whose + " (with parents, its missing parents too)." + filesDoc + sc.changes,
+			Errors:      errs(append(filesErrors, http.StatusBadRequest, http.StatusUnsupportedMediaType)...),
+		}},
+		&op[moveInput, fileEntryOutput]{h: bindFiles(sc, (*server).moveFile), opSpec: opSpec{
+			ID: sc.opName("move", "File"), Method: http.MethodPost, Path: p + "/move", Tag: "files",
+			Summary:     "Move a workspace entry",
+			Description: "Renames from to to in " + sc.whose + "; an existing to only with overwrite (a file or an empty directory). Every path a moved directory's entries leave and take is judged." + filesDoc + sc.changes,
+			Errors:      errs(append(filesErrors, http.StatusBadRequest, http.StatusUnsupportedMediaType)...),
+		}},
+		&op[fileDeleteInput, struct{}]{h: bindFiles(sc, (*server).deleteFile), opSpec: opSpec{
+			ID: sc.opName("delete", "File"), Method: http.MethodDelete, Path: p, Tag: "files",
+			Summary:     "Delete a workspace entry",
+			Description: "Removes a file, symlink or empty directory of " + sc.whose + "; a directory with everything in it with recursive." + filesDoc + sc.changes,
+			Status:      http.StatusNoContent,
+			Errors:      errs(filesErrors...),
+		}},
+		&op[fileTreeInput, streamOutput]{h: bindFiles(sc, (*server).downloadArchive), opSpec: opSpec{
+			ID: sc.opName("download", "Archive"), Method: http.MethodGet, Path: p + "/archive", Tag: "files",
+			Summary:     "Download a workspace tree as tar",
+			Description: "A tar stream (PAX) of the tree at path of " + sc.whose + ", names relative to it: files, directories and symlinks (not followed); devices, fifos and sockets are left out. At most 10 000 entries and 64 MiB of files (413 too-large before any byte)." + sc.reads + filesDoc,
+			Errors:      errs(filesErrors...),
+			Stream:      streamArchive,
+		}},
+		&op[archiveUploadInput, fileEntryOutput]{h: bindFiles(sc, (*server).uploadArchive), opSpec: opSpec{
+			ID: sc.opName("upload", "Archive"), Method: http.MethodPut, Path: p + "/archive", Tag: "files",
+			Summary: "Upload a tar into the workspace",
+			Description: "Unpacks a tar stream into the directory path (made if missing) of " + sc.whose + ", replacing files. Every entry is checked before anything is applied: " +
+				"relative clean names, files, directories and symlinks only (a symlink's target inside the workspace), no hard links, devices or fifos, " +
+				"no setuid, setgid or sticky bit, at most 10 000 entries and 64 MiB of files; a refused entry applies nothing (422 invalid-archive, " +
+				"403, 413). While the daemon holds as many uploads in memory as it allows, 429 with Retry-After." + filesDoc + sc.changes,
+			Limit: limitArchive, ReadTimeout: 5 * time.Minute,
+			Errors: errs(append(filesErrors, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusTooManyRequests)...),
+		}},
+		&op[fileTreeInput, streamOutput]{h: bindFiles(sc, (*server).watchFiles), opSpec: opSpec{
+			ID: sc.opName("watch", "Files"), Method: http.MethodGet, Path: p + "/watch", Tag: "files",
+			Summary: "Watch a workspace directory",
+			Description: "Server-Sent Events, one change event per change below the directory of " + sc.whose + " (at every depth, up to 1024 directories): create, write, remove, " +
+				"rename (for the old path and the new). The stream ends when the daemon's queue of changes overflows: list again and watch anew. " +
+				"A stream opened while the sandbox runs follows the sandbox's view, changes as they are made, and ends when the sandbox closes: " +
+				"watch anew to follow the tree that replaced it." + filesDoc,
+			Errors: errs(filesErrors...),
+			Stream: streamChanges,
+		}},
 	}
-	return s.cfg.Files, nil
 }
 
-// workspace opens the session's workspace; the caller closes it.
-func (s *server) workspace(ctx context.Context, id string) (*files.Workspace, error) {
-	svc, err := s.filesSvc()
+var filesOps = slices.Concat(filesRoutes(sessionFilesScope), filesRoutes(processFilesScope))
+
+// filesSvc returns the scope's service, or a 503 when the daemon has none.
+func (s *server) filesSvc(sc *filesScope) (FilesService, error) {
+	svc := sc.svc(s)
+	if svc == nil {
+		return nil, newProblem(http.StatusServiceUnavailable, client.ProblemUnavailable, "This daemon serves no workspace files here.")
+	}
+	return svc, nil
+}
+
+// workspace opens the scope's workspace id; the caller closes it.
+func (s *server) workspace(ctx context.Context, sc *filesScope, id string) (*files.Workspace, error) {
+	svc, err := s.filesSvc(sc)
 	if err != nil {
 		return nil, err
 	}
@@ -188,8 +234,8 @@ func toFileEntry(e files.Entry) client.FileEntry {
 }
 
 // withWorkspace runs f on the session's workspace and closes it.
-func withWorkspace[O any](ctx context.Context, s *server, id string, f func(*files.Workspace) (*O, error)) (*O, error) {
-	w, err := s.workspace(ctx, id)
+func withWorkspace[O any](ctx context.Context, s *server, sc *filesScope, id string, f func(*files.Workspace) (*O, error)) (*O, error) {
+	w, err := s.workspace(ctx, sc, id)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +254,8 @@ func entryOutput(e files.Entry, err error) (*fileEntryOutput, error) {
 	return &fileEntryOutput{Body: toFileEntry(e)}, nil
 }
 
-func (s *server) listFiles(ctx context.Context, in *filesListInput) (*fileListOutput, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileListOutput, error) {
+func (s *server) listFiles(ctx context.Context, sc *filesScope, in *filesListInput) (*fileListOutput, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*fileListOutput, error) {
 		es, truncated, err := w.List(ctx, in.Path, in.Depth)
 		if err != nil {
 			return nil, err
@@ -222,14 +268,14 @@ func (s *server) listFiles(ctx context.Context, in *filesListInput) (*fileListOu
 	})
 }
 
-func (s *server) statFile(ctx context.Context, in *filePathInput) (*fileEntryOutput, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+func (s *server) statFile(ctx context.Context, sc *filesScope, in *filePathInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Stat(ctx, in.Path))
 	})
 }
 
-func (s *server) readFile(ctx context.Context, in *fileReadInput) (*streamOutput, error) {
-	w, err := s.workspace(ctx, in.ID)
+func (s *server) readFile(ctx context.Context, sc *filesScope, in *fileReadInput) (*streamOutput, error) {
+	w, err := s.workspace(ctx, sc, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -250,26 +296,26 @@ func (s *server) readFile(ctx context.Context, in *fileReadInput) (*streamOutput
 	}}, nil
 }
 
-func (s *server) writeFile(ctx context.Context, in *fileWriteInput) (*fileEntryOutput, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+func (s *server) writeFile(ctx context.Context, sc *filesScope, in *fileWriteInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Write(ctx, in.Path, in.RawBody))
 	})
 }
 
-func (s *server) makeDir(ctx context.Context, in *mkdirInput) (*fileEntryOutput, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+func (s *server) makeDir(ctx context.Context, sc *filesScope, in *mkdirInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Mkdir(ctx, in.Body.Path, in.Body.Parents))
 	})
 }
 
-func (s *server) moveFile(ctx context.Context, in *moveInput) (*fileEntryOutput, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+func (s *server) moveFile(ctx context.Context, sc *filesScope, in *moveInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Move(ctx, in.Body.From, in.Body.To, in.Body.Overwrite))
 	})
 }
 
-func (s *server) deleteFile(ctx context.Context, in *fileDeleteInput) (*struct{}, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*struct{}, error) {
+func (s *server) deleteFile(ctx context.Context, sc *filesScope, in *fileDeleteInput) (*struct{}, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*struct{}, error) {
 		if err := w.Delete(ctx, in.Path, in.Recursive); err != nil {
 			return nil, err
 		}
@@ -277,8 +323,8 @@ func (s *server) deleteFile(ctx context.Context, in *fileDeleteInput) (*struct{}
 	})
 }
 
-func (s *server) downloadArchive(ctx context.Context, in *fileTreeInput) (*streamOutput, error) {
-	w, err := s.workspace(ctx, in.ID)
+func (s *server) downloadArchive(ctx context.Context, sc *filesScope, in *fileTreeInput) (*streamOutput, error) {
+	w, err := s.workspace(ctx, sc, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -301,14 +347,14 @@ func (s *server) downloadArchive(ctx context.Context, in *fileTreeInput) (*strea
 	}}, nil
 }
 
-func (s *server) uploadArchive(ctx context.Context, in *archiveUploadInput) (*fileEntryOutput, error) {
-	return withWorkspace(ctx, s, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
+func (s *server) uploadArchive(ctx context.Context, sc *filesScope, in *archiveUploadInput) (*fileEntryOutput, error) {
+	return withWorkspace(ctx, s, sc, in.ID, func(w *files.Workspace) (*fileEntryOutput, error) {
 		return entryOutput(w.Unpack(ctx, in.Path, bytes.NewReader(in.RawBody)))
 	})
 }
 
-func (s *server) watchFiles(ctx context.Context, in *fileTreeInput) (*streamOutput, error) {
-	w, err := s.workspace(ctx, in.ID)
+func (s *server) watchFiles(ctx context.Context, sc *filesScope, in *fileTreeInput) (*streamOutput, error) {
+	w, err := s.workspace(ctx, sc, in.ID)
 	if err != nil {
 		return nil, err
 	}

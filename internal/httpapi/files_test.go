@@ -3,6 +3,7 @@ package httpapi
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -23,10 +24,11 @@ import (
 type dirFiles struct {
 	dir      string
 	readOnly error
+	id       string // "" is "s1"
 }
 
 func (d dirFiles) Open(_ context.Context, id string) (*files.Workspace, error) {
-	if id != "s1" {
+	if want := cmp.Or(d.id, "s1"); id != want {
 		return nil, fmt.Errorf("session %q: %w", id, engine.ErrNotFound)
 	}
 	judge := func(context.Context) (files.Judge, error) {
@@ -164,20 +166,32 @@ func TestFilesBadInput(t *testing.T) {
 		{"download missing", "GET", "/v1/sessions/s1/files/archive?path=big", "", "", 404, client.ProblemFileNotFound},
 		{"watch out", "GET", "/v1/sessions/s1/files/watch?path=dir-out", "", "", 403, client.ProblemOutsideWorkspace},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			base, ws := filesFixture(t)
-			h := newHarness(t, Config{Token: testToken, Files: dirFiles{dir: ws}, MaxFileBytes: 64})
-			before := treeSum(t, base)
-			hdr := []string{}
-			if tc.ct != "" {
-				hdr = append(hdr, "Content-Type", tc.ct)
-			}
-			h.do(tc.method, tc.path, tc.body, hdr...).problem(t, tc.status, tc.typ)
-			if after := treeSum(t, base); after != before {
-				t.Errorf("changed on disk:\n%s\nwas\n%s", after, before)
-			}
-		})
+	// The same cases on a process's workspace (/v1/processes/{id}/files…):
+	// one set of operations over both.
+	scopes := []struct{ name, from, to string }{
+		{"session", "", ""},
+		{"process", "/v1/sessions/", "/v1/processes/"},
+	}
+	for _, sc := range scopes {
+		for _, tc := range cases {
+			t.Run(sc.name+"/"+tc.name, func(t *testing.T) {
+				base, ws := filesFixture(t)
+				h := newHarness(t, Config{Token: testToken, Files: dirFiles{dir: ws}, ProcessFiles: dirFiles{dir: ws, id: "prc_1"}, MaxFileBytes: 64})
+				before := treeSum(t, base)
+				hdr := []string{}
+				if tc.ct != "" {
+					hdr = append(hdr, "Content-Type", tc.ct)
+				}
+				path := tc.path
+				if sc.from != "" {
+					path = strings.Replace(strings.Replace(path, "/v1/sessions/s1/", "/v1/processes/prc_1/", 1), sc.from, sc.to, 1)
+				}
+				h.do(tc.method, path, tc.body, hdr...).problem(t, tc.status, tc.typ)
+				if after := treeSum(t, base); after != before {
+					t.Errorf("changed on disk:\n%s\nwas\n%s", after, before)
+				}
+			})
+		}
 	}
 }
 

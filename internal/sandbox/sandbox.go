@@ -324,6 +324,22 @@ type Sandbox interface {
 	Close(ctx context.Context) ([]Violation, error)
 }
 
+// WorkspaceViewer is an optional ability of a Sandbox: the host opens
+// the workspace as the sandbox's processes see it now (the overlay's
+// merged view, changes not yet committed included), to read it. The root
+// is the caller's to close; it shows the sandbox's view only while the
+// sandbox is open (after Close it may show an empty or stale tree). It is
+// for reading: changes made through it would land under the overlay,
+// where the sandbox may never see them, so a caller changes the workspace
+// by starting a command inside (Start) instead.
+type WorkspaceViewer interface {
+	Sandbox
+	// ViewWorkspace opens the sandbox's current view of its workspace.
+	// It fails with ErrClosed when the sandbox is closed or its processes
+	// are gone.
+	ViewWorkspace() (*os.Root, error)
+}
+
 // Cmd is one process to run inside a sandbox.
 type Cmd struct {
 	// Args[0] is looked up in the sandbox's PATH unless it holds a slash.

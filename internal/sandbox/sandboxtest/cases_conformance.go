@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,6 +170,55 @@ cat README.md new.txt`)
 				h.close()
 				if v := h.violations; len(v) != 0 {
 					h.t.Errorf("Close of a throwaway workspace reported violations (it must apply nothing): %s", fmtViolations(v))
+				}
+			},
+		},
+		{
+			// A runtime that shows its live workspace to the host
+			// (sandbox.WorkspaceViewer) shows what the sandbox sees
+			// now, changes not yet committed included, confined to the
+			// workspace: a symlink planted inside never leads out.
+			name: "conf_workspace_view",
+			run: func(h *harness) {
+				h.create(func(s *sandbox.Spec) { s.Throwaway = true })
+				v, ok := h.sb.(sandbox.WorkspaceViewer)
+				if !ok {
+					h.t.Skipf("the %s runtime does not show its live workspace", h.rt.Name())
+				}
+				r := h.shell(`set -e
+printf 'new\n' > new.txt
+rm old.txt
+ln -s /etc/passwd link
+ln -s / rootlink`)
+				h.expectExit(r, 0)
+				root, err := v.ViewWorkspace()
+				if err != nil {
+					h.t.Fatalf("ViewWorkspace: %v", err)
+				}
+				defer root.Close()
+				if b, err := root.ReadFile("new.txt"); err != nil || string(b) != "new\n" {
+					h.t.Errorf("the view's new.txt: %q, %v; want what the sandbox wrote", b, err)
+				}
+				if _, err := root.Lstat("old.txt"); !errors.Is(err, fs.ErrNotExist) {
+					h.t.Errorf("the view's old.txt, removed inside: %v", err)
+				}
+				if b, err := root.ReadFile("README.md"); err != nil || string(b) != workspaceFiles["README.md"] {
+					h.t.Errorf("the view's README.md: %q, %v", b, err)
+				}
+				for _, p := range []string{"link", "rootlink/etc/passwd"} {
+					if _, err := root.ReadFile(p); err == nil {
+						h.t.Errorf("the view followed %s out of the workspace", p)
+					}
+				}
+				if got, _ := h.read("new.txt"); got != "" {
+					h.t.Errorf("the view wrote the host: new.txt = %q", got)
+				}
+				h.close()
+				if r, err := v.ViewWorkspace(); !errors.Is(err, sandbox.ErrClosed) {
+					if r != nil {
+						r.Close()
+					}
+					h.t.Errorf("ViewWorkspace after Close: %v, want ErrClosed", err)
 				}
 			},
 		},

@@ -708,7 +708,7 @@ export interface Operations {
 		method: "DELETE";
 		path: "/v1/sessions/{id}/files";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** Relative to the workspace root. */
 			path: string;
@@ -726,6 +726,22 @@ export interface Operations {
 		params: {
 			/** Process ID or tag (the newest process with that tag). */
 			id: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: void;
+	};
+	/** Delete a workspace entry */
+	deleteProcessFile: {
+		method: "DELETE";
+		path: "/v1/processes/{id}/files";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** Relative to the workspace root. */
+			path: string;
+			/** Remove a directory with everything in it. */
+			recursive?: boolean;
 		};
 		body: never;
 		bodyRequired: false;
@@ -776,7 +792,21 @@ export interface Operations {
 		method: "GET";
 		path: "/v1/sessions/{id}/files/archive";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** Relative to the workspace root. */
+			path?: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Uint8Array;
+	};
+	/** Download a workspace tree as tar */
+	downloadProcessArchive: {
+		method: "GET";
+		path: "/v1/processes/{id}/files/archive";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** Relative to the workspace root. */
 			path?: string;
@@ -975,7 +1005,23 @@ export interface Operations {
 		method: "GET";
 		path: "/v1/sessions/{id}/files";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** A directory, relative to the workspace root. */
+			path?: string;
+			/** Levels listed: 1 is the directory's entries. */
+			depth?: number;
+		};
+		body: never;
+		bodyRequired: false;
+		response: FileList;
+	};
+	/** List a workspace directory */
+	listProcessFiles: {
+		method: "GET";
+		path: "/v1/processes/{id}/files";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** A directory, relative to the workspace root. */
 			path?: string;
@@ -1060,7 +1106,19 @@ export interface Operations {
 		method: "POST";
 		path: "/v1/sessions/{id}/files/mkdir";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+		};
+		body: MakeDir;
+		bodyRequired: true;
+		response: FileEntry;
+	};
+	/** Make a workspace directory */
+	makeProcessDir: {
+		method: "POST";
+		path: "/v1/processes/{id}/files/mkdir";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 		};
 		body: MakeDir;
@@ -1072,7 +1130,19 @@ export interface Operations {
 		method: "POST";
 		path: "/v1/sessions/{id}/files/move";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+		};
+		body: MoveFile;
+		bodyRequired: true;
+		response: FileEntry;
+	};
+	/** Move a workspace entry */
+	moveProcessFile: {
+		method: "POST";
+		path: "/v1/processes/{id}/files/move";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 		};
 		body: MoveFile;
@@ -1096,7 +1166,25 @@ export interface Operations {
 		method: "GET";
 		path: "/v1/sessions/{id}/files/content";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** A regular file, relative to the workspace root. */
+			path: string;
+			/** The first byte to read. */
+			offset?: number;
+			/** Bytes to read at most; 0 or absent: to the end (within the daemon's bound). */
+			length?: number;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Uint8Array;
+	};
+	/** Read a workspace file */
+	readProcessFile: {
+		method: "GET";
+		path: "/v1/processes/{id}/files/content";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** A regular file, relative to the workspace root. */
 			path: string;
@@ -1261,7 +1349,21 @@ export interface Operations {
 		method: "GET";
 		path: "/v1/sessions/{id}/files/stat";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** Relative to the workspace root. */
+			path: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: FileEntry;
+	};
+	/** Describe a workspace entry */
+	statProcessFile: {
+		method: "GET";
+		path: "/v1/processes/{id}/files/stat";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** Relative to the workspace root. */
 			path: string;
@@ -1379,7 +1481,21 @@ export interface Operations {
 		method: "PUT";
 		path: "/v1/sessions/{id}/files/archive";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** The directory to unpack into, made if missing. */
+			path?: string;
+		};
+		body: Uint8Array | string;
+		bodyRequired: false;
+		response: FileEntry;
+	};
+	/** Upload a tar into the workspace */
+	uploadProcessArchive: {
+		method: "PUT";
+		path: "/v1/processes/{id}/files/archive";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** The directory to unpack into, made if missing. */
 			path?: string;
@@ -1423,7 +1539,26 @@ export interface Operations {
 		method: "GET";
 		path: "/v1/sessions/{id}/files/watch";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** Relative to the workspace root. */
+			path?: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: {
+			data: FileChange;
+			event: "change";
+			/** The event's seq, when it has one. */
+			id?: number;
+		};
+	};
+	/** Watch a workspace directory */
+	watchProcessFiles: {
+		method: "GET";
+		path: "/v1/processes/{id}/files/watch";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** Relative to the workspace root. */
 			path?: string;
@@ -1442,7 +1577,21 @@ export interface Operations {
 		method: "PUT";
 		path: "/v1/sessions/{id}/files/content";
 		params: {
-			/** Session ID. */
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
+			id: string;
+			/** A regular file, relative to the workspace root; its directory must exist. */
+			path: string;
+		};
+		body: Uint8Array | string;
+		bodyRequired: false;
+		response: FileEntry;
+	};
+	/** Write a workspace file */
+	writeProcessFile: {
+		method: "PUT";
+		path: "/v1/processes/{id}/files/content";
+		params: {
+			/** The session's ID (/v1/sessions/{id}/files…), or the process's ID or tag (/v1/processes/{id}/files…). */
 			id: string;
 			/** A regular file, relative to the workspace root; its directory must exist. */
 			path: string;
