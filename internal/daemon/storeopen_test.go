@@ -128,7 +128,7 @@ func TestStorePostgresTwoDaemons(t *testing.T) {
 	}
 }
 
-func withSearchPath(t *testing.T, dsn, schema string) string {
+func withSearchPath(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -141,7 +141,7 @@ func withSearchPath(t *testing.T, dsn, schema string) string {
 }
 
 // execSQL runs sql on the server of dsn.
-func execSQL(t *testing.T, dsn, sql string) {
+func execSQL(t testing.TB, dsn, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -327,9 +327,9 @@ func (m *Manager) sweep(ctx context.Context) (int, error) {
 // drives it: this daemon takes its lease (the next epoch, fencing the
 // owner that stopped renewing), closes the turn in flight, resolves the
 // pending requests, records session.ended and releases the lease. A
-// session that was leased before becomes stopped (its next message, on any
-// daemon, resumes it); one never leased becomes interrupted, as a crash
-// recovery without leases leaves it. took is false when there was nothing
+// session whose lease a daemon held becomes stopped (its next message, on
+// any daemon, resumes it); one with no owner becomes interrupted, as a
+// crash recovery without leases leaves it. took is false when there was nothing
 // to take over: the session is not live, or its owner holds its lease.
 func (m *Manager) takeOver(ctx context.Context, id string) (took bool, err error) {
 	if m.lookup(id) != nil || m.own.holds(id) {
@@ -369,15 +369,14 @@ func (m *Manager) takeOver(ctx context.Context, id string) (took bool, err error
 	if !s.Status.Live() {
 		return false, nil
 	}
-	if prev.Owner == "" && prev.Epoch == 0 {
+	if prev.Owner == "" {
+		// Nobody holds or held a lease on it: left live by a daemon
+		// run without leases (or whose leases were in memory), or an
+		// earlier attempt of this recovery failed.
 		msg := "the daemon stopped while the session was live"
 		return true, m.settle(ctx, id, event.EndInterrupted, msg, store.StatusInterrupted, "")
 	}
-	was := "daemon " + prev.Owner
-	if prev.Owner == "" {
-		was = "the daemon that drove it"
-	}
-	msg := fmt.Sprintf("%s stopped renewing the session's lease (epoch %d); daemon %s took the session over: its next message resumes the agent here",
-		was, prev.Epoch, m.own.id)
+	msg := fmt.Sprintf("daemon %s stopped renewing the session's lease (epoch %d); daemon %s took the session over: its next message resumes the agent here",
+		prev.Owner, prev.Epoch, m.own.id)
 	return true, m.settle(ctx, id, event.EndInterrupted, msg, store.StatusStopped, s.CurrentTurnID)
 }
