@@ -335,7 +335,8 @@ func (m *Manager) takeOver(ctx context.Context, id string) (took bool, err error
 	if m.lookup(id) != nil || m.own.holds(id) {
 		return false, nil
 	}
-	if s, err := m.st.GetSession(ctx, id); err != nil || !s.Status.Live() {
+	s, err := m.st.GetSession(ctx, id)
+	if err != nil || !s.Status.Live() {
 		return false, notFound(err, "session", id)
 	}
 	m.mu.Lock()
@@ -352,6 +353,11 @@ func (m *Manager) takeOver(ctx context.Context, id string) (took bool, err error
 		if prev.Held {
 			return false, nil
 		}
+		if prev.Epoch == 0 && s.Status == store.StatusStarting && time.Since(s.CreatedAt) < m.own.ttl {
+			// Never leased and just created: the daemon creating it
+			// takes its lease in a moment.
+			return false, nil
+		}
 		if _, err := m.own.claim(ctx, id); err != nil {
 			if errors.Is(err, store.ErrLeaseHeld) {
 				return false, nil // another daemon got there first
@@ -362,7 +368,7 @@ func (m *Manager) takeOver(ctx context.Context, id string) (took bool, err error
 	}
 	// Under the lease: the status read now is the one the last owner
 	// left, and nobody else writes until the release.
-	s, err := m.st.GetSession(ctx, id)
+	s, err = m.st.GetSession(ctx, id)
 	if err != nil {
 		return false, notFound(err, "session", id)
 	}
