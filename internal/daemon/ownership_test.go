@@ -347,7 +347,7 @@ func TestOwnershipThreeDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	if why.Reason != event.EndInterrupted || !strings.Contains(why.Message, daemonIDs[0]) ||
-		!(strings.Contains(why.Message, daemonIDs[1]) || strings.Contains(why.Message, daemonIDs[2])) {
+		(!strings.Contains(why.Message, daemonIDs[1]) && !strings.Contains(why.Message, daemonIDs[2])) {
 		t.Errorf("session.ended after the owner died: %s; want interrupted, naming d0 (%s) and the daemon that took over", ended.Data, daemonIDs[0])
 	}
 	interrupted := cols[0].waitFor(t, "the turn's end", ofType(event.TypeTurnCompleted, tr0.TurnID))

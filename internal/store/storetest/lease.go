@@ -168,17 +168,7 @@ func testLeaseRelease(t *testing.T, f Factory) {
 	}
 }
 
-// takeOver gives ses_1's lease to daemon-a, lets it expire, and gives it to
-// daemon-b: it returns both.
-func takeOver(t *testing.T, ls store.Leases) (a, b store.Lease) {
-	t.Helper()
-	a, err := ls.AcquireLease(ctx(t), "ses_1", "daemon-a", "http://a.test", shortTTL)
-	if err != nil {
-		t.Fatalf("AcquireLease(a): %v", err)
-	}
-	return a, takeOverFrom(t, ls)
-}
-
+// takeOverFrom lets ses_1's lease expire and gives it to daemon-b.
 func takeOverFrom(t *testing.T, ls store.Leases) store.Lease {
 	t.Helper()
 	waitExpired(t, ls, "ses_1")
