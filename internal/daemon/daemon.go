@@ -457,11 +457,15 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 		u, err := url.Parse(cfg.Advertise)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return cfg, "", fmt.Errorf("--advertise %q: want the http or https base URL other daemons reach this one at, e.g. http://10.0.0.5:7777", cfg.Advertise)
+			shown := cfg.Advertise
+			if err == nil {
+				shown = u.Redacted() // a password has no place there, nor in a log
+			}
+			return cfg, "", fmt.Errorf("--advertise %q: want the http or https base URL, without credentials, other daemons reach this one at, e.g. http://10.0.0.5:7777", shown)
 		}
 	}
-	if cfg.LeaseTTL < 0 {
-		return cfg, "", fmt.Errorf("--lease-ttl %s: must be positive", cfg.LeaseTTL)
+	if cfg.LeaseTTL != 0 && cfg.LeaseTTL < time.Second {
+		return cfg, "", fmt.Errorf("--lease-ttl %s: must be at least 1s (it is renewed every third of it)", cfg.LeaseTTL)
 	}
 	if cfg.Agents == nil {
 		cfg.Agents = Agents(cfg.DataDir, os.Getenv, cfg.AgentModels)

@@ -212,7 +212,7 @@ func (m *Manager) stopOwnership() {
 // detached from any request, until Shutdown.
 func (m *Manager) ownLoop() {
 	defer close(m.own.done)
-	renew := time.NewTicker(m.own.ttl / 3)
+	renew := time.NewTicker(max(m.own.ttl/3, time.Millisecond))
 	defer renew.Stop()
 	lastSweep := time.Now()
 	for {
