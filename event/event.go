@@ -166,6 +166,10 @@ type SessionStarted struct {
 	// not say.
 	Models []Choice `json:"models,omitempty"`
 	Modes  []Choice `json:"modes,omitempty"`
+	// Daemon is the id of the daemon driving the agent from now on, when
+	// several daemons share the store (it advertises an address); after
+	// a takeover, the daemon that resumed the session.
+	Daemon string `json:"daemon,omitempty"`
 }
 
 // Choice is one model or mode an agent offers.

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/flagfile"
 	"github.com/agentbox/agentbox/internal/logging"
@@ -133,6 +134,8 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default ~/.local/share/agentbox) [AGENTBOX_DATA_DIR]")
 	f.StringVar(&cfg.DBPath, "db", "", "SQLite database file (default DATA_DIR/agentbox.db) [AGENTBOX_DB]")
 	f.StringVar(&cfg.Store, "store", "", "the store: sqlite (default: the --db file) or a PostgreSQL DSN, postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=..., which several daemons may share (see docs/postgres.md); the password is never logged [AGENTBOX_STORE]")
+	f.StringVar(&cfg.Advertise, "advertise", "", "base URL other daemons sharing the --store reach this one at (http://HOST:PORT), to forward the requests of the sessions it drives; they must share the --token (see docs/postgres.md) [AGENTBOX_ADVERTISE]")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a session's lease lasts unrenewed: another daemon sharing the --store takes over the sessions of one that died after this [AGENTBOX_LEASE_TTL]")
 	f.StringVar(&cfg.Token, "token", "", "bearer token clients must send [AGENTBOX_TOKEN]")
 	f.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "no authentication: no token, not even DATA_DIR/token; any local user (or anyone, on a non-loopback address) drives the daemon")
 	f.StringVar(&allowedHosts, "allowed-hosts", "", "comma-separated names (or name:port) clients may reach the daemon by, besides loopback addresses, localhost and the listen address; * allows any Host [AGENTBOX_ALLOWED_HOSTS]")

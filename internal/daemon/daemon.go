@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,15 @@ type Config struct {
 	// several daemons may share (storeopen.go). Its password is never
 	// logged.
 	Store string
+	// Advertise is the URL other daemons sharing the store reach this one
+	// at, to forward the requests of the sessions it drives (see
+	// docs/postgres.md); empty: none (they answer 409 for them). An
+	// http or https URL with a host.
+	Advertise string
+	// LeaseTTL is how long a session's lease lasts unrenewed: how soon
+	// another daemon takes over the sessions of one that died. Zero
+	// means engine.DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// Token is the bearer token clients must send. Without one, the daemon
 	// uses (making it if needed) the token in DATA_DIR/token, mode 0600,
 	// which the CLI reads; a non-loopback Listen needs Token set. With
@@ -450,6 +460,20 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 	if cfg.DBPath == "" {
 		cfg.DBPath = filepath.Join(cfg.DataDir, "agentbox.db")
 	}
+	if cfg.Advertise != "" {
+		u, err := url.Parse(cfg.Advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			shown := cfg.Advertise
+			if err == nil {
+				shown = u.Redacted() // a password has no place there, nor in a log
+			}
+			return cfg, "", fmt.Errorf("--advertise %q: want the http or https base URL, without credentials, other daemons reach this one at, e.g. http://10.0.0.5:7777", shown)
+		}
+	}
+	if cfg.LeaseTTL != 0 && cfg.LeaseTTL < time.Second {
+		return cfg, "", fmt.Errorf("--lease-ttl %s: must be at least 1s (it is renewed every third of it)", cfg.LeaseTTL)
+	}
 	if cfg.Agents == nil {
 		cfg.Agents = Agents(cfg.DataDir, os.Getenv, cfg.AgentModels)
 	}
@@ -637,6 +661,8 @@ func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) e
 		KeepAgentState:  cfg.KeepAgentHomes,
 		Tracer:          d.tracer,
 		Snapshots:       snaps,
+		Advertise:       cfg.Advertise,
+		LeaseTTL:        cfg.LeaseTTL,
 	})
 	cu.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -805,6 +831,16 @@ func (e *lateEngine) LiveSandbox(id string) (event.SandboxInfo, bool) {
 		return ls.LiveSandbox(id)
 	}
 	return event.SandboxInfo{}, false
+}
+
+var _ httpapi.Owners = (*lateEngine)(nil)
+
+// SessionOwner is the engine's optional ability (httpapi.Owners).
+func (e *lateEngine) SessionOwner(ctx context.Context, id string) (engine.Owner, bool, error) {
+	if o, ok := e.Engine.(httpapi.Owners); ok {
+		return o.SessionOwner(ctx, id)
+	}
+	return engine.Owner{}, false, nil
 }
 
 var _ httpapi.SessionWorkspaces = (*lateEngine)(nil)
@@ -979,7 +1015,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	d.trace.step("serve")
 	d.log.Info("agentbox serving", "url", d.url, "db", storeName(d.cfg), "version", version.String(), "auth", auth,
-		"start", d.trace.total().Round(10*time.Microsecond))
+		"daemon", d.mgr.DaemonID(), "start", d.trace.total().Round(10*time.Microsecond))
 	d.log.Debug("start-up trace", d.trace.attrs()...)
 	// What no request needs before the first sandbox starts now, beside
 	// the first requests. The deathwatch: the first record of an

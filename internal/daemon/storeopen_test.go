@@ -128,7 +128,7 @@ func TestStorePostgresTwoDaemons(t *testing.T) {
 	}
 }
 
-func withSearchPath(t *testing.T, dsn, schema string) string {
+func withSearchPath(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -141,7 +141,7 @@ func withSearchPath(t *testing.T, dsn, schema string) string {
 }
 
 // execSQL runs sql on the server of dsn.
-func execSQL(t *testing.T, dsn, sql string) {
+func execSQL(t testing.TB, dsn, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -152,5 +152,38 @@ func execSQL(t *testing.T, dsn, sql string) {
 	defer c.Close(context.Background())
 	if _, err := c.Exec(ctx, sql).ReadAll(); err != nil {
 		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestOwnershipConfigRefused: an --advertise that is not a base URL, or a
+// --lease-ttl too short to renew, stops New with an error naming the flag.
+func TestOwnershipConfigRefused(t *testing.T) {
+	tests := []struct {
+		name      string
+		advertise string
+		ttl       time.Duration
+		want      string
+	}{
+		{"no scheme", "10.0.0.5:7777", 0, "--advertise"},
+		{"other scheme", "ftp://10.0.0.5", 0, "--advertise"},
+		{"a path", "http://10.0.0.5:7777/api", 0, "--advertise"},
+		{"credentials", "http://u:s3cret@10.0.0.5:7777", 0, "--advertise"},
+		{"ttl too short", "http://10.0.0.5:7777", 100 * time.Millisecond, "--lease-ttl"},
+		{"negative ttl", "", -time.Second, "--lease-ttl"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := daemon.New(t.Context(), daemon.Config{
+				Listen: "127.0.0.1:0", DataDir: t.TempDir(), InsecureNoAuth: true, Advertise: tc.advertise, LeaseTTL: tc.ttl,
+				Log: slog.New(slog.DiscardHandler),
+			})
+			if err == nil {
+				_ = d.Shutdown(t.Context())
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("New: %v; want an error naming %s, without the password", err, tc.want)
+			}
+		})
 	}
 }

@@ -99,6 +99,17 @@ type Config struct {
 	// Remote, when set, places sessions created with a provider on its
 	// sandboxes (see Remote).
 	Remote Remote
+	// DaemonID names this daemon in the sessions' leases (owner.go);
+	// empty: a new random one (dmn_…), so that a restarted daemon is a
+	// new owner.
+	DaemonID string
+	// Advertise is the URL other daemons sharing the store forward a
+	// session's requests to while this daemon drives it; when set,
+	// session.started names the daemon.
+	Advertise string
+	// LeaseTTL is how long a session's lease lasts unrenewed. Zero means
+	// DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // AgentExitGrace is how long a turn in flight when its agent process died
@@ -136,7 +147,10 @@ type CreateParams struct {
 // before serving, and Shutdown at the end.
 type Manager struct {
 	cfg Config
+	// st is cfg.Store, fencing the writes to the sessions this daemon
+	// drives (owner.go).
 	st  store.Store
+	own *owner
 	log *slog.Logger
 
 	// base is the parent of every session's context. It is deliberately not
@@ -188,7 +202,12 @@ func New(cfg Config) *Manager {
 		cfg.Metrics = metrics.New()
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}, resuming: map[string]bool{},
+	own := newOwner(cfg.Store, cfg)
+	st := cfg.Store
+	if own.ls != nil {
+		st = fencingStore{Store: cfg.Store, o: own}
+	}
+	return &Manager{cfg: cfg, st: st, own: own, log: cfg.Log, base: base, cancelBase: cancel, live: map[string]*live{}, resuming: map[string]bool{},
 		stopping: map[string]*live{}, parked: map[string]map[string]string{},
 		parkedMCP: map[string][]agent.MCPServer{}}
 }
@@ -207,40 +226,38 @@ func (m *Manager) Agents(ctx context.Context) []agent.Info {
 }
 
 // Recover settles what a previous daemon run left behind: every session
-// that was live is marked interrupted (with a session.ended event) and its
-// pending requests are resolved as denied by the daemon. Call it once at
-// start, before serving.
+// that was live and that no other daemon drives (holds an unexpired lease
+// of, see owner.go) is marked interrupted (with a session.ended event), or
+// stopped when its daemon is gone, and its pending requests are resolved
+// as denied by the daemon. Call it once at start, before serving; it then
+// starts renewing this daemon's leases and taking over, every lease TTL,
+// the sessions whose daemon stopped renewing theirs.
 func (m *Manager) Recover(ctx context.Context) (int, error) {
-	n := 0
-	for _, st := range []store.Status{store.StatusStarting, store.StatusIdle, store.StatusRunning} {
-		for {
-			ss, err := m.st.ListSessions(ctx, store.ListOptions{Status: st, Limit: 500})
-			if err != nil {
-				return n, fmt.Errorf("recover: list %s sessions: %w", st, err)
-			}
-			for _, s := range ss {
-				if err := m.settle(ctx, s.ID, event.EndInterrupted, "the daemon stopped while the session was live", store.StatusInterrupted); err != nil {
-					return n, fmt.Errorf("recover session %s: %w", s.ID, err)
-				}
-				n++
-			}
-			if len(ss) < 500 {
-				break
-			}
-		}
+	n, err := m.sweep(ctx)
+	if err != nil {
+		return n, fmt.Errorf("recover: %w", err)
 	}
+	m.startOwnership()
 	return n, nil
 }
 
-// settle resolves a session's pending requests, appends session.ended and
-// sets its final status.
-func (m *Manager) settle(ctx context.Context, id string, reason event.EndReason, msg string, status store.Status) error {
+// settle resolves a session's pending requests, ends its turn turnID (when
+// not empty) as interrupted, appends session.ended and sets its final
+// status.
+func (m *Manager) settle(ctx context.Context, id string, reason event.EndReason, msg string, status store.Status, turnID string) error {
 	reqs, err := m.st.ListRequests(ctx, id, store.StatePending)
 	if err != nil {
 		return err
 	}
 	for _, r := range reqs {
 		if _, err := m.st.ResolveRequest(ctx, id, r.ID, resolvedEvent(r, event.ByDaemon, msg)); err != nil && !errors.Is(err, store.ErrAlreadyResolved) {
+			return err
+		}
+	}
+	if turnID != "" {
+		done := event.New(event.SourceDaemon, &event.TurnCompleted{TurnID: turnID, StopReason: event.StopInterrupted, Message: msg})
+		done.TurnID = turnID
+		if _, err := m.st.Append(ctx, id, done); err != nil {
 			return err
 		}
 	}
@@ -388,6 +405,12 @@ func (m *Manager) create(ctx context.Context, p CreateParams, adjusted *[]LimitA
 		return store.Session{}, fmt.Errorf("create session: %w", err)
 	}
 	m.cfg.Metrics.SessionsCreated.Inc()
+	// This daemon drives the new session: its lease first, so that
+	// every write after this one is fenced.
+	if _, err := m.own.claim(ctx, s.ID); err != nil {
+		_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, "could not take the session's lease", store.StatusFailed, "")
+		return store.Session{}, fmt.Errorf("create session: %w", err)
+	}
 
 	reserved = false
 	if ra, ok := m.remoteAdapter(ctx, s.Agent, a, placed, policy); ok {
@@ -491,7 +514,8 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 			l.reports.Close()
 			l.stopPump()
 			msg := fmt.Sprintf("sandbox refused: %v", err)
-			_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
+			_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed, "")
+			m.own.unclaim(s.ID)
 			return store.Session{}, err
 		}
 		l.sb, cfg.Sandbox, l.setAllow, l.sbLimits = sb.Sandbox, sb.Sandbox, sb.SetAllow, sb.Limits
@@ -524,7 +548,8 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		l.cancel()
 		l.stopPump()
 		msg := fmt.Sprintf("agent failed to start: %v", err)
-		_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed)
+		_ = m.settle(context.WithoutCancel(ctx), s.ID, event.EndError, msg, store.StatusFailed, "")
+		m.own.unclaim(s.ID)
 		return store.Session{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.Agent, err)
 	}
 	l.sess = sess
@@ -553,6 +578,9 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 	if err == nil {
 		started := &event.SessionStarted{
 			Agent: s.Agent, Model: s.Model, Mode: s.Mode, Cwd: s.Cwd, NativeSessionID: l.nativeID(), Resumed: resumed, Sandbox: sbInfo,
+		}
+		if m.cfg.Advertise != "" {
+			started.Daemon = m.own.id
 		}
 		if cat, ok := sess.(agent.Cataloger); ok {
 			// The agent's own list, announced in the log and kept as
@@ -727,6 +755,7 @@ func (m *Manager) endStarted(l *live, ended event.SessionEnded, status store.Sta
 		m.log.Error("recording session end", "session", l.id, "err", err)
 	}
 	l.stopPump()
+	m.own.unclaim(l.id)
 }
 
 // Get returns a session.
@@ -852,6 +881,17 @@ func (m *Manager) liveSession(ctx context.Context, id string) (*live, error) {
 	if closing {
 		return nil, ErrShuttingDown
 	}
+	if s.Status.Live() {
+		// Its daemon is gone (else the API forwards to it): take it
+		// over, which leaves it stopped.
+		if took, err := m.takeOver(ctx, id); err != nil {
+			return nil, err
+		} else if took {
+			if s, err = m.get(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return nil, fmt.Errorf("%w: session %s is %s", ErrNotLive, id, s.Status)
 }
 
@@ -899,6 +939,12 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 	// Not live, or its idle agent is being stopped: wait for that, then
 	// resume a stopped session transparently.
 	if err := m.waitStopped(ctx, id); err != nil {
+		return "", err
+	}
+	// A session live in the store that nobody here drives: its daemon is
+	// gone (else the API forwards to it); taking it over leaves it
+	// stopped, and it resumes here.
+	if _, err := m.takeOver(ctx, id); err != nil {
 		return "", err
 	}
 	s, err := m.get(ctx, id)
@@ -1030,6 +1076,7 @@ func notFound(err error, what, id string) error {
 // after which the remaining agents are abandoned (their Close kills them).
 // It never blocks past ctx's deadline.
 func (m *Manager) Shutdown(ctx context.Context) error {
+	m.stopOwnership()
 	m.mu.Lock()
 	m.closing = true
 	ls := make([]*live, 0, len(m.live))
@@ -1165,6 +1212,17 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 	if err != nil {
 		return store.Session{}, err
 	}
+	// This daemon drives the session from now on; another that holds its
+	// lease refuses the resume (the API forwards to it first).
+	if _, err := m.own.claim(ctx, id); err != nil {
+		return store.Session{}, notFound(err, "session", id)
+	}
+	launched := false
+	defer func() {
+		if !launched {
+			m.own.unclaim(id)
+		}
+	}()
 	s, err = m.st.UpdateSession(ctx, id, func(s *store.Session) error {
 		if s.Status.Live() {
 			return liveError(id, s.Status)
@@ -1178,7 +1236,7 @@ func (m *Manager) resume(ctx context.Context, id string, env map[string]string, 
 	if err != nil {
 		return store.Session{}, notFound(err, "session", id)
 	}
-	reserved = false
+	reserved, launched = false, true
 	return m.launch(ctx, s, a, env, launchOpts{resumed: true, canResume: true, armIdle: armIdle, mcp: mcp, remote: remote})
 }
 

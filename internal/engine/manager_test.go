@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -536,14 +537,18 @@ func TestDeleteAndPurge(t *testing.T) {
 	}
 }
 
-func TestRecoverMarksInterrupted(t *testing.T) {
+// TestRecoverTakesOver: a session left running by a daemon that is gone
+// (its lease expired) is taken over at start: its turn and session end as
+// interrupted, saying so, and it is stopped, so that its next message
+// resumes it.
+func TestRecoverTakesOver(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
 	// A session left running by a "previous daemon": created through a
-	// manager whose Shutdown never runs.
+	// manager whose Shutdown never runs, and whose lease lapses at once.
 	reg := agent.NewRegistry()
 	reg.Register("test", &testAgent{exit: make(chan struct{})})
-	old := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir()})
+	old := engine.New(engine.Config{Store: st, Agents: reg, WorkspaceDir: t.TempDir(), LeaseTTL: time.Nanosecond})
 	s, err := old.Create(t.Context(), engine.CreateParams{Agent: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -559,11 +564,24 @@ func TestRecoverMarksInterrupted(t *testing.T) {
 		t.Fatalf("recover: %d %v", n, err)
 	}
 	got, _ := m.Get(t.Context(), s.ID)
-	if got.Status != engine.StatusInterrupted {
+	if got.Status != engine.StatusStopped {
 		t.Fatalf("status %s", got.Status)
 	}
 	if reqs, _ := m.Requests(t.Context(), s.ID, engine.StatePending); len(reqs) != 0 {
 		t.Fatalf("pending left: %v", reqs)
+	}
+	evs, err := m.Events(t.Context(), s.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := evs[len(evs)-3:]
+	var turn event.TurnCompleted
+	var ended event.SessionEnded
+	if tail[0].Type != event.TypePermissionResolved || tail[1].Type != event.TypeTurnCompleted || tail[2].Type != event.TypeSessionEnded ||
+		json.Unmarshal(tail[1].Data, &turn) != nil || json.Unmarshal(tail[2].Data, &ended) != nil ||
+		turn.StopReason != event.StopInterrupted || ended.Reason != event.EndInterrupted ||
+		!strings.Contains(ended.Message, old.DaemonID()) || !strings.Contains(ended.Message, m.DaemonID()) {
+		t.Fatalf("the log does not end with the takeover: %+v", tail)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

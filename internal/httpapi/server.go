@@ -200,6 +200,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if pattern != "" && s.forward(sw, r, pattern) {
+		return
+	}
 	if pattern == "" {
 		// Not found, method not allowed, or a path-cleaning redirect:
 		// let the mux decide, and turn its plain-text errors into problems.

@@ -17,6 +17,7 @@ const (
 	Item       = "item"
 	Permission = "perm"
 	Question   = "q"
+	Daemon     = "dmn"
 )
 
 // New returns prefix_<32 hex digits of a UUIDv7>.

@@ -80,7 +80,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, evs ...event.Event
 		}
 		return out, nil
 	}
-	op := &appendOp{ctx: ctx, sessionID: sessionID, evs: out, done: make(chan error, 1)}
+	op := &appendOp{ctx: ctx, sessionID: sessionID, epoch: store.FenceOf(ctx, sessionID), evs: out, done: make(chan error, 1)}
 	if err := s.w.submit(op); err != nil {
 		return nil, fmt.Errorf("append to session %q: %w", sessionID, err)
 	}
@@ -96,8 +96,11 @@ func (s *Store) Append(ctx context.Context, sessionID string, evs ...event.Event
 type appendOp struct {
 	ctx       context.Context
 	sessionID string
-	evs       []event.Event
-	done      chan error
+	// epoch is the fence the append carries (store.WithFence), 0 when
+	// none.
+	epoch int64
+	evs   []event.Event
+	done  chan error
 }
 
 // writer is the group-commit queue.
@@ -192,10 +195,12 @@ func (s *Store) writeLoop() {
 
 // appendSQL appends one op's events: it bumps the session's last_seq (the
 // row lock orders writers of every process), inserts the events numbered
-// below it, and notifies "<session> <last seq>" at commit. No row: the
-// session does not exist.
+// below it, and notifies "<session> <last seq>" at commit. A fenced append
+// ($12 > 0) writes only while the session's lease epoch is $12: the check
+// is in the UPDATE, under the row lock a takeover also takes. No row: the
+// session does not exist, or the append was fenced off.
 const appendSQL = `WITH s AS (
-	UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq
+	UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 AND ($12::int8 = 0 OR lease_epoch = $12) RETURNING last_seq
 ), ins AS (
 	INSERT INTO events (session_id, seq, id, time, schema, type, source, native_session_id, turn_id, data, raw)
 	SELECT $1, s.last_seq - $2 + e.ord, e.id, e.time, $3, e.type, e.source, e.native, e.turn, e.data, e.raw
@@ -205,7 +210,7 @@ const appendSQL = `WITH s AS (
 SELECT s.last_seq FROM s, LATERAL (SELECT pg_notify('` + channel + `', $1 || ' ' || s.last_seq)) n`
 
 // appendParams binds evs (their Time set) for appendSQL.
-func appendParams(sessionID string, evs []event.Event) []param {
+func appendParams(sessionID string, epoch int64, evs []event.Event) []param {
 	cols := make([][][]byte, 8)
 	for i := range cols {
 		cols[i] = make([][]byte, len(evs))
@@ -226,6 +231,7 @@ func appendParams(sessionID string, evs []event.Event) []param {
 		array(oidTextArray, oidText, cols[2]), array(oidTextArray, oidText, cols[3]),
 		array(oidTextArray, oidText, cols[4]), array(oidTextArray, oidText, cols[5]),
 		array(oidByteArray, oidBytea, cols[6]), array(oidByteArray, oidBytea, cols[7]),
+		int8p(epoch),
 	}
 }
 
@@ -249,6 +255,7 @@ func (s *Store) commit(batch []*appendOp) {
 		return
 	}
 	slices.SortStableFunc(live, func(a, b *appendOp) int { return strings.Compare(a.sessionID, b.sessionID) })
+	// The ops of one session and one fence share a statement.
 	now := time.Now().UTC()
 	var groups [][]*appendOp // the ops of one session, in the order they came
 	for i, op := range live {
@@ -257,7 +264,7 @@ func (s *Store) commit(batch []*appendOp) {
 				op.evs[j].Time = now
 			}
 		}
-		if i == 0 || op.sessionID != live[i-1].sessionID {
+		if i == 0 || op.sessionID != live[i-1].sessionID || op.epoch != live[i-1].epoch {
 			groups = append(groups, nil)
 		}
 		groups[len(groups)-1] = append(groups[len(groups)-1], op)
@@ -268,7 +275,7 @@ func (s *Store) commit(batch []*appendOp) {
 		for _, op := range g {
 			evs = append(evs, op.evs...)
 		}
-		vals, _, formats := split(appendParams(g[0].sessionID, evs))
+		vals, _, formats := split(appendParams(g[0].sessionID, g[0].epoch, evs))
 		b.ExecPrepared(appendStmt, vals, formats, allBinary)
 	}
 	results, err := s.w.exec(s.ctx, s.pool.cfg, &b)
@@ -295,10 +302,14 @@ func (s *Store) commit(batch []*appendOp) {
 			n += int64(len(op.evs))
 		}
 		next := last - n + 1
+		var refused error
+		if len(rows) == 0 {
+			refused = s.refused(s.ctx, g[0].sessionID, g[0].epoch)
+		}
 		for _, op := range g {
 			switch {
 			case len(rows) == 0:
-				op.done <- store.ErrNotFound
+				op.done <- refused
 				continue
 			case err != nil:
 				op.done <- err
@@ -332,7 +343,7 @@ func (w *writer) exec(ctx context.Context, cfg *pgconn.Config, b *pgconn.Batch) 
 		if err != nil {
 			return nil, err
 		}
-		_, oids, _ := split(appendParams("", nil))
+		_, oids, _ := split(appendParams("", 0, nil))
 		if _, err := c.Prepare(ctx, appendStmt, appendSQL, oids); err != nil {
 			closeConn(c)
 			return nil, err

@@ -22,10 +22,11 @@ const oneEventSQL = `INSERT INTO events (session_id, seq, id, time, schema, type
 const notifySQL = `LATERAL (SELECT pg_notify('` + channel + `', $1 || ' ' || s.last_seq)) n`
 
 // createRequestSQL takes the next seq, stores the request and its event and
-// notifies, in one statement. No row: no session; a unique violation: the
-// request exists (and nothing was written).
+// notifies, in one statement. No row: no session, or fenced off ($15, as
+// in appendSQL); a unique violation: the request exists (and nothing was
+// written).
 const createRequestSQL = `WITH s AS (
-	UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq
+	UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 AND ($15::int8 = 0 OR lease_epoch = $15) RETURNING last_seq
 ), r AS (
 	INSERT INTO requests (session_id, id, seq, kind, state, payload, created_at)
 	SELECT $1, $2, s.last_seq, $3, 'pending', $4, $5 FROM s
@@ -36,12 +37,13 @@ SELECT s.last_seq FROM s, ` + notifySQL
 // statement of the same transaction), so its snapshot sees any resolution
 // committed before: the state it reads is the current one. It returns the
 // request's state before (NULL: no such request) and the new seq (NULL:
-// nothing written).
+// nothing written). A fenced resolution ($15 > 0) writes only at that
+// lease epoch.
 const resolveRequestSQL = `WITH cur AS (
 	SELECT state FROM requests WHERE session_id = $1 AND id = $2
 ), s AS (
 	UPDATE sessions SET last_seq = last_seq + 1
-	WHERE id = $1 AND EXISTS (SELECT 1 FROM cur WHERE state = 'pending') RETURNING last_seq
+	WHERE id = $1 AND ($15::int8 = 0 OR lease_epoch = $15) AND EXISTS (SELECT 1 FROM cur WHERE state = 'pending') RETURNING last_seq
 ), u AS (
 	UPDATE requests SET state = 'resolved', resolution = $3, resolved_at = $4
 	FROM s WHERE requests.session_id = $1 AND requests.id = $2
@@ -93,7 +95,9 @@ func (s *Store) createRequest(ctx context.Context, r store.Request, requested ev
 		return event.Event{}, store.ErrClosed
 	}
 	defer s.leave()
+	epoch := store.FenceOf(ctx, r.SessionID)
 	ps := append([]param{text(r.SessionID), text(r.ID), text(string(r.Kind)), bytea(payload), int8p(createdN)}, eventParams(ev)...)
+	ps = append(ps, int8p(epoch))
 	rows, _, err := s.pool.query(ctx, createRequestSQL, ps...)
 	if isCode(err, codeUniqueViolation) {
 		return event.Event{}, store.ErrExists
@@ -102,7 +106,7 @@ func (s *Store) createRequest(ctx context.Context, r store.Request, requested ev
 		return event.Event{}, err
 	}
 	if len(rows) == 0 {
-		return event.Event{}, store.ErrNotFound
+		return event.Event{}, s.refused(ctx, r.SessionID, epoch)
 	}
 	if ev.Seq, err = getInt8(rows[0][0]); err != nil {
 		return event.Event{}, err
@@ -136,14 +140,26 @@ func (s *Store) resolveRequest(ctx context.Context, sessionID, id string, resolv
 	defer s.leave()
 	var b pgconn.Batch
 	vals, oids, formats := split([]param{text(sessionID)})
-	b.ExecParams("SELECT 1::int8 FROM sessions WHERE id = $1 FOR UPDATE", vals, oids, formats, allBinary)
+	b.ExecParams("SELECT lease_epoch FROM sessions WHERE id = $1 FOR UPDATE", vals, oids, formats, allBinary)
 	// $5 is unused by this statement but keeps eventParams at $6.
+	epoch := store.FenceOf(ctx, sessionID)
 	ps := append([]param{text(sessionID), text(id), bytea(ev.Data), int8p(ev.Time.UnixNano()), int8p(0)}, eventParams(ev)...)
+	ps = append(ps, int8p(epoch))
 	vals, oids, formats = split(ps)
 	b.ExecParams(resolveRequestSQL, vals, oids, formats, allBinary)
 	results, err := s.execBatch(ctx, &b)
 	if err != nil {
 		return event.Event{}, err
+	}
+	if epoch > 0 && len(results[0].Rows) > 0 {
+		// Read under the row lock: the epoch the resolution saw.
+		cur, err := getInt8(results[0].Rows[0][0])
+		if err != nil {
+			return event.Event{}, err
+		}
+		if cur != epoch {
+			return event.Event{}, fmt.Errorf("%w (epoch %d, the session's is %d)", store.ErrFenced, epoch, cur)
+		}
 	}
 	row := results[1].Rows[0]
 	switch {

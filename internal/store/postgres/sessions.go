@@ -250,12 +250,22 @@ func (s *Store) updateSession(ctx context.Context, id string, fn func(*store.Ses
 			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
 		}
 	}()
-	rows, err := execRows(ctx, c, "SELECT "+sessionCols+" FROM sessions WHERE id = $1 FOR UPDATE", text(id))
+	rows, err := execRows(ctx, c, "SELECT "+sessionCols+", lease_epoch FROM sessions WHERE id = $1 FOR UPDATE", text(id))
 	if err != nil {
 		return store.Session{}, err
 	}
 	if len(rows) == 0 {
 		return store.Session{}, store.ErrNotFound
+	}
+	if epoch := store.FenceOf(ctx, id); epoch > 0 {
+		// The row lock, held to the commit, keeps the epoch.
+		cur, err := getInt8(rows[0][len(rows[0])-1])
+		if err != nil {
+			return store.Session{}, err
+		}
+		if cur != epoch {
+			return store.Session{}, fmt.Errorf("%w (epoch %d, the session's is %d)", store.ErrFenced, epoch, cur)
+		}
 	}
 	sess, err := scanSession(rows[0])
 	if err != nil {

@@ -269,5 +269,6 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if err := s.do(&op{kind: opDeleteSession, ctx: ctx, sessionID: id}); err != nil {
 		return fmt.Errorf("delete session %q: %w", id, err)
 	}
+	s.leases.forget(id)
 	return nil
 }

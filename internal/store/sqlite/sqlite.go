@@ -128,6 +128,8 @@ type Store struct {
 
 	updates keyedMutex // serialises UpdateSession per session
 
+	leases leaseTable // see lease.go
+
 	// gate is held shared by every read for as long as it has the log
 	// open, and exclusively by the writer when the log must start over
 	// (checkpoint.go), so that no reader pins it.
@@ -221,6 +223,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		syncDone:    make(chan struct{}),
 		quit:        make(chan struct{}),
 		hubs:        make(map[string]*hub),
+		leases:      leaseTable{m: make(map[string]store.Lease)},
 	}
 	// An empty file is a new database (SQLite too sees no database in
 	// it, whatever else lies beside it): see fresh.go.

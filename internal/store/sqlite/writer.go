@@ -43,8 +43,11 @@ type op struct {
 	args []any
 	// request is the request to create or (only its id) resolve.
 	request *requestOp
-	err     error
-	done    chan error
+	// epoch is the fence of a write to sessionID (store.WithFence), 0
+	// when none.
+	epoch int64
+	err   error
+	done  chan error
 }
 
 type requestOp struct {
@@ -58,6 +61,7 @@ type requestOp struct {
 // inside enter/leave, which guarantees the ops channel is still open.
 func (s *Store) do(o *op) error {
 	o.done = make(chan error, 1)
+	o.epoch = store.FenceOf(o.ctx, o.sessionID)
 	select {
 	case s.ops <- o:
 	case <-o.ctx.Done():
@@ -397,7 +401,7 @@ func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 // writing anything.
 func refused(err error) bool {
 	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) ||
-		errors.Is(err, store.ErrAlreadyResolved)
+		errors.Is(err, store.ErrAlreadyResolved) || errors.Is(err, store.ErrFenced)
 }
 
 // rollback undoes a failed write of batch so it can be written again.
@@ -418,6 +422,9 @@ func (w *writer) rollback(batch []*op) {
 // apply does the work of one operation. Event rows are queued for flush,
 // which a careful write does at once.
 func (w *writer) apply(o *op, now time.Time, careful bool) error {
+	if err := w.fenced(o); err != nil {
+		return err
+	}
 	switch o.kind {
 	case opAppend:
 		last, err := w.lastSeq(o.sessionID)

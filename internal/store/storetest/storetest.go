@@ -47,7 +47,8 @@ func (f FactoryFunc) Open(t *testing.T, dir string) store.Store { return f(t, di
 //   - Events with limit <= 0 returns every event after after;
 //   - a zero Session.CreatedAt is set by the store; times come back in UTC;
 //   - a subscription's channel closes when its session is deleted;
-//   - after Close every method fails with ErrClosed.
+//   - after Close every method fails with ErrClosed;
+//   - it implements store.Leases, and fences writes (store.WithFence).
 //
 // Subtests run in parallel, each on its own store. Implementations should
 // also check for leaked goroutines (go.uber.org/goleak) in their TestMain.
@@ -62,6 +63,7 @@ func Run(t *testing.T, f Factory) {
 		{"Subscribe", subscribeTests},
 		{"Requests", requestTests},
 		{"Lifecycle", lifecycleTests},
+		{"Lease", leaseTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

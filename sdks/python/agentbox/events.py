@@ -330,6 +330,10 @@ class SessionStarted(TypedDict):
     """
     agent: str
     cwd: NotRequired[str]
+    #: Daemon is the id of the daemon driving the agent from now on, when
+    #: several daemons share the store (it advertises an address); after a
+    #: takeover, the daemon that resumed the session.
+    daemon: NotRequired[str]
     #: Mode is the session's mode, when one was chosen or the agent says.
     mode: NotRequired[str]
     model: NotRequired[str]

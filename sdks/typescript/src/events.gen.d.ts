@@ -253,6 +253,8 @@ export interface SessionEnded {
 export interface SessionStarted {
 	agent: string;
 	cwd?: string;
+	/** Daemon is the id of the daemon driving the agent from now on, when several daemons share the store (it advertises an address); after a takeover, the daemon that resumed the session. */
+	daemon?: string;
 	/** Mode is the session's mode, when one was chosen or the agent says. */
 	mode?: string;
 	model?: string;
