@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/client"
@@ -86,6 +87,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, pattern string)
 			pr.Out.Header.Set(forwardedHeader, "1")
 			pr.Out.Header.Del("Origin")
 		},
+		Transport: forwardTransport(),
 		// Streams (a process's output, a file watch) pass through as
 		// they come.
 		FlushInterval: -1,
@@ -108,6 +110,9 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, pattern string)
 			return nil
 		},
 	}
+	// Full duplex: the owner may answer before this proxy's transport
+	// has read the request body's end; see internal/sandbox/egress.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.ServeHTTP(w, r)
 	return true
 }
@@ -122,3 +127,12 @@ func sessionIDOf(u *url.URL) (string, bool) {
 	id, err := url.PathUnescape(seg)
 	return id, err == nil && id != ""
 }
+
+// forwardTransport carries forwarded requests straight to the owner:
+// never through a proxy from the environment (they carry the daemon's
+// token).
+var forwardTransport = sync.OnceValue(func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return t
+})
