@@ -2,7 +2,6 @@ package vercel_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/provider/providertest"
 	"github.com/agentbox/agentbox/internal/provider/vercel"
@@ -14,7 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
 		f := verceltest.New(t)
-		p, err := vercel.New(vercel.Config{Token: f.Token, TeamID: f.TeamID, ProjectID: f.ProjectID, APIURL: f.URL(), RequestTimeout: 30 * time.Second})
+		p, err := vercel.New(config(f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,8 +18,11 @@ import (
 // starts (providertest.Main) and removes the built binary.
 func TestMain(m *testing.M) { providertest.Main(m) }
 
+// config is the provider's configuration for the fake f. A request's
+// bound is generous: the upload carries the whole binary, which the fake
+// validates and unpacks, slowly under -race on a loaded machine.
 func config(f *verceltest.Fake) vercel.Config {
-	return vercel.Config{Token: f.Token, TeamID: f.TeamID, ProjectID: f.ProjectID, APIURL: f.URL(), RequestTimeout: 20 * time.Second}
+	return vercel.Config{Token: f.Token, TeamID: f.TeamID, ProjectID: f.ProjectID, APIURL: f.URL(), RequestTimeout: 2 * time.Minute}
 }
 
 func setup(t *testing.T) (*verceltest.Fake, *vercel.Provider) {
