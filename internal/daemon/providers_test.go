@@ -37,7 +37,7 @@ func TestLoadProviders(t *testing.T) {
 		t.Fatalf("--provider localproc alone: %v, %v", reg, err)
 	}
 	for _, tc := range []struct{ file, def, want string }{
-		{"providers:\n  nope: {}\n", "", `unknown provider "nope" (built in: [daytona docker e2b localproc])`},
+		{"providers:\n  nope: {}\n", "", `unknown provider "nope" (built in: [daytona docker e2b localproc vercel])`},
 		{"", "nope", `unknown provider "nope"`},
 		{"providerz:\n  localproc: {}\n", "", "providerz"},
 	} {
@@ -57,7 +57,7 @@ func TestLoadProviders(t *testing.T) {
 	// start, naming the variable; the daemon's environment is the only
 	// place they come from.
 	noEnv := func(string) (string, bool) { return "", false }
-	for name, variable := range map[string]string{"e2b": "E2B_API_KEY", "daytona": "DAYTONA_API_KEY"} {
+	for name, variable := range map[string]string{"e2b": "E2B_API_KEY", "daytona": "DAYTONA_API_KEY", "vercel": "VERCEL_TOKEN, VERCEL_TEAM_ID, VERCEL_PROJECT_ID"} {
 		_, _, err := loadProviders(Config{DataDir: t.TempDir(), DefaultProvider: name, Getenv: noEnv})
 		if !errors.Is(err, provider.ErrCredentials) || !strings.Contains(err.Error(), variable) {
 			t.Errorf("--provider %s without %s: %v, want ErrCredentials naming it", name, variable, err)

@@ -1,5 +1,5 @@
 // Package vendorapi is what the REST clients of sandbox vendors (e2b,
-// daytona) share: their API base URL's check, and the mapping of a failed call to the provider
+// daytona, vercel) share: their API base URL's check, and the mapping of a failed call to the provider
 // contract's sentinels, keeping the vendor's message bounded to one
 // printable line and never a credential.
 package vendorapi
@@ -54,20 +54,34 @@ func TransportError(err error) error {
 }
 
 // Message is the message of an error answer: its JSON "message" field (a
-// string, or a list of strings as NestJS answers), else the body's start;
-// Clean either way.
+// string, or a list of strings as NestJS answers), or the "message" of its
+// "error" object (Vercel's {"error": {"code", "message"}}), else the
+// body's start; Clean either way.
 func Message(body []byte) string {
 	var e struct {
 		Message json.RawMessage `json:"message"`
+		Error   json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(body, &e) == nil && len(e.Message) > 0 {
-		var s string
-		if json.Unmarshal(e.Message, &s) == nil && s != "" {
-			return Clean(s)
+	if json.Unmarshal(body, &e) == nil {
+		if len(e.Message) > 0 {
+			var s string
+			if json.Unmarshal(e.Message, &s) == nil && s != "" {
+				return Clean(s)
+			}
+			var list []string
+			if json.Unmarshal(e.Message, &list) == nil && len(list) > 0 {
+				return Clean(strings.Join(list, "; "))
+			}
 		}
-		var list []string
-		if json.Unmarshal(e.Message, &list) == nil && len(list) > 0 {
-			return Clean(strings.Join(list, "; "))
+		var nested struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if len(e.Error) > 0 && json.Unmarshal(e.Error, &nested) == nil && nested.Message != "" {
+			if nested.Code != "" {
+				return Clean(nested.Message + " (" + nested.Code + ")")
+			}
+			return Clean(nested.Message)
 		}
 	}
 	return Clean(string(body))

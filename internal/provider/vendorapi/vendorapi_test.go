@@ -23,6 +23,10 @@ func TestStatusError(t *testing.T) {
 		{502, `<html>bad gateway</html>`, provider.ErrUnavailable, "<html>bad gateway</html>"},
 		{400, `{"message":"template 'x' not found"}`, nil, "template 'x' not found"},
 		{500, ``, provider.ErrUnavailable, "(no message)"},
+		{429, `{"error":{"code":"too_many_requests","message":"Rate limit exceeded"}}`, provider.ErrQuota, "Rate limit exceeded (too_many_requests)"},
+		{404, `{"error":{"message":"Sandbox not found"}}`, provider.ErrGone, "Sandbox not found"},
+		{400, `{"statusCode":400,"message":"bad input","error":"Bad Request"}`, nil, "bad input"},
+		{400, `{"error":"Bad Request"}`, nil, `{"error":"Bad Request"}`},
 	} {
 		err := StatusError("vendor", tc.status, []byte(tc.body))
 		if tc.want != nil && !errors.Is(err, tc.want) {
@@ -47,6 +51,7 @@ func FuzzStatusError(f *testing.F) {
 	f.Add(429, []byte(`{"code":429,"message":"slow down"}`))
 	f.Add(400, []byte(`{"statusCode":400,"message":["a","b"]}`))
 	f.Add(573, []byte("\xff\xfe\x00\x1b[31m"))
+	f.Add(429, []byte(`{"error":{"code":"x\u001b","message":"slow\ndown"}}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		if status < 400 || status > 599 {
 			return

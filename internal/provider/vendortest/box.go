@@ -100,8 +100,9 @@ func (b *Box) Port(p int) (int, error) {
 
 // Start starts argv in the box (cwd relative to the home when not
 // absolute under it) with only env and HOME and PATH in its environment.
-// Each "127.0.0.1:P" in argv becomes the box's host port for P. The
-// process is not tied to any request; Kill ends it.
+// Each "127.0.0.1:P" or "0.0.0.0:P" in argv becomes 127.0.0.1 and the
+// box's host port for P (the box's network is this machine's loopback).
+// The process is not tied to any request; Kill ends it.
 func (b *Box) Start(argv []string, env map[string]string, cwd string) (pid int, err error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return 0, errors.New("no command")
@@ -156,18 +157,22 @@ func (b *Box) Done(pid int) <-chan struct{} {
 	return b.done[pid]
 }
 
-// rewritePorts replaces each 127.0.0.1:P with the box's host port for P.
+// rewritePorts replaces each 127.0.0.1:P and 0.0.0.0:P with 127.0.0.1
+// and the box's host port for P.
 func (b *Box) rewritePorts(s string) (string, error) {
-	const lo = "127.0.0.1:"
+	const lo, all = "127.0.0.1:", "0.0.0.0:"
 	var out strings.Builder
 	for {
-		i := strings.Index(s, lo)
+		i, n := strings.Index(s, lo), len(lo)
+		if j := strings.Index(s, all); j >= 0 && (i < 0 || j < i) {
+			i, n = j, len(all)
+		}
 		if i < 0 {
 			out.WriteString(s)
 			return out.String(), nil
 		}
-		out.WriteString(s[:i+len(lo)])
-		s = s[i+len(lo):]
+		out.WriteString(s[:i] + lo)
+		s = s[i+n:]
 		j := 0
 		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
 			j++

@@ -25,6 +25,12 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 )
 
+// A gzipped body (Vercel's fs/write takes a gzipped tar) is checked as the
+// binary string its document declares, as application/octet-stream is.
+func init() {
+	openapi3filter.RegisterBodyDecoder("application/gzip", openapi3filter.FileBodyDecoder)
+}
+
 // Spec is a vendor's OpenAPI document, loaded for validation.
 type Spec struct {
 	doc    *openapi3.T

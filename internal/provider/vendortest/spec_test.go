@@ -111,3 +111,26 @@ func TestBoxPath(t *testing.T) {
 		}
 	}
 }
+
+// TestBoxPorts: an address inside the box, loopback or any, becomes the
+// box's loopback host port for the same sandbox port.
+func TestBoxPorts(t *testing.T) {
+	b, err := NewBox("/home/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Kill)
+	hp, err := b.Port(49999)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("serve --listen 127.0.0.1:%d; curl 127.0.0.1:%d x", hp, hp)
+	for _, in := range []string{"serve --listen 0.0.0.0:49999; curl 127.0.0.1:49999 x", "serve --listen 127.0.0.1:49999; curl 0.0.0.0:49999 x"} {
+		if got, err := b.rewritePorts(in); err != nil || got != want {
+			t.Errorf("rewritePorts(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := b.rewritePorts("0.0.0.0:70000"); err == nil {
+		t.Error("port 70000 accepted")
+	}
+}
