@@ -121,8 +121,26 @@ func TestSandboxedSessionFiles(t *testing.T) {
 			changes <- ch
 		}
 	}()
-	// The watch is open once it reports a change; one made through the
-	// sandbox is what it must see.
+	// The watch is open once it reports a change: write a first file
+	// until it does (a change made before the watch was open is not
+	// reported); then the changes made through the sandbox are what it
+	// must see.
+	open := time.After(30 * time.Second)
+	for opened := false; !opened; {
+		if _, err := c.WriteFile(ctx, s.ID, "watched.txt", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ch, ok := <-changes:
+			if !ok {
+				t.Fatal("the watch ended before it opened")
+			}
+			opened = ch.Path == "watched.txt"
+		case <-time.After(250 * time.Millisecond):
+		case <-open:
+			t.Fatal("the watch reported nothing in 30 s")
+		}
+	}
 	if _, err := c.WriteFile(ctx, s.ID, "x.txt", []byte("through the sandbox\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -149,16 +167,16 @@ func TestSandboxedSessionFiles(t *testing.T) {
 	if _, err := c.ReadFile(ctx, s.ID, "out-link", 0, 0); kindOf(err) != "outside-workspace" {
 		t.Fatalf("a live read through a symlink the sandbox made: %v", err)
 	}
-	for want := range map[string]bool{"x.txt": true, "e.txt": true} {
-		seen := false
-		for ch := range changes {
-			if ch.Path == want {
-				seen = true
-				break
+	unseen, late := map[string]bool{"x.txt": true, "e.txt": true}, time.After(30*time.Second)
+	for len(unseen) > 0 {
+		select {
+		case ch, ok := <-changes:
+			if !ok {
+				t.Fatalf("the watch ended before it reported %v", unseen)
 			}
-		}
-		if !seen {
-			t.Fatalf("the watch did not report %s", want)
+			delete(unseen, ch.Path)
+		case <-late:
+			t.Fatalf("the watch did not report %v in 30 s", unseen)
 		}
 	}
 	if _, err := c.MakeDir(ctx, s.ID, "d/e", true); err != nil {
