@@ -336,7 +336,7 @@ func (p *Provider) start(ctx context.Context, sb sandboxAndSession, bin []byte, 
 		return provider.Sandbox{}, fmt.Errorf("%w: vercel: sandbox %s: session cwd %q is not absolute", provider.ErrUnavailable, name, vendorapi.Clean(cwd))
 	}
 	archive, err := tarball([]tarFile{
-		{name: binaryPath, data: bin, mode: 0o700},
+		{name: binaryPath, data: bin, mode: 0o755},
 		{name: tokenPath, data: []byte(token + "\n"), mode: 0o600},
 	})
 	if err != nil {
@@ -350,7 +350,9 @@ func (p *Provider) start(ctx context.Context, sb sandboxAndSession, bin []byte, 
 	// non-loopback listener needs it given; the route reaches the port on
 	// the VM's interface), never on a command line or in the API's
 	// command record; the modes are the ones the daemon insists on.
-	script := "chmod 700 " + binaryPath + " " + dataDir + " && chmod 600 " + tokenPath +
+	// The binary is executable by all: the inner daemon's own sandboxes
+	// run it again as their users (as for e2b and daytona).
+	script := "chmod 755 " + binaryPath + " && chmod 700 " + dataDir + " && chmod 600 " + tokenPath +
 		" && AGENTBOX_TOKEN=\"$(cat " + tokenPath + ")\" exec ./" + binaryPath + " serve --listen 0.0.0.0:" + strconv.Itoa(DaemonPort) +
 		" --allowed-hosts '*' --data-dir \"$PWD/" + dataDir + "\""
 	cmd := map[string]any{"command": "/bin/sh", "args": []string{"-c", script}, "cwd": cwd, "env": map[string]string{}, "sudo": false}
