@@ -117,7 +117,7 @@ var layers = []layer{
 	{from: "internal/provider/e2b", only: []string{"client", "internal/provider", "internal/provider/vendorapi"}, why: "a vendor's provider is a client of the vendor's API and of the inner daemon, nothing of sessions or the store"},
 	{from: "internal/provider/daytona", only: []string{"client", "internal/provider", "internal/provider/vendorapi"}, why: "a vendor's provider is a client of the vendor's API and of the inner daemon, nothing of sessions or the store"},
 	{from: "internal/provider/docker", only: []string{"client", "internal/errkind", "internal/provider"}, why: "the Docker provider makes containers and reaches the inner daemon only through the public client"},
-	{from: "internal/provider/relay", only: []string{"client", "event", "internal/agent", "internal/provider"}, why: "the relay is an agent adapter that reaches the inner daemon only as an API client; the engine persists what it hands over"},
+	{from: "internal/provider/relay", only: []string{"client", "event", "internal/agent", "internal/provider", "internal/execution", "internal/sandbox", "internal/sandbox/policy"}, why: "the relay is an agent adapter, and the execution service's remote runner (its request and result types, the policy it resolved), that reaches the inner daemon only as an API client; the engine persists what it hands over"},
 	{from: "internal/provider/localproc", only: []string{"client", "internal/provider"}, why: "the local test-support provider starts the inner daemon and reaches it only as an API client"},
 	{from: "internal/cli/...", deny: []string{"internal/daemon/...", "internal/engine/...", "internal/httpapi/...", "internal/store/..."},
 		why: "every command is an API client or a local tool"},
