@@ -293,13 +293,12 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, transport 
 	var whole atomic.Bool
 	defer func() {
 		// The request's context ends before the handler returns only when
-		// the client went away (or the sandbox closed): whatever
-		// ReverseProxy made of it, the answer was not carried whole. (It
-		// can return normally then: when the upstream, cancelled in turn,
-		// ends its body cleanly before the proxy sees the cancellation; the
-		// race made TestAbortedRequestsAudited fail 1 run in 15.) A client
-		// that closes while the last bytes of a complete answer are on
-		// their way counts as aborted too: from here the two look alike.
+		// the client went away (or the sandbox closed): unless the answer
+		// had been read whole before that (whole), it was not carried
+		// whole, whatever ReverseProxy made of it. (It can return normally
+		// then: when the upstream, cancelled in turn, ends its body cleanly
+		// before the proxy sees the cancellation; the race made
+		// TestAbortedRequestsAudited fail 1 run in 15.)
 		if !carried || (r.Context().Err() != nil && !whole.Load()) {
 			// The credentials went upstream with the request.
 			used, err = added, fmt.Errorf("%w (%w)", errAborted, cmp.Or(err, context.Cause(r.Context()), errors.New("handler aborted")))
