@@ -204,6 +204,21 @@ type Host interface {
 	SetNativeSessionID(ctx context.Context, id string) error
 }
 
+// NetworkHost is the optional ability of a Host to decide and report its
+// session's sandbox network when that network is decided on this host but
+// the agent runs elsewhere: a provider's sandbox whose egress the host's
+// proxy serves (provider.EgressCarrier). The engine's session implements
+// it exactly as it serves a local sandbox's proxy.
+type NetworkHost interface {
+	// AskNetwork asks the session about one connection no network rule
+	// settles (network.default ask): a permission request of kind
+	// network, good for that connection only (a sandbox.Asker).
+	AskNetwork(ctx context.Context, req sandbox.NetworkRequest) (sandbox.NetworkAnswer, error)
+	// NetworkViolation reports a refused connection: a sandbox.violation
+	// event of the session, repeats coalesced. It must not block.
+	NetworkViolation(v sandbox.Violation)
+}
+
 // Session is one running agent session.
 type Session interface {
 	// Prompt runs one turn to its end and returns how it ended. The engine

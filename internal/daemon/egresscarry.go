@@ -51,8 +51,11 @@ func (d *Daemon) forwardEgress(ctx context.Context, cu *cleanup) error {
 // without a sandbox of its own, the container is the sandbox, and nothing
 // is reached that nobody allowed. Mode none carries nothing (the credential
 // variables still hold placeholders); mode host is refused, the container
-// having no host network to give. Destinations no rule settles are denied
-// (there is nobody to ask from here yet).
+// having no host network to give. A destination no rule settles is denied,
+// or, with network.default ask, asked through the host session's
+// permission flow (req.Ask, the serve --network-ask-timeout bound), for
+// that one connection, as for a local sandbox; every refusal is the host
+// session's sandbox.violation (req.OnViolation) besides its audit record.
 func (d *Daemon) relayEgress(_ context.Context, req relay.EgressRequest) (*relay.Egress, error) {
 	var providers []agent.Provider
 	if a, err := d.cfg.Agents.Get(req.Agent); err == nil {
@@ -73,6 +76,11 @@ func (d *Daemon) relayEgress(_ context.Context, req relay.EgressRequest) (*relay
 		}
 		n := p.Network
 		network.Allow, network.Deny, network.Secrets = n.Allow, n.Deny, p.Env.Secrets
+		if n.Default != "" {
+			// The stored policy is the effective one: an ask there is
+			// one the operator's global policy permits.
+			network.Default = n.Default
+		}
 		network.MaxConnections, network.MaxConnectionRate = n.MaxConnections, n.MaxConnectionRate
 		switch n.Mode {
 		case "", sandbox.NetworkProxy:
@@ -97,7 +105,8 @@ func (d *Daemon) relayEgress(_ context.Context, req relay.EgressRequest) (*relay
 	maps.Copy(env, baseURLs)
 	maps.Copy(env, policy.ProxyEnv(port))
 	network.ProxyPort = port
-	g, err := d.egress.Gate(egress.Config{Scope: "session", ID: req.SessionID, Network: network, Routes: routes})
+	g, err := d.egress.Gate(egress.Config{Scope: "session", ID: req.SessionID, Network: network, Routes: routes,
+		Ask: req.Ask, AskTimeout: d.cfg.NetworkAskTimeout, OnViolation: req.OnViolation})
 	if err != nil {
 		return nil, err
 	}

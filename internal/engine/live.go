@@ -84,7 +84,10 @@ type live struct {
 	execs int
 }
 
-var _ agent.Host = (*live)(nil)
+var (
+	_ agent.Host        = (*live)(nil)
+	_ agent.NetworkHost = (*live)(nil)
+)
 
 // errClosing is the cause of a live session's closing context.
 var errClosing = errors.New("the session is closing")

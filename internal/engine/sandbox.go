@@ -179,7 +179,7 @@ func (l *live) addReports(vs []sandbox.Violation) {
 // newSandbox creates the sandbox of session s for live session l, with
 // the paths and model APIs its agent says it needs.
 func (m *Manager) newSandbox(ctx context.Context, s store.Session, a agent.Adapter, cfg agent.Config, l *live) (*Sandbox, error) {
-	opts := SandboxOptions{SessionID: s.ID, Ask: l.askNetwork, OnViolation: l.networkViolation, Review: l.review}
+	opts := SandboxOptions{SessionID: s.ID, Ask: l.AskNetwork, OnViolation: l.NetworkViolation, Review: l.review}
 	if n, ok := a.(agent.SandboxNeeder); ok {
 		opts.Paths.Read, opts.Paths.Write = n.SandboxPaths(cfg)
 	}
@@ -212,11 +212,12 @@ func violationEvent(v sandbox.Violation) event.Event {
 	return event.New(event.SourceDaemon, ev)
 }
 
-// networkViolation records a connection the session's egress proxy
+// NetworkViolation records a connection the session's egress proxy
 // refused, through the coalescer: the first of a kind becomes a
 // sandbox.violation event now (not at the end of the turn), its repeats a
-// summary.
-func (l *live) networkViolation(v sandbox.Violation) { l.reports.Add(v) }
+// summary. It is the local sandbox's proxy's OnViolation and, through
+// agent.NetworkHost, that of the host's proxy of a provider's sandbox.
+func (l *live) NetworkViolation(v sandbox.Violation) { l.reports.Add(v) }
 
 // review is the session's sandbox.ReviewFunc: each workspace change the
 // commit holds back becomes a permission request of kind file_write with
@@ -270,9 +271,11 @@ func reviewRequest(c sandbox.Change) agent.PermissionRequest {
 	}
 }
 
-// askNetwork raises a permission request of kind network for one
+// AskNetwork raises a permission request of kind network for one
 // connection and waits for its answer, at most req.Timeout (then it is
-// denied by timeout) or until ctx ends (the sandbox is closing).
+// denied by timeout) or until ctx ends (the sandbox is closing). It is the
+// local sandbox's proxy's Asker and, through agent.NetworkHost, that of
+// the host's proxy of a provider's sandbox (the relay's session).
 //
 // A request that arrives while no turn runs (before session.started, or
 // between turns) is not asked: nobody is waiting on the session to answer
@@ -280,7 +283,7 @@ func reviewRequest(c sandbox.Change) agent.PermissionRequest {
 // by policy, with the reason, which the proxy audits and reports as a
 // sandbox.violation of kind network; adding the host to the policy's
 // network allow rules is how such a connection is permitted.
-func (l *live) askNetwork(ctx context.Context, req sandbox.NetworkRequest) (sandbox.NetworkAnswer, error) {
+func (l *live) AskNetwork(ctx context.Context, req sandbox.NetworkRequest) (sandbox.NetworkAnswer, error) {
 	dest := net.JoinHostPort(req.Host, strconv.Itoa(req.Port))
 	l.mu.Lock()
 	inTurn := l.turnID != ""

@@ -39,6 +39,7 @@ import (
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/provider"
+	"github.com/agentbox/agentbox/internal/sandbox"
 )
 
 // KeyFileName is the relay key's file in the data directory.
@@ -109,11 +110,21 @@ type Config struct {
 
 // EgressRequest is what the host side of a sandbox's network is made for:
 // the host session, its agent (as this host runs it: its model APIs),
-// its configuration and its policy.
+// its configuration and its policy, and the host session's own network
+// asks and reports.
 type EgressRequest struct {
 	SessionID, Agent string
 	Config           agent.Config
 	Policy           json.RawMessage
+	// Ask asks the host session about a destination no rule settles
+	// (network.default ask), for one connection, as for a local
+	// sandbox; nil when the host session cannot be asked (such a
+	// destination is then denied).
+	Ask sandbox.Asker
+	// OnViolation reports each refused connection as the host session's
+	// sandbox.violation (coalesced there); nil when it cannot. It does
+	// not block.
+	OnViolation func(sandbox.Violation)
 }
 
 // Egress is the host side of one sandbox's network: the host daemon's

@@ -135,13 +135,19 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 // provider carries its egress (provider.EgressCarrier) and the relay
 // makes one (Config.Egress), and returns the inner session's
 // environment: the session's, with the egress's variables over it (the
-// credentials' placeholders among them).
+// credentials' placeholders among them). The host session answers the
+// egress's asks and gets its refusals (agent.NetworkHost), as a local
+// sandbox's session does.
 func (s *session) carryEgress(ctx context.Context, id string, cfg agent.Config) (map[string]string, error) {
 	carrier, ok := s.p.(provider.EgressCarrier)
 	if !ok || s.a.r.cfg.Egress == nil {
 		return cfg.Env, nil
 	}
-	eg, err := s.a.r.cfg.Egress(ctx, EgressRequest{SessionID: cfg.SessionID, Agent: s.a.agent, Config: cfg, Policy: s.a.policy})
+	req := EgressRequest{SessionID: cfg.SessionID, Agent: s.a.agent, Config: cfg, Policy: s.a.policy}
+	if nh, ok := s.host.(agent.NetworkHost); ok {
+		req.Ask, req.OnViolation = nh.AskNetwork, nh.NetworkViolation
+	}
+	eg, err := s.a.r.cfg.Egress(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("the network of sandbox %s: %w", id, err)
 	}
