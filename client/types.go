@@ -94,12 +94,13 @@ type ProviderInfo struct {
 // ProviderCapabilities mirrors a provider's capability flags: what it can
 // do beyond making, finding and removing sandboxes.
 type ProviderCapabilities struct {
-	PauseResume  bool     `json:"pause_resume"`
-	Snapshot     bool     `json:"snapshot"`
-	EgressRules  bool     `json:"egress_rules" doc:"The provider enforces egress allow/deny lists itself."`
-	PreviewURLs  bool     `json:"preview_urls"`
-	FileTransfer bool     `json:"file_transfer"`
-	Runtimes     []string `json:"runtimes,omitempty" doc:"Isolation runtimes the provider can run a sandbox under (e.g. runc, runsc)."`
+	PauseResume   bool     `json:"pause_resume"`
+	Snapshot      bool     `json:"snapshot"`
+	EgressRules   bool     `json:"egress_rules" doc:"The provider enforces egress allow/deny lists itself."`
+	PreviewURLs   bool     `json:"preview_urls"`
+	FileTransfer  bool     `json:"file_transfer"`
+	CarriedEgress bool     `json:"carried_egress" doc:"The sandbox has no network of its own: every connection is carried to this daemon's egress proxy, which decides it under the session's policy; network.default ask raises the session's permission requests and refusals are its sandbox.violation events, as for a local sandbox."`
+	Runtimes      []string `json:"runtimes,omitempty" doc:"Isolation runtimes the provider can run a sandbox under (e.g. runc, runsc)."`
 }
 
 // AgentList is the answer of GET /v1/agents.

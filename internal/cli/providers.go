@@ -38,7 +38,7 @@ func (a *app) providersCmd() *cobra.Command {
 					on   bool
 					name string
 				}{{p.Capabilities.PauseResume, "pause"}, {p.Capabilities.Snapshot, "snapshot"}, {p.Capabilities.EgressRules, "egress"},
-					{p.Capabilities.PreviewURLs, "preview"}, {p.Capabilities.FileTransfer, "files"}} {
+					{p.Capabilities.PreviewURLs, "preview"}, {p.Capabilities.FileTransfer, "files"}, {p.Capabilities.CarriedEgress, "carried-egress"}} {
 					if c.on {
 						caps = append(caps, c.name)
 					}

@@ -60,6 +60,6 @@ func (s *server) providers(ctx context.Context, _ *struct{}) (*providersOutput, 
 func toProviderInfo(name string, c provider.Capabilities) client.ProviderInfo {
 	return client.ProviderInfo{Name: name, Capabilities: client.ProviderCapabilities{
 		PauseResume: c.PauseResume, Snapshot: c.Snapshot, EgressRules: c.EgressRules,
-		PreviewURLs: c.PreviewURLs, FileTransfer: c.FileTransfer, Runtimes: c.Runtimes,
+		PreviewURLs: c.PreviewURLs, FileTransfer: c.FileTransfer, CarriedEgress: c.CarriedEgress, Runtimes: c.Runtimes,
 	}}
 }

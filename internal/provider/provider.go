@@ -48,6 +48,11 @@ type Capabilities struct {
 	EgressRules  bool `json:"egress_rules"`  // the provider enforces egress allow/deny lists itself
 	PreviewURLs  bool `json:"preview_urls"`  // ports reachable from outside
 	FileTransfer bool `json:"file_transfer"` // FileTransferer
+	// CarriedEgress: the sandbox has no network of its own; its
+	// connections are carried to the host, whose egress proxy decides
+	// each under the session's policy and asks and reports through the
+	// host session (EgressCarrier).
+	CarriedEgress bool `json:"carried_egress"`
 	// Runtimes are the isolation runtimes the provider can run a sandbox
 	// under (e.g. "runc", "runsc"); empty when it has one it does not name.
 	Runtimes []string `json:"runtimes,omitempty"`

@@ -146,7 +146,7 @@ func (p *Provider) Name() string { return Name }
 
 // Capabilities implements provider.Provider.
 func (p *Provider) Capabilities() provider.Capabilities {
-	return provider.Capabilities{PauseResume: true, Snapshot: true, Runtimes: slices.Clone(Runtimes)}
+	return provider.Capabilities{PauseResume: true, Snapshot: true, CarriedEgress: true, Runtimes: slices.Clone(Runtimes)}
 }
 
 // Health pings the Docker daemon and checks that its API is one the

@@ -101,6 +101,9 @@ func testRelay(t *testing.T, s *suite) {
 	if err != nil || len(pl.Providers) != 1 || pl.Providers[0].Name != name || !pl.Providers[0].Healthy {
 		t.Fatalf("GET /v1/providers = %+v, %v; want %s, healthy", pl, err, name)
 	}
+	if _, carrier := s.Provider.(provider.EgressCarrier); pl.Providers[0].Capabilities.CarriedEgress != carrier {
+		t.Errorf("GET /v1/providers: carried_egress %v, but EgressCarrier %v", pl.Providers[0].Capabilities.CarriedEgress, carrier)
+	}
 	_, err = h.c.CreateSession(ctx, client.CreateSession{Agent: "mock", Provider: "providertest-no-such"})
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 422 || ae.Type != client.ProblemUnknownProvider || !strings.Contains(ae.Detail, name) {

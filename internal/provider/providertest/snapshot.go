@@ -23,8 +23,9 @@ func runAbilities(t *testing.T, factory Factory) {
 		_, pauser := s.Provider.(provider.Pauser)
 		_, snap := s.Provider.(provider.Snapshotter)
 		_, files := s.Provider.(provider.FileTransferer)
-		if caps.PauseResume != pauser || caps.Snapshot != snap || caps.FileTransfer != files {
-			t.Fatalf("capabilities %+v, but Pauser %v, Snapshotter %v, FileTransferer %v", caps, pauser, snap, files)
+		_, carrier := s.Provider.(provider.EgressCarrier)
+		if caps.PauseResume != pauser || caps.Snapshot != snap || caps.FileTransfer != files || caps.CarriedEgress != carrier {
+			t.Fatalf("capabilities %+v, but Pauser %v, Snapshotter %v, FileTransferer %v, EgressCarrier %v", caps, pauser, snap, files, carrier)
 		}
 	})
 	t.Run("PauseResume", func(t *testing.T) { testPause(t, setup(t, factory)) })

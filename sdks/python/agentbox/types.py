@@ -419,6 +419,11 @@ class ProviderCapabilities(TypedDict):
     egress_rules: bool
     preview_urls: bool
     file_transfer: bool
+    #: The sandbox has no network of its own: every connection is carried to
+    #: this daemon's egress proxy, which decides it under the session's policy;
+    #: network.default ask raises the session's permission requests and
+    #: refusals are its sandbox.violation events, as for a local sandbox.
+    carried_egress: bool
     #: Isolation runtimes the provider can run a sandbox under (e.g. runc,
     #: runsc).
     runtimes: NotRequired[list[str] | None]

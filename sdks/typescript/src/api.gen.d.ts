@@ -360,6 +360,8 @@ export interface ProcessSignal {
 }
 
 export interface ProviderCapabilities {
+	/** The sandbox has no network of its own: every connection is carried to this daemon's egress proxy, which decides it under the session's policy; network.default ask raises the session's permission requests and refusals are its sandbox.violation events, as for a local sandbox. */
+	carried_egress: boolean;
 	/** The provider enforces egress allow/deny lists itself. */
 	egress_rules: boolean;
 	file_transfer: boolean;
