@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/agent"
 	"github.com/agentbox/agentbox/internal/agent/mock"
+	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/docker"
@@ -265,4 +267,70 @@ func dumpAll(evs []event.Event) string {
 		fmt.Fprintf(&b, "%s %s\n", e.Type, e.Data)
 	}
 	return b.String()
+}
+
+// TestEgressDeniedCarried: through a whole host daemon, a connection the
+// host's gate of a Docker sandbox refuses (the session has no policy, so
+// nothing but its model routes is allowed) is a sandbox.violation of the
+// host session, read through the host's API, besides its audit record;
+// the server never sees it.
+func TestEgressDeniedCarried(t *testing.T) {
+	p, _ := newProvider(t)
+	tag, _ := agentImage(t, p)
+	hs := startHostServer(t, "must not be reached")
+	reg := provider.NewRegistry()
+	reg.Register(p)
+	d, err := daemon.New(t.Context(), daemon.Config{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Log: slog.New(slog.DiscardHandler),
+		Providers: reg, ProviderOptions: map[string]map[string]string{docker.Name: {"image": tag}},
+		ProviderBinary: sdktest.Binary(t), StartTimeout: 2 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(serveCtx) }()
+	defer func() {
+		stopServe()
+		if err := <-served; err != nil {
+			t.Errorf("host daemon: %v", err)
+		}
+	}()
+	c, err := client.New(d.URL(), client.WithToken(d.Token()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	sess, err := c.CreateSession(ctx, client.CreateSession{Agent: mock.Name, Provider: docker.Name})
+	if err != nil {
+		t.Fatalf("create a mock session on docker: %v", err)
+	}
+	defer func() { _ = c.DeleteSession(context.Background(), sess.ID, true) }()
+	cmd := fmt.Sprintf("/usr/bin/node -e '%s' %d 1", askScript, hs.port)
+	tr, err := c.Send(ctx, sess.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: cmd}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []event.Event
+	if _, err := c.WaitTurn(ctx, sess.ID, tr.TurnID, 0, func(e event.Event) error { evs = append(evs, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	out := dumpAll(evs)
+	if !strings.Contains(out, "request 0: 403 ") || hs.hits.Load() != 0 {
+		t.Fatalf("the request was not refused (hits %d):\n%s", hs.hits.Load(), out)
+	}
+	var found []event.SandboxViolation
+	for _, e := range evs {
+		if pl, err := e.Decode(); err == nil {
+			if v, ok := pl.(*event.SandboxViolation); ok {
+				found = append(found, *v)
+			}
+		}
+	}
+	if len(found) != 1 || found[0].Kind != event.ViolationNetwork || found[0].Host != "localhost" || found[0].Port != hs.port ||
+		found[0].Rule != "default:deny" || !strings.Contains(found[0].Detail, "allow list") {
+		t.Errorf("the host session's violations %+v; want one, network, localhost:%d, rule default:deny, with the reason\n%s", found, hs.port, out)
+	}
 }
