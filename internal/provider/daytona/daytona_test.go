@@ -17,25 +17,24 @@ import (
 // starts (providertest.Main) and removes the built binary.
 func TestMain(m *testing.M) { providertest.Main(m) }
 
-func setup(t *testing.T) (*daytonatest.Fake, *daytona.Provider) {
+// setup starts a fake Daytona and a provider pointed at it, its requests
+// bounded by timeout.
+func setup(t *testing.T, timeout time.Duration) (*daytonatest.Fake, *daytona.Provider) {
 	t.Helper()
 	f := daytonatest.New(t)
-	p, err := daytona.New(daytona.Config{APIKey: f.APIKey, APIURL: f.URL(), RequestTimeout: 20 * time.Second})
+	p, err := daytona.New(daytona.Config{APIKey: f.APIKey, APIURL: f.URL(), RequestTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, p
 }
 
-func spec(t *testing.T) provider.Spec {
-	name := strings.ReplaceAll(t.Name(), "/", "-")
-	return provider.Spec{Owner: "host-" + name, Binary: providertest.Binary(t), Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
-}
+func spec(t *testing.T) provider.Spec { return vendortest.NewSpec(t, providertest.Binary(t)) }
 
 // TestLifecycle: create (with resources) → the inner daemon answers with
 // the token → a mock-agent turn through it → destroy → nothing left.
 func TestLifecycle(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 20*time.Second)
 	sp := spec(t)
 	sp.CPUs, sp.MemoryBytes = 2, 2<<30
 	vendortest.Lifecycle(t, p, f, sp, map[string]string{"Daytona API key": f.APIKey}, func(sb provider.Sandbox) {
@@ -57,15 +56,7 @@ func TestFaults(t *testing.T) {
 		{Name: "exec fails", Op: daytonatest.OpExec, Fault: daytonatest.Fault{Status: 400, Message: "failed to execute command"}, Want: nil, Message: "failed to execute command"},
 		{Name: "preview fails", Op: daytonatest.OpPreview, Fault: daytonatest.Fault{Status: 503, Message: "proxy unavailable"}, Want: provider.ErrUnavailable, Message: "proxy unavailable"},
 	}, func(t *testing.T, hang bool) (vendortest.Vendor, vendortest.Faked, string) {
-		f := daytonatest.New(t)
-		cfg := daytona.Config{APIKey: f.APIKey, APIURL: f.URL(), RequestTimeout: 20 * time.Second}
-		if hang {
-			cfg.RequestTimeout = 300 * time.Millisecond
-		}
-		p, err := daytona.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, p := setup(t, vendortest.RequestTimeout(hang, 20*time.Second))
 		return p, f, f.APIKey
 	}, spec)
 }
@@ -88,7 +79,7 @@ func TestCredentials(t *testing.T) {
 // TestSpecRefused: what Daytona cannot do is refused before anything is
 // created, naming the field; the vendor's own refusal keeps its message.
 func TestSpecRefused(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 20*time.Second)
 	for _, tc := range []struct {
 		name  string
 		edit  func(*provider.Spec)

@@ -18,31 +18,25 @@ import (
 // starts (providertest.Main) and removes the built binary.
 func TestMain(m *testing.M) { providertest.Main(m) }
 
-// setup starts a fake E2B and a provider pointed at it.
-func setup(t *testing.T) (*e2btest.Fake, *e2b.Provider) {
+// setup starts a fake E2B and a provider pointed at it, its requests
+// bounded by timeout.
+func setup(t *testing.T, timeout time.Duration) (*e2btest.Fake, *e2b.Provider) {
 	t.Helper()
 	f := e2btest.New(t)
-	p, err := e2b.New(e2b.Config{APIKey: f.APIKey, APIURL: f.URL(), SandboxURL: f.SandboxURL, RequestTimeout: 20 * time.Second})
+	p, err := e2b.New(e2b.Config{APIKey: f.APIKey, APIURL: f.URL(), SandboxURL: f.SandboxURL, RequestTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, p
 }
 
-func spec(t *testing.T) provider.Spec {
-	return provider.Spec{
-		Owner:  "host-" + strings.ReplaceAll(t.Name(), "/", "-"),
-		Binary: providertest.Binary(t),
-		Token:  "tok-" + strings.ReplaceAll(t.Name(), "/", "-") + "-0123456789",
-		Labels: map[string]string{"purpose": "test"},
-	}
-}
+func spec(t *testing.T) provider.Spec { return vendortest.NewSpec(t, providertest.Binary(t)) }
 
 // TestLifecycle: create → the inner daemon answers with the token → a
 // session with the mock agent through it → destroy → nothing left; the
 // API key never sent into the sandbox.
 func TestLifecycle(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 20*time.Second)
 	vendortest.Lifecycle(t, p, f, spec(t), map[string]string{"E2B API key": f.APIKey}, nil)
 }
 
@@ -60,15 +54,7 @@ func TestFaults(t *testing.T) {
 		{Name: "upload 500", Op: e2btest.OpUpload, Fault: e2btest.Fault{Status: 500, Message: "error opening file"}, Want: provider.ErrUnavailable, Message: "error opening file"},
 		{Name: "start fails", Op: e2btest.OpStart, Fault: e2btest.Fault{Message: "error starting process: exec format error"}, Want: provider.ErrUnavailable, Message: "exec format error"},
 	}, func(t *testing.T, hang bool) (vendortest.Vendor, vendortest.Faked, string) {
-		f := e2btest.New(t)
-		cfg := e2b.Config{APIKey: f.APIKey, APIURL: f.URL(), SandboxURL: f.SandboxURL, RequestTimeout: 20 * time.Second}
-		if hang {
-			cfg.RequestTimeout = 300 * time.Millisecond
-		}
-		p, err := e2b.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, p := setup(t, vendortest.RequestTimeout(hang, 20*time.Second))
 		return p, f, f.APIKey
 	}, spec)
 }
@@ -102,7 +88,7 @@ func TestCredentials(t *testing.T) {
 // TestSpecRefused: what E2B cannot do is refused before anything is
 // created, naming the field.
 func TestSpecRefused(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 20*time.Second)
 	for _, tc := range []struct {
 		name  string
 		edit  func(*provider.Spec)
@@ -138,7 +124,7 @@ func TestSpecRefused(t *testing.T) {
 func TestListPages(t *testing.T) {
 	// Many sandboxes are too slow to start for real: create through the
 	// fake's control plane only, as a crashed daemon leaves them.
-	f, p := setup(t)
+	f, p := setup(t, 20*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	const n = 205

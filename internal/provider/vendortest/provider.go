@@ -3,8 +3,11 @@ package vendortest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
@@ -161,4 +164,47 @@ func Faults(t *testing.T, cases []FaultCase, setup func(t *testing.T, hang bool)
 			Empty(t, f)
 		})
 	}
+}
+
+// NewSpec is what a vendor's test asks Create for: an owner and a token
+// named after the test, the agentbox binary at binary, one label.
+func NewSpec(t testing.TB, binary string) provider.Spec {
+	name := strings.ReplaceAll(t.Name(), "/", "-")
+	return provider.Spec{Owner: "host-" + name, Binary: binary, Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
+}
+
+// RequestTimeout is a test's bound of a provider's requests: short when
+// the fault injected is a hang (what the client waits is the test's
+// subject, not a timing), else normal.
+func RequestTimeout(hang bool, normal time.Duration) time.Duration {
+	if hang {
+		return 300 * time.Millisecond
+	}
+	return normal
+}
+
+// Recorder is a testing.TB that keeps what is reported with Errorf: what
+// a validating handler (Spec.Handler) reports, for the tests of what it
+// refuses.
+type Recorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+// Errorf keeps the report.
+func (r *Recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// Helper implements testing.TB.
+func (r *Recorder) Helper() {}
+
+// Reports is what was reported, a line a report.
+func (r *Recorder) Reports() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.errs, "\n")
 }

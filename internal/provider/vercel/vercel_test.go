@@ -24,27 +24,28 @@ func config(f *verceltest.Fake) vercel.Config {
 	return vercel.Config{Token: f.Token, TeamID: f.TeamID, ProjectID: f.ProjectID, APIURL: f.URL(), RequestTimeout: 2 * time.Minute}
 }
 
-func setup(t *testing.T) (*verceltest.Fake, *vercel.Provider) {
+// setup starts a fake Vercel and a provider pointed at it, its requests
+// bounded by timeout.
+func setup(t *testing.T, timeout time.Duration) (*verceltest.Fake, *vercel.Provider) {
 	t.Helper()
 	f := verceltest.New(t)
-	p, err := vercel.New(config(f))
+	cfg := config(f)
+	cfg.RequestTimeout = timeout
+	p, err := vercel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, p
 }
 
-func spec(t *testing.T) provider.Spec {
-	name := strings.ReplaceAll(t.Name(), "/", "-")
-	return provider.Spec{Owner: "host-" + name, Binary: providertest.Binary(t), Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
-}
+func spec(t *testing.T) provider.Spec { return vendortest.NewSpec(t, providertest.Binary(t)) }
 
 // TestLifecycle: create (with resources, a session that boots) → the
 // inner daemon answers with the token → a mock-agent turn through it →
 // destroy → nothing left; no credential and the token once (its file)
 // sent into the sandbox.
 func TestLifecycle(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	sp := spec(t)
 	sp.CPUs, sp.MemoryBytes = 4, 4*vercel.MemoryPerVCPU
 	secrets := map[string]string{"Vercel token": f.Token, "Vercel team": f.TeamID, "Vercel project": f.ProjectID}
@@ -74,15 +75,7 @@ func TestFaults(t *testing.T) {
 		{Name: "command fails", Op: verceltest.OpCmd, Fault: verceltest.Fault{Status: 400, Code: "bad_request", Message: "failed to execute command"}, Want: nil, Message: "failed to execute command"},
 		{Name: "command quota", Op: verceltest.OpCmd, Fault: verceltest.Fault{Status: 429, Message: "too many commands"}, Want: provider.ErrQuota, Message: "too many commands"},
 	}, func(t *testing.T, hang bool) (vendortest.Vendor, vendortest.Faked, string) {
-		f := verceltest.New(t)
-		cfg := config(f)
-		if hang {
-			cfg.RequestTimeout = 300 * time.Millisecond
-		}
-		p, err := vercel.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, p := setup(t, vendortest.RequestTimeout(hang, 2*time.Minute))
 		return p, f, f.Token
 	}, spec)
 }
@@ -90,7 +83,7 @@ func TestFaults(t *testing.T) {
 // TestDestroyFails: a delete that fails after a failed start says so,
 // and the sandbox is listed for the next start's reconciliation.
 func TestDestroyFails(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	f.Fail(verceltest.OpCmd, verceltest.Fault{Status: 500, Message: "cannot start"})
 	f.Fail(verceltest.OpDelete, verceltest.Fault{Status: 500, Message: "cannot delete"})
 	sp := spec(t)
@@ -156,7 +149,7 @@ func TestCredentials(t *testing.T) {
 // TestSpecRefused: what Vercel cannot do is refused before anything is
 // created, naming the field; the vendor's own refusal keeps its message.
 func TestSpecRefused(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	for _, tc := range []struct {
 		name  string
 		edit  func(*provider.Spec)
@@ -201,7 +194,7 @@ func TestSpecRefused(t *testing.T) {
 
 // TestList: List pages through the project's sandboxes by the owner's tag.
 func TestList(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	f.PendingPolls, f.MaxPage = 0, 2
 	mine, other := spec(t), spec(t)
 	other.Owner = "someone-else"
