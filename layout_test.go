@@ -113,7 +113,7 @@ var layers = []layer{
 	{from: "internal/inspector", only: []string{}, why: "the inspector is a page that reaches the daemon only through its HTTP API, as any browser client"},
 	{from: "internal/snapshot", only: []string{"internal/textdiff"}, why: "workspace states and their diffs know nothing of sessions"},
 	{from: "internal/provider", only: []string{"internal/errkind"}, why: "the provider contract says where a sandbox lives and knows nothing of sessions, agents or the store"},
-	{from: "internal/provider/vendorapi", only: []string{"internal/provider"}, why: "the vendors' clients' error mapping knows only the provider contract"},
+	{from: "internal/provider/vendorapi", only: []string{"client", "internal/provider"}, why: "the vendors' clients' shared part knows only the provider contract and reaches the inner daemon as an API client"},
 	{from: "internal/provider/e2b", only: []string{"client", "internal/provider", "internal/provider/vendorapi"}, why: "a vendor's provider is a client of the vendor's API and of the inner daemon, nothing of sessions or the store"},
 	{from: "internal/provider/daytona", only: []string{"client", "internal/provider", "internal/provider/vendorapi"}, why: "a vendor's provider is a client of the vendor's API and of the inner daemon, nothing of sessions or the store"},
 	{from: "internal/provider/docker", only: []string{"client", "internal/errkind", "internal/provider"}, why: "the Docker provider makes containers and reaches the inner daemon only through the public client"},

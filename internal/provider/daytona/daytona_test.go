@@ -1,161 +1,64 @@
 package daytona_test
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/daytona"
 	"github.com/agentbox/agentbox/internal/provider/daytona/daytonatest"
 	"github.com/agentbox/agentbox/internal/provider/providertest"
+	"github.com/agentbox/agentbox/internal/provider/vendortest"
 )
 
 // TestMain runs the re-exec helpers the host daemon of the relay steps
 // starts (providertest.Main) and removes the built binary.
 func TestMain(m *testing.M) { providertest.Main(m) }
 
-func setup(t *testing.T) (*daytonatest.Fake, *daytona.Provider) {
+// setup starts a fake Daytona and a provider pointed at it, its requests
+// bounded by timeout.
+func setup(t *testing.T, timeout time.Duration) (*daytonatest.Fake, *daytona.Provider) {
 	t.Helper()
 	f := daytonatest.New(t)
-	p, err := daytona.New(daytona.Config{APIKey: f.APIKey, APIURL: f.URL(), RequestTimeout: 20 * time.Second})
+	p, err := daytona.New(daytona.Config{APIKey: f.APIKey, APIURL: f.URL(), RequestTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, p
 }
 
-func spec(t *testing.T) provider.Spec {
-	name := strings.ReplaceAll(t.Name(), "/", "-")
-	return provider.Spec{Owner: "host-" + name, Binary: providertest.Binary(t), Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
-}
+func spec(t *testing.T) provider.Spec { return vendortest.NewSpec(t, providertest.Binary(t)) }
 
 // TestLifecycle: create (with resources) → the inner daemon answers with
 // the token → a mock-agent turn through it → destroy → nothing left.
 func TestLifecycle(t *testing.T) {
-	f, p := setup(t)
-	ctx := t.Context()
-	if err := p.Health(ctx); err != nil {
-		t.Fatalf("Health: %v", err)
-	}
+	f, p := setup(t, 20*time.Second)
 	sp := spec(t)
 	sp.CPUs, sp.MemoryBytes = 2, 2<<30
-	sb, err := p.Create(ctx, sp)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("sandbox log:\n%s", f.Logs(sb.ID))
+	vendortest.Lifecycle(t, p, f, sp, map[string]string{"Daytona API key": f.APIKey}, func(sb provider.Sandbox) {
+		if cpu, mem, _ := f.Created(sb.ID); cpu != 2 || mem != 2 {
+			t.Errorf("created with cpu %d, memory %d GiB; want 2, 2", cpu, mem)
 		}
 	})
-	if cpu, mem, _ := f.Created(sb.ID); cpu != 2 || mem != 2 {
-		t.Errorf("created with cpu %d, memory %d GiB; want 2, 2", cpu, mem)
-	}
-	anon, err := client.New(sb.Address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := anon.ListSessions(ctx, client.ListOptions{}); err == nil {
-		t.Error("the inner daemon answered without the token")
-	}
-	c, err := client.New(sb.Address, client.WithToken(sb.Token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
-	if err != nil {
-		t.Fatalf("CreateSession in the sandbox: %v", err)
-	}
-	turn, err := c.SendMessage(ctx, s.ID, client.SendMessage{Text: "hello"})
-	if err != nil {
-		t.Fatalf("SendMessage: %v", err)
-	}
-	if _, err := c.WaitTurn(ctx, s.ID, turn.TurnID, 0, nil); err != nil {
-		t.Fatalf("WaitTurn: %v", err)
-	}
-	sent := f.SentIntoSandboxes()
-	if bytes.Contains(sent, []byte(f.APIKey)) {
-		t.Error("the Daytona API key was sent into the sandbox")
-	}
-	if n := bytes.Count(sent, []byte(sp.Token)); n != 1 {
-		t.Errorf("the token was sent into the sandbox %d times, want once (its file)", n)
-	}
-	again, err := p.Connect(ctx, sb.ID, sb.Token)
-	if err != nil || again.Address != sb.Address {
-		t.Fatalf("Connect = %+v, %v", again, err)
-	}
-	ids, err := p.List(ctx, sp.Owner)
-	if err != nil || len(ids) != 1 || ids[0] != sb.ID {
-		t.Fatalf("List = %v, %v; want [%s]", ids, err, sb.ID)
-	}
-	if err := p.Destroy(ctx, sb.ID); err != nil {
-		t.Fatalf("Destroy: %v", err)
-	}
-	if err := p.Destroy(ctx, sb.ID); err != nil {
-		t.Errorf("Destroy of a gone sandbox: %v", err)
-	}
-	if ids, err := p.List(ctx, sp.Owner); err != nil || len(ids) != 0 {
-		t.Errorf("List after Destroy = %v, %v", ids, err)
-	}
-	if _, err := p.Connect(ctx, sb.ID, sb.Token); !errors.Is(err, provider.ErrGone) {
-		t.Errorf("Connect after Destroy = %v, want ErrGone", err)
-	}
-	if r, n := f.Running(), f.Processes(); len(r) != 0 || n != 0 {
-		t.Errorf("left on the fake: sandboxes %v, processes %d", r, n)
-	}
 }
 
 // TestFaults: each failure gives the contract's sentinel with Daytona's
 // message and leaves nothing running.
 func TestFaults(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		op      string
-		fault   daytonatest.Fault
-		want    error
-		message string
-	}{
-		{"quota", daytonatest.OpCreate, daytonatest.Fault{Status: 429, Message: "Total CPU quota exceeded. Maximum allowed: 10"}, provider.ErrQuota, "Total CPU quota exceeded"},
-		{"server error", daytonatest.OpCreate, daytonatest.Fault{Status: 500, Message: "Internal server error"}, provider.ErrUnavailable, "Internal server error"},
-		{"timeout", daytonatest.OpCreate, daytonatest.Fault{Hang: true}, provider.ErrUnavailable, "timed out"},
-		{"refused key", daytonatest.OpCreate, daytonatest.Fault{Status: 401, Message: "Unauthorized"}, provider.ErrCredentials, "Unauthorized"},
-		{"upload fails", daytonatest.OpUpload, daytonatest.Fault{Status: 500, Message: "no space left on device"}, provider.ErrUnavailable, "no space left on device"},
-		{"exec fails", daytonatest.OpExec, daytonatest.Fault{Status: 400, Message: "failed to execute command"}, nil, "failed to execute command"},
-		{"preview fails", daytonatest.OpPreview, daytonatest.Fault{Status: 503, Message: "proxy unavailable"}, provider.ErrUnavailable, "proxy unavailable"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := daytonatest.New(t)
-			cfg := daytona.Config{APIKey: f.APIKey, APIURL: f.URL(), RequestTimeout: 20 * time.Second}
-			if tc.fault.Hang {
-				cfg.RequestTimeout = 300 * time.Millisecond
-			}
-			p, err := daytona.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Fail(tc.op, tc.fault)
-			_, err = p.Create(t.Context(), spec(t))
-			if err == nil {
-				t.Fatal("Create succeeded")
-			}
-			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Errorf("Create: %v, want %v", err, tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.message) {
-				t.Errorf("Create: %v, want the vendor's message %q", err, tc.message)
-			}
-			if strings.Contains(err.Error(), f.APIKey) {
-				t.Errorf("the error holds the API key: %v", err)
-			}
-			if r, n := f.Running(), f.Processes(); len(r) != 0 || n != 0 {
-				t.Errorf("left on the fake: sandboxes %v, processes %d", r, n)
-			}
-		})
-	}
+	vendortest.Faults(t, []vendortest.FaultCase{
+		{Name: "quota", Op: daytonatest.OpCreate, Fault: daytonatest.Fault{Status: 429, Message: "Total CPU quota exceeded. Maximum allowed: 10"}, Want: provider.ErrQuota, Message: "Total CPU quota exceeded"},
+		{Name: "server error", Op: daytonatest.OpCreate, Fault: daytonatest.Fault{Status: 500, Message: "Internal server error"}, Want: provider.ErrUnavailable, Message: "Internal server error"},
+		{Name: "timeout", Op: daytonatest.OpCreate, Fault: daytonatest.Fault{Hang: true}, Want: provider.ErrUnavailable, Message: "timed out"},
+		{Name: "refused key", Op: daytonatest.OpCreate, Fault: daytonatest.Fault{Status: 401, Message: "Unauthorized"}, Want: provider.ErrCredentials, Message: "Unauthorized"},
+		{Name: "upload fails", Op: daytonatest.OpUpload, Fault: daytonatest.Fault{Status: 500, Message: "no space left on device"}, Want: provider.ErrUnavailable, Message: "no space left on device"},
+		{Name: "exec fails", Op: daytonatest.OpExec, Fault: daytonatest.Fault{Status: 400, Message: "failed to execute command"}, Want: nil, Message: "failed to execute command"},
+		{Name: "preview fails", Op: daytonatest.OpPreview, Fault: daytonatest.Fault{Status: 503, Message: "proxy unavailable"}, Want: provider.ErrUnavailable, Message: "proxy unavailable"},
+	}, func(t *testing.T, hang bool) (vendortest.Vendor, vendortest.Faked, string) {
+		f, p := setup(t, vendortest.RequestTimeout(hang, 20*time.Second))
+		return p, f, f.APIKey
+	}, spec)
 }
 
 func TestCredentials(t *testing.T) {
@@ -176,7 +79,7 @@ func TestCredentials(t *testing.T) {
 // TestSpecRefused: what Daytona cannot do is refused before anything is
 // created, naming the field; the vendor's own refusal keeps its message.
 func TestSpecRefused(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 20*time.Second)
 	for _, tc := range []struct {
 		name  string
 		edit  func(*provider.Spec)

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/provider/e2b"
-	"github.com/agentbox/agentbox/internal/provider/e2b/e2btest"
 	"github.com/agentbox/agentbox/internal/provider/providertest"
 )
 
@@ -13,11 +11,7 @@ import (
 // provider and its fake.
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
-		f := e2btest.New(t)
-		p, err := e2b.New(e2b.Config{APIKey: f.APIKey, APIURL: f.URL(), SandboxURL: f.SandboxURL, RequestTimeout: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, p := setup(t, 30*time.Second)
 		return providertest.Harness{Provider: p, KillInner: f.KillInner}
 	})
 }

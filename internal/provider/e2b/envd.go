@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/vendorapi"
@@ -19,45 +17,28 @@ import (
 
 // envdClient speaks to the envd of one sandbox: its REST file endpoint
 // (envd.yaml) and its Connect-RPC process service (process.proto), with
-// the sandbox's envd access token.
+// the sandbox's envd access token (never the API key).
 type envdClient struct {
-	hc      *http.Client
-	base    string
-	token   string
-	timeout time.Duration
+	c *vendorapi.Client
+}
+
+// newEnvd is the envd at base, with token (when the sandbox is secure).
+func newEnvd(api *vendorapi.Client, base, token string) envdClient {
+	h := http.Header{}
+	if token != "" {
+		h.Set("X-Access-Token", token)
+	}
+	return envdClient{c: api.Endpoint("envd", base, h)}
 }
 
 // upload writes data to path (relative to the default user's home) with
 // POST /files and an application/octet-stream body.
 func (e envdClient) upload(ctx context.Context, path string, data []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/files?"+url.Values{"path": {path}}.Encode(), bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("Accept", "application/json")
-	e.auth(req)
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		return vendorapi.TransportError(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, vendorapi.MaxAnswer))
-	if err != nil {
-		return vendorapi.TransportError(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return vendorapi.StatusError("envd", resp.StatusCode, b)
-	}
-	return nil
-}
-
-func (e envdClient) auth(req *http.Request) {
-	if e.token != "" {
-		req.Header.Set("X-Access-Token", e.token)
-	}
+	return e.c.Do(ctx, vendorapi.Request{
+		Method: http.MethodPost, Path: "/files", Query: map[string]string{"path": path},
+		Header: http.Header{"Content-Type": {"application/octet-stream"}, "Accept": {"application/json"}},
+		Body:   bytes.NewReader(data), Want: http.StatusOK,
+	})
 }
 
 // The Connect protocol's envelope flags.
@@ -106,7 +87,7 @@ type endStream struct {
 // event with the pid, leaving the process running: envd does not tie a
 // process to the request that started it.
 func (e envdClient) startDetached(ctx context.Context, cmd string, args []string) (uint32, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	ctx, cancel := context.WithTimeout(ctx, e.c.RequestTimeout)
 	defer cancel()
 	msg, err := json.Marshal(startRequest{Process: processConfig{Cmd: cmd, Args: args}})
 	if err != nil {
@@ -114,15 +95,17 @@ func (e envdClient) startDetached(ctx context.Context, cmd string, args []string
 	}
 	var body bytes.Buffer
 	writeFrame(&body, 0, msg)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/process.Process/Start", &body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.c.BaseURL+"/process.Process/Start", &body)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/connect+json")
 	req.Header.Set("Connect-Protocol-Version", "1")
-	req.Header.Set("Connect-Timeout-Ms", fmt.Sprint(e.timeout.Milliseconds()))
-	e.auth(req)
-	resp, err := e.hc.Do(req)
+	req.Header.Set("Connect-Timeout-Ms", fmt.Sprint(e.c.RequestTimeout.Milliseconds()))
+	for k, v := range e.c.Header {
+		req.Header[k] = v
+	}
+	resp, err := e.c.HTTP.Do(req)
 	if err != nil {
 		return 0, vendorapi.TransportError(err)
 	}

@@ -1,5 +1,8 @@
-// Package vendorapi is what the REST clients of sandbox vendors (e2b,
-// daytona, vercel) share: their API base URL's check, and the mapping of a failed call to the provider
+// Package vendorapi is what the providers of sandbox vendors (e2b,
+// daytona, vercel) share: the provider itself (Provider, around a vendor's
+// own endpoints and shapes, Vendor), their HTTP client (Client: defaults,
+// credentials, bounded answers), the start of the inner daemon (Serve,
+// WaitHealthy), and the mapping of a failed call to the provider
 // contract's sentinels, keeping the vendor's message bounded to one
 // printable line and never a credential.
 package vendorapi

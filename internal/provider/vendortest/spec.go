@@ -1,8 +1,10 @@
 // Package vendortest is what the in-repo fakes of sandbox vendors' APIs
 // (e2b, daytona, vercel) share: a handler that validates every request
-// and every response against the vendor's vendored OpenAPI document, and
-// a real data plane (Box: a directory, loopback ports and processes on
-// this machine) for the sandboxes they pretend to create.
+// and every response against the vendor's vendored OpenAPI document, a
+// real data plane (Box: a directory, loopback ports and processes on
+// this machine) for the sandboxes they pretend to create, and the part
+// of a fake every vendor has alike (Fake: its sandboxes, injected faults,
+// what was sent into a sandbox, the box routes' common parts).
 package vendortest
 
 import (

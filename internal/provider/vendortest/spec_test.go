@@ -5,24 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// recorder is a testing.TB that keeps what the handler reports.
-type recorder struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Helper() {}
 
 // TestHandlerRefuses: a request or an answer the document does not allow
 // fails the test; an allowed one does not.
@@ -45,7 +29,7 @@ func TestHandlerRefuses(t *testing.T) {
 		{"undocumented status", "POST", "/sandboxes", `{"templateID":"base"}`, `{"code":418,"message":"x"}`, 418, "an answer the document does not allow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &recorder{TB: t}
+			rec := &Recorder{TB: t}
 			h := spec.Handler(rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(tc.status)
@@ -57,7 +41,7 @@ func TestHandlerRefuses(t *testing.T) {
 			}
 			req.Header.Set("X-API-Key", "k")
 			h.ServeHTTP(httptest.NewRecorder(), req)
-			got := strings.Join(rec.errs, "\n")
+			got := rec.Reports()
 			if tc.fail == "" && got != "" {
 				t.Errorf("reported: %s", got)
 			}
@@ -80,7 +64,7 @@ func TestFaultBody(t *testing.T) {
 		{`{"message":"slow down"}`, false},
 		{`slow down`, false},
 	} {
-		rec := &recorder{TB: t}
+		rec := &Recorder{TB: t}
 		h := spec.Handler(rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			MarkFault(r)
 			w.WriteHeader(429)
@@ -88,8 +72,8 @@ func TestFaultBody(t *testing.T) {
 		}))
 		req := httptest.NewRequest("GET", "/sandboxes/i1", nil)
 		h.ServeHTTP(httptest.NewRecorder(), req)
-		if ok := len(rec.errs) == 0; ok != tc.ok {
-			t.Errorf("fault body %s: reports %v", tc.body, rec.errs)
+		if ok := rec.Reports() == ""; ok != tc.ok {
+			t.Errorf("fault body %s: reports %v", tc.body, rec.Reports())
 		}
 	}
 }

@@ -2,21 +2,16 @@ package vercel_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/provider/providertest"
-	"github.com/agentbox/agentbox/internal/provider/vercel"
-	"github.com/agentbox/agentbox/internal/provider/vercel/verceltest"
 )
 
 // TestConformance runs the providers' conformance suite against the Vercel
 // provider and its fake.
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
-		f := verceltest.New(t)
-		p, err := vercel.New(config(f))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, p := setup(t, 2*time.Minute)
 		return providertest.Harness{Provider: p, KillInner: f.KillInner}
 	})
 }

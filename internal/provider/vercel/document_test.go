@@ -1,30 +1,13 @@
 package vercel_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/provider/vendortest"
 )
-
-// reports is a testing.TB that keeps what the validating handler reports.
-type reports struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (r *reports) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-
-func (r *reports) Helper() {}
 
 // TestDocumentRefuses: the derived document is as strict as the SDK it
 // comes from: what the SDK never sends, or bounds, fails the fake; what
@@ -56,7 +39,7 @@ func TestDocumentRefuses(t *testing.T) {
 		{"an error without its message", "DELETE", "/v2/sandboxes/s?projectId=p", "", "", `{"error":{"code":"not_found"}}`, nil, "an answer the document does not allow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &reports{TB: t}
+			rec := &vendortest.Recorder{TB: t}
 			status := http.StatusOK
 			if strings.HasPrefix(tc.answer, `{"error"`) {
 				status = http.StatusNotFound
@@ -75,7 +58,7 @@ func TestDocumentRefuses(t *testing.T) {
 			}
 			req.Header.Set("Authorization", "Bearer t")
 			h.ServeHTTP(httptest.NewRecorder(), req)
-			got := strings.Join(rec.errs, "\n")
+			got := rec.Reports()
 			if tc.fail == "" && got != "" {
 				t.Errorf("reported: %s", got)
 			}

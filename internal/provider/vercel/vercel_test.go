@@ -1,15 +1,14 @@
 package vercel_test
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/providertest"
+	"github.com/agentbox/agentbox/internal/provider/vendortest"
 	"github.com/agentbox/agentbox/internal/provider/vercel"
 	"github.com/agentbox/agentbox/internal/provider/vercel/verceltest"
 )
@@ -25,161 +24,66 @@ func config(f *verceltest.Fake) vercel.Config {
 	return vercel.Config{Token: f.Token, TeamID: f.TeamID, ProjectID: f.ProjectID, APIURL: f.URL(), RequestTimeout: 2 * time.Minute}
 }
 
-func setup(t *testing.T) (*verceltest.Fake, *vercel.Provider) {
+// setup starts a fake Vercel and a provider pointed at it, its requests
+// bounded by timeout.
+func setup(t *testing.T, timeout time.Duration) (*verceltest.Fake, *vercel.Provider) {
 	t.Helper()
 	f := verceltest.New(t)
-	p, err := vercel.New(config(f))
+	cfg := config(f)
+	cfg.RequestTimeout = timeout
+	p, err := vercel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, p
 }
 
-func spec(t *testing.T) provider.Spec {
-	name := strings.ReplaceAll(t.Name(), "/", "-")
-	return provider.Spec{Owner: "host-" + name, Binary: providertest.Binary(t), Token: "tok-" + name + "-0123456789", Labels: map[string]string{"purpose": "test"}}
-}
+func spec(t *testing.T) provider.Spec { return vendortest.NewSpec(t, providertest.Binary(t)) }
 
 // TestLifecycle: create (with resources, a session that boots) → the
 // inner daemon answers with the token → a mock-agent turn through it →
 // destroy → nothing left; no credential and the token once (its file)
 // sent into the sandbox.
 func TestLifecycle(t *testing.T) {
-	f, p := setup(t)
-	ctx := t.Context()
-	if err := p.Health(ctx); err != nil {
-		t.Fatalf("Health: %v", err)
-	}
+	f, p := setup(t, 2*time.Minute)
 	sp := spec(t)
 	sp.CPUs, sp.MemoryBytes = 4, 4*vercel.MemoryPerVCPU
-	sb, err := p.Create(ctx, sp)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("sandbox log:\n%s", f.Logs(sb.ID))
+	secrets := map[string]string{"Vercel token": f.Token, "Vercel team": f.TeamID, "Vercel project": f.ProjectID}
+	vendortest.Lifecycle(t, p, f, sp, secrets, func(sb provider.Sandbox) {
+		vcpus, timeout, tags, persistent := f.Created(sb.ID)
+		if vcpus != 4 || timeout != vercel.DefaultTimeout.Milliseconds() || persistent {
+			t.Errorf("created with vcpus %d, timeout %d ms, persistent %v; want 4, %d, false", vcpus, timeout, persistent, vercel.DefaultTimeout.Milliseconds())
+		}
+		if tags[vercel.OwnerKey] != sp.Owner || tags["purpose"] != "test" || len(tags) != 2 {
+			t.Errorf("tags %v", tags)
 		}
 	})
-	vcpus, timeout, tags, persistent := f.Created(sb.ID)
-	if vcpus != 4 || timeout != vercel.DefaultTimeout.Milliseconds() || persistent {
-		t.Errorf("created with vcpus %d, timeout %d ms, persistent %v; want 4, %d, false", vcpus, timeout, persistent, vercel.DefaultTimeout.Milliseconds())
-	}
-	if tags[vercel.OwnerKey] != sp.Owner || tags["purpose"] != "test" || len(tags) != 2 {
-		t.Errorf("tags %v", tags)
-	}
-	anon, err := client.New(sb.Address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := anon.ListSessions(ctx, client.ListOptions{}); err == nil {
-		t.Error("the inner daemon answered without the token")
-	}
-	c, err := client.New(sb.Address, client.WithToken(sb.Token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.CreateSession(ctx, client.CreateSession{Agent: "mock"})
-	if err != nil {
-		t.Fatalf("CreateSession in the sandbox: %v", err)
-	}
-	turn, err := c.SendMessage(ctx, s.ID, client.SendMessage{Text: "hello"})
-	if err != nil {
-		t.Fatalf("SendMessage: %v", err)
-	}
-	if _, err := c.WaitTurn(ctx, s.ID, turn.TurnID, 0, nil); err != nil {
-		t.Fatalf("WaitTurn: %v", err)
-	}
-	sent := f.SentIntoSandboxes()
-	for name, secret := range map[string]string{"token": f.Token, "team": f.TeamID, "project": f.ProjectID} {
-		if bytes.Contains(sent, []byte(secret)) {
-			t.Errorf("the Vercel %s was sent into the sandbox", name)
-		}
-	}
-	if n := bytes.Count(sent, []byte(sp.Token)); n != 1 {
-		t.Errorf("the token was sent into the sandbox %d times, want once (its file)", n)
-	}
-	again, err := p.Connect(ctx, sb.ID, sb.Token)
-	if err != nil || again.Address != sb.Address {
-		t.Fatalf("Connect = %+v, %v", again, err)
-	}
-	ids, err := p.List(ctx, sp.Owner)
-	if err != nil || len(ids) != 1 || ids[0] != sb.ID {
-		t.Fatalf("List = %v, %v; want [%s]", ids, err, sb.ID)
-	}
-	if err := p.Destroy(ctx, sb.ID); err != nil {
-		t.Fatalf("Destroy: %v", err)
-	}
-	if err := p.Destroy(ctx, sb.ID); err != nil {
-		t.Errorf("Destroy of a gone sandbox: %v", err)
-	}
-	if ids, err := p.List(ctx, sp.Owner); err != nil || len(ids) != 0 {
-		t.Errorf("List after Destroy = %v, %v", ids, err)
-	}
-	if _, err := p.Connect(ctx, sb.ID, sb.Token); !errors.Is(err, provider.ErrGone) {
-		t.Errorf("Connect after Destroy = %v, want ErrGone", err)
-	}
-	if r, n := f.Running(), f.Processes(); len(r) != 0 || n != 0 {
-		t.Errorf("left on the fake: sandboxes %v, processes %d", r, n)
-	}
 }
 
 // TestFaults: each failure gives the contract's sentinel with Vercel's
 // message and leaves nothing running.
 func TestFaults(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		op      string
-		fault   verceltest.Fault
-		want    error
-		message string
-	}{
-		{"quota", verceltest.OpCreate, verceltest.Fault{Status: 429, Code: "too_many_requests", Message: "You have reached the limit of 10 concurrent sandboxes"}, provider.ErrQuota, "limit of 10 concurrent sandboxes"},
-		{"server error", verceltest.OpCreate, verceltest.Fault{Status: 500, Message: "An unexpected internal error occurred"}, provider.ErrUnavailable, "unexpected internal error"},
-		{"bad gateway", verceltest.OpCreate, verceltest.Fault{Status: 502, Message: "upstream unavailable"}, provider.ErrUnavailable, "upstream unavailable"},
-		{"timeout", verceltest.OpCreate, verceltest.Fault{Hang: true}, provider.ErrUnavailable, "timed out"},
-		{"refused token", verceltest.OpCreate, verceltest.Fault{Status: 403, Code: "forbidden", Message: "Not authorized"}, provider.ErrCredentials, "Not authorized"},
-		{"session fails", verceltest.OpSession, verceltest.Fault{Status: 503, Message: "session service unavailable"}, provider.ErrUnavailable, "session service unavailable"},
-		{"session hangs", verceltest.OpSession, verceltest.Fault{Hang: true}, provider.ErrUnavailable, "timed out"},
-		{"upload fails", verceltest.OpWrite, verceltest.Fault{Status: 500, Message: "no space left on device"}, provider.ErrUnavailable, "no space left on device"},
-		{"command fails", verceltest.OpCmd, verceltest.Fault{Status: 400, Code: "bad_request", Message: "failed to execute command"}, nil, "failed to execute command"},
-		{"command quota", verceltest.OpCmd, verceltest.Fault{Status: 429, Message: "too many commands"}, provider.ErrQuota, "too many commands"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := verceltest.New(t)
-			cfg := config(f)
-			if tc.fault.Hang {
-				cfg.RequestTimeout = 300 * time.Millisecond
-			}
-			p, err := vercel.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Fail(tc.op, tc.fault)
-			_, err = p.Create(t.Context(), spec(t))
-			if err == nil {
-				t.Fatal("Create succeeded")
-			}
-			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Errorf("Create: %v, want %v", err, tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.message) {
-				t.Errorf("Create: %v, want the vendor's message %q", err, tc.message)
-			}
-			if strings.Contains(err.Error(), f.Token) {
-				t.Errorf("the error holds the token: %v", err)
-			}
-			if r, n := f.Running(), f.Processes(); len(r) != 0 || n != 0 {
-				t.Errorf("left on the fake: sandboxes %v, processes %d", r, n)
-			}
-		})
-	}
+	vendortest.Faults(t, []vendortest.FaultCase{
+		{Name: "quota", Op: verceltest.OpCreate, Fault: verceltest.Fault{Status: 429, Code: "too_many_requests", Message: "You have reached the limit of 10 concurrent sandboxes"}, Want: provider.ErrQuota, Message: "limit of 10 concurrent sandboxes"},
+		{Name: "server error", Op: verceltest.OpCreate, Fault: verceltest.Fault{Status: 500, Message: "An unexpected internal error occurred"}, Want: provider.ErrUnavailable, Message: "unexpected internal error"},
+		{Name: "bad gateway", Op: verceltest.OpCreate, Fault: verceltest.Fault{Status: 502, Message: "upstream unavailable"}, Want: provider.ErrUnavailable, Message: "upstream unavailable"},
+		{Name: "timeout", Op: verceltest.OpCreate, Fault: verceltest.Fault{Hang: true}, Want: provider.ErrUnavailable, Message: "timed out"},
+		{Name: "refused token", Op: verceltest.OpCreate, Fault: verceltest.Fault{Status: 403, Code: "forbidden", Message: "Not authorized"}, Want: provider.ErrCredentials, Message: "Not authorized"},
+		{Name: "session fails", Op: verceltest.OpSession, Fault: verceltest.Fault{Status: 503, Message: "session service unavailable"}, Want: provider.ErrUnavailable, Message: "session service unavailable"},
+		{Name: "session hangs", Op: verceltest.OpSession, Fault: verceltest.Fault{Hang: true}, Want: provider.ErrUnavailable, Message: "timed out"},
+		{Name: "upload fails", Op: verceltest.OpWrite, Fault: verceltest.Fault{Status: 500, Message: "no space left on device"}, Want: provider.ErrUnavailable, Message: "no space left on device"},
+		{Name: "command fails", Op: verceltest.OpCmd, Fault: verceltest.Fault{Status: 400, Code: "bad_request", Message: "failed to execute command"}, Want: nil, Message: "failed to execute command"},
+		{Name: "command quota", Op: verceltest.OpCmd, Fault: verceltest.Fault{Status: 429, Message: "too many commands"}, Want: provider.ErrQuota, Message: "too many commands"},
+	}, func(t *testing.T, hang bool) (vendortest.Vendor, vendortest.Faked, string) {
+		f, p := setup(t, vendortest.RequestTimeout(hang, 2*time.Minute))
+		return p, f, f.Token
+	}, spec)
 }
 
 // TestDestroyFails: a delete that fails after a failed start says so,
 // and the sandbox is listed for the next start's reconciliation.
 func TestDestroyFails(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	f.Fail(verceltest.OpCmd, verceltest.Fault{Status: 500, Message: "cannot start"})
 	f.Fail(verceltest.OpDelete, verceltest.Fault{Status: 500, Message: "cannot delete"})
 	sp := spec(t)
@@ -245,7 +149,7 @@ func TestCredentials(t *testing.T) {
 // TestSpecRefused: what Vercel cannot do is refused before anything is
 // created, naming the field; the vendor's own refusal keeps its message.
 func TestSpecRefused(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	for _, tc := range []struct {
 		name  string
 		edit  func(*provider.Spec)
@@ -290,7 +194,7 @@ func TestSpecRefused(t *testing.T) {
 
 // TestList: List pages through the project's sandboxes by the owner's tag.
 func TestList(t *testing.T) {
-	f, p := setup(t)
+	f, p := setup(t, 2*time.Minute)
 	f.PendingPolls, f.MaxPage = 0, 2
 	mine, other := spec(t), spec(t)
 	other.Owner = "someone-else"

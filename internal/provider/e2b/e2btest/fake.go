@@ -10,10 +10,7 @@ package e2btest
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,11 +18,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"runtime"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,12 +32,9 @@ const Home = "/home/user"
 // envdPort is the port of envd in every sandbox.
 const envdPort = 49983
 
-// Fault is an injected failure of one operation.
-type Fault struct {
-	Status  int    // the HTTP status answered
-	Message string // the vendor's message
-	Hang    bool   // no answer until the client gives up
-}
+// Fault is an injected failure of one operation (its Code is unused:
+// E2B's error is a status and a message).
+type Fault = vendortest.Fault
 
 // The operations a Fault can be injected into.
 const (
@@ -57,29 +48,28 @@ const (
 
 // Fake is a fake E2B. Its zero value is not usable: call New.
 type Fake struct {
+	*vendortest.Fake[*sandbox]
 	// APIKey is the key the control plane accepts.
 	APIKey string
 	// Domain is the sandbox domain the control plane answers.
 	Domain string
 
-	t    testing.TB
-	api  *httptest.Server
-	ctrl *vendortest.Spec
 	envd *vendortest.Spec
-
-	mu        sync.Mutex
-	sandboxes map[string]*sandbox
-	faults    map[string]Fault
-	seen      bytes.Buffer // every byte sent into a sandbox (files, argv, env)
-	hang      chan struct{}
 }
 
 type sandbox struct {
+	*vendortest.Box
 	id, template, envdToken string
 	metadata                map[string]string
 	started, end            time.Time
-	box                     *vendortest.Box
 	envd                    *httptest.Server
+}
+
+// Kill ends the sandbox and its envd.
+func (sb *sandbox) Kill() {
+	sb.envd.CloseClientConnections()
+	sb.Box.Kill()
+	sb.envd.Close()
 }
 
 // New starts a fake E2B whose documents are in dir (the e2b package's
@@ -88,153 +78,43 @@ type sandbox struct {
 func New(t testing.TB) *Fake {
 	t.Helper()
 	f := &Fake{
-		APIKey:    "e2b_" + randHex(20),
-		Domain:    "fake.e2b.test",
-		t:         t,
-		ctrl:      vendortest.LoadSpec(t, testdata("openapi.yml"), "Error"),
-		envd:      vendortest.LoadSpec(t, testdata("envd.yaml"), "Error"),
-		sandboxes: map[string]*sandbox{},
-		faults:    map[string]Fault{},
-		hang:      make(chan struct{}),
+		Fake:   vendortest.NewFake[*sandbox](t, "e2b", writeError, `sandbox "%s" doesn't exist or you don't have access to it`),
+		APIKey: "e2b_" + vendortest.RandHex(20),
+		Domain: "fake.e2b.test",
+		envd:   vendortest.LoadSpec(t, vendortest.Testdata("envd.yaml"), "Error"),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sandboxes", f.create)
 	mux.HandleFunc("GET /v2/sandboxes", f.list)
 	mux.HandleFunc("GET /sandboxes/{sandboxID}", f.get)
 	mux.HandleFunc("DELETE /sandboxes/{sandboxID}", f.kill)
-	f.api = httptest.NewServer(f.ctrl.Handler(t, f.authed(mux)))
-	t.Cleanup(f.close)
+	// A request without the API key is refused, as E2B's API does.
+	authed := f.Authed(mux, http.StatusUnauthorized, "", func(r *http.Request) string {
+		if r.Header.Get("X-API-Key") != f.APIKey {
+			return "Invalid API key, please visit https://e2b.dev/docs/api-key"
+		}
+		return ""
+	})
+	f.Serve(vendortest.LoadSpec(t, vendortest.Testdata("openapi.yml"), "Error").Handler(t, authed))
 	return f
 }
-
-// testdata is the path of a vendored document, found from this file.
-func testdata(name string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "testdata", name)
-}
-
-// URL is the control plane's base URL.
-func (f *Fake) URL() string { return f.api.URL }
 
 // SandboxURL is the e2b.Config.SandboxURL for this fake: the base URL of
 // a sandbox's port, which the real E2B names https://<port>-<id>.<domain>
 // and routes through its proxy; here it is a loopback port.
 func (f *Fake) SandboxURL(port int, id, domain string) string {
-	f.mu.Lock()
-	sb := f.sandboxes[id]
-	f.mu.Unlock()
-	if sb == nil || domain != f.Domain {
+	sb, ok := f.Get(id)
+	if !ok || domain != f.Domain {
 		return "http://127.0.0.1:1" // no sandbox answers there, as no host would resolve
 	}
 	if port == envdPort {
 		return sb.envd.URL
 	}
-	hp, err := sb.box.Port(port)
+	hp, err := sb.Port(port)
 	if err != nil {
-		f.t.Errorf("fake e2b: port %d: %v", port, err)
+		f.T.Errorf("fake e2b: port %d: %v", port, err)
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(hp)
-}
-
-// Fail injects fault into every later call of op; a zero Fault clears it.
-func (f *Fake) Fail(op string, fault Fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fault == (Fault{}) {
-		delete(f.faults, op)
-		return
-	}
-	f.faults[op] = fault
-}
-
-// Running returns the ids of the sandboxes alive, sorted.
-func (f *Fake) Running() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ids []string
-	for id := range f.sandboxes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// Processes is the number of processes running in every sandbox.
-func (f *Fake) Processes() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, sb := range f.sandboxes {
-		n += sb.box.Live()
-	}
-	return n
-}
-
-// SentIntoSandboxes is every byte the clients sent into a sandbox: the
-// files uploaded, the argv and environment of processes started.
-func (f *Fake) SentIntoSandboxes() []byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return bytes.Clone(f.seen.Bytes())
-}
-
-// KillInner kills every process of sandbox id (the inner daemon), as a
-// crash inside it would; the sandbox stays (providertest.Harness.KillInner).
-func (f *Fake) KillInner(_ context.Context, id string) error {
-	f.mu.Lock()
-	sb := f.sandboxes[id]
-	f.mu.Unlock()
-	if sb == nil {
-		return fmt.Errorf("fake e2b: no sandbox %s", id)
-	}
-	sb.box.KillProcesses()
-	return nil
-}
-
-// Logs is what the processes of sandbox id wrote.
-func (f *Fake) Logs(id string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if sb := f.sandboxes[id]; sb != nil {
-		return sb.box.Logs()
-	}
-	return ""
-}
-
-func (f *Fake) close() {
-	close(f.hang)
-	f.api.Close()
-	f.mu.Lock()
-	sbs := f.sandboxes
-	f.sandboxes = map[string]*sandbox{}
-	f.mu.Unlock()
-	for _, sb := range sbs {
-		sb.envd.Close()
-		sb.box.Kill()
-	}
-}
-
-// fault answers r with the fault injected for op, if any.
-func (f *Fake) fault(w http.ResponseWriter, r *http.Request, op string) bool {
-	f.mu.Lock()
-	ft, ok := f.faults[op]
-	f.mu.Unlock()
-	if !ok {
-		return false
-	}
-	vendortest.MarkFault(r)
-	if ft.Hang {
-		select {
-		case <-r.Context().Done():
-		case <-f.hang:
-		}
-		// The client has gone; what is written is for no one, but it
-		// must still be the document's.
-		writeError(w, http.StatusGatewayTimeout, "timed out")
-		return true
-	}
-	writeError(w, ft.Status, ft.Message)
-	return true
 }
 
 // apiError is the document's Error.
@@ -243,25 +123,8 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, apiError{Code: int32(status), Message: msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// authed refuses a request without the API key, as E2B's API does.
-func (f *Fake) authed(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-API-Key") != f.APIKey {
-			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+func writeError(w http.ResponseWriter, _ *http.Request, status int, _, msg string) {
+	vendortest.WriteJSON(w, status, apiError{Code: int32(status), Message: msg})
 }
 
 // newSandbox is the document's NewSandbox, as the fake reads it (the
@@ -275,16 +138,12 @@ type newSandbox struct {
 }
 
 func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
-	if f.fault(w, r, OpCreate) {
-		return
-	}
 	var in newSandbox
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !f.Decode(w, r, OpCreate, &in) {
 		return
 	}
 	if in.TemplateID != "base" {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("template '%s' not found", in.TemplateID))
+		writeError(w, r, http.StatusBadRequest, "", fmt.Sprintf("template '%s' not found", in.TemplateID))
 		return
 	}
 	timeout := int32(15) // the document's default
@@ -293,14 +152,10 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	}
 	sb, err := f.add(in.TemplateID, in.Metadata, timeout, in.Secure)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		writeError(w, r, http.StatusInternalServerError, "", err.Error())
 		return
 	}
-	f.mu.Lock()
-	for k, v := range in.EnvVars {
-		fmt.Fprintf(&f.seen, "%s=%s\n", k, v)
-	}
-	f.mu.Unlock()
+	f.SentEnv(in.EnvVars)
 	out := map[string]any{
 		"templateID":  sb.template,
 		"sandboxID":   sb.id,
@@ -311,7 +166,7 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 	if sb.envdToken != "" {
 		out["envdAccessToken"] = sb.envdToken
 	}
-	writeJSON(w, http.StatusCreated, out)
+	vendortest.WriteJSON(w, http.StatusCreated, out)
 }
 
 // add makes a sandbox: its box and its envd.
@@ -321,20 +176,18 @@ func (f *Fake) add(template string, metadata map[string]string, timeout int32, s
 		return nil, err
 	}
 	sb := &sandbox{
-		id:       "i" + randHex(10),
+		Box:      box,
+		id:       "i" + vendortest.RandHex(10),
 		template: template,
 		metadata: metadata,
 		started:  time.Now().UTC(),
-		box:      box,
 	}
 	sb.end = sb.started.Add(time.Duration(timeout) * time.Second)
 	if secure {
-		sb.envdToken = randHex(16)
+		sb.envdToken = vendortest.RandHex(16)
 	}
-	sb.envd = httptest.NewServer(f.envd.Handler(f.t, f.envdHandler(sb), "/process.Process/"))
-	f.mu.Lock()
-	f.sandboxes[sb.id] = sb
-	f.mu.Unlock()
+	sb.envd = httptest.NewServer(f.envd.Handler(f.T, f.envdHandler(sb), "/process.Process/"))
+	f.Add(sb.id, sb)
 	return sb, nil
 }
 
@@ -372,79 +225,51 @@ func (sb *sandbox) detail() map[string]any {
 }
 
 func (f *Fake) get(w http.ResponseWriter, r *http.Request) {
-	if f.fault(w, r, OpGet) {
-		return
-	}
-	f.mu.Lock()
-	sb := f.sandboxes[r.PathValue("sandboxID")]
-	f.mu.Unlock()
-	if sb == nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("sandboxID")))
+	sb, ok := f.Sandbox(w, r, OpGet, r.PathValue("sandboxID"))
+	if !ok {
 		return
 	}
 	d := sb.detail()
 	d["domain"] = f.Domain
-	writeJSON(w, http.StatusOK, d)
+	vendortest.WriteJSON(w, http.StatusOK, d)
 }
 
 func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
-	if f.fault(w, r, OpList) {
+	if f.Fault(w, r, OpList) {
 		return
 	}
 	q := r.URL.Query()
-	want, err := url.ParseQuery(q.Get("metadata"))
+	metadata, err := url.ParseQuery(q.Get("metadata"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid metadata query: "+err.Error())
+		writeError(w, r, http.StatusBadRequest, "", "invalid metadata query: "+err.Error())
 		return
+	}
+	want := map[string]string{}
+	for k := range metadata {
+		want[k] = metadata.Get(k)
 	}
 	limit := 100
 	if s := q.Get("limit"); s != "" {
 		limit, _ = strconv.Atoi(s) // the document bounds it to 1..100
 	}
-	after := q.Get("nextToken")
-	f.mu.Lock()
-	var match []*sandbox
-	for _, sb := range f.sandboxes {
-		ok := true
-		for k := range want {
-			if sb.metadata[k] != want.Get(k) {
-				ok = false
-			}
-		}
-		if ok && sb.id > after {
-			match = append(match, sb)
-		}
+	page, next := f.Page(q.Get("nextToken"), limit, func(sb *sandbox) bool { return vendortest.Labelled(sb.metadata, want) })
+	if next != "" {
+		w.Header().Set("X-Next-Token", next)
 	}
-	f.mu.Unlock()
-	sort.Slice(match, func(i, j int) bool { return match[i].id < match[j].id })
-	if len(match) > limit {
-		match = match[:limit]
-		w.Header().Set("X-Next-Token", match[limit-1].id)
-	}
-	out := make([]map[string]any, 0, len(match))
-	for _, sb := range match {
+	out := make([]map[string]any, 0, len(page))
+	for _, sb := range page {
 		out = append(out, sb.detail())
 	}
-	writeJSON(w, http.StatusOK, out)
+	vendortest.WriteJSON(w, http.StatusOK, out)
 }
 
 func (f *Fake) kill(w http.ResponseWriter, r *http.Request) {
-	if f.fault(w, r, OpKill) {
+	if f.Fault(w, r, OpKill) {
 		return
 	}
-	id := r.PathValue("sandboxID")
-	f.mu.Lock()
-	sb := f.sandboxes[id]
-	delete(f.sandboxes, id)
-	f.mu.Unlock()
-	if sb == nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox \"%s\" doesn't exist or you don't have access to it", id))
-		return
+	if _, ok := f.Remove(w, r, r.PathValue("sandboxID")); ok {
+		w.WriteHeader(http.StatusNoContent)
 	}
-	sb.envd.CloseClientConnections()
-	go sb.envd.Close()
-	sb.box.Kill()
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // envdHandler is the envd of sb: /files and process.Process/Start.
@@ -458,7 +283,7 @@ func (f *Fake) envdHandler(sb *sandbox) http.Handler {
 				connectError(w, http.StatusUnauthorized, "unauthenticated", "invalid access token")
 				return
 			}
-			writeError(w, http.StatusUnauthorized, "invalid access token")
+			writeError(w, r, http.StatusUnauthorized, "", "invalid access token")
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -466,7 +291,7 @@ func (f *Fake) envdHandler(sb *sandbox) http.Handler {
 }
 
 func (f *Fake) upload(sb *sandbox, w http.ResponseWriter, r *http.Request) {
-	if f.fault(w, r, OpUpload) {
+	if f.Fault(w, r, OpUpload) {
 		return
 	}
 	path := r.URL.Query().Get("path")
@@ -475,7 +300,7 @@ func (f *Fake) upload(sb *sandbox, w http.ResponseWriter, r *http.Request) {
 	switch ct := r.Header.Get("Content-Type"); {
 	case strings.HasPrefix(ct, "application/octet-stream"):
 		if path == "" {
-			writeError(w, http.StatusBadRequest, "the path parameter is required with application/octet-stream")
+			writeError(w, r, http.StatusBadRequest, "", "the path parameter is required with application/octet-stream")
 			return
 		}
 		data, err = io.ReadAll(r.Body)
@@ -488,21 +313,19 @@ func (f *Fake) upload(sb *sandbox, w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, r, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	if _, err := sb.box.WriteFile(path, data); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if _, err := sb.WriteFile(path, data); err != nil {
+		writeError(w, r, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	f.mu.Lock()
-	f.seen.Write(data)
-	f.mu.Unlock()
+	f.Sent(data)
 	abs := path
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(Home, path)
 	}
-	writeJSON(w, http.StatusOK, []map[string]string{{"path": abs, "name": filepath.Base(abs), "type": "file"}})
+	vendortest.WriteJSON(w, http.StatusOK, []map[string]string{{"path": abs, "name": filepath.Base(abs), "type": "file"}})
 }
 
 // startRequest is process.proto's StartRequest in Connect's JSON form;
@@ -525,17 +348,17 @@ type startRequest struct {
 // call, as envd's does.
 func (f *Fake) start(sb *sandbox, w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); ct != "application/connect+json" {
-		f.t.Errorf("fake envd: Start with Content-Type %q (want application/connect+json)", ct)
+		f.T.Errorf("fake envd: Start with Content-Type %q (want application/connect+json)", ct)
 		connectError(w, http.StatusUnsupportedMediaType, "unknown", "unsupported content type "+ct)
 		return
 	}
 	if v := r.Header.Get("Connect-Protocol-Version"); v != "" && v != "1" {
-		f.t.Errorf("fake envd: Connect-Protocol-Version %q", v)
+		f.T.Errorf("fake envd: Connect-Protocol-Version %q", v)
 	}
 	br := bufio.NewReader(r.Body)
 	var h [5]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil || h[0] != 0 {
-		f.t.Errorf("fake envd: Start: not one uncompressed Connect envelope (%v, flags %#x)", err, h[0])
+		f.T.Errorf("fake envd: Start: not one uncompressed Connect envelope (%v, flags %#x)", err, h[0])
 		connectError(w, http.StatusBadRequest, "invalid_argument", "bad envelope")
 		return
 	}
@@ -548,17 +371,13 @@ func (f *Fake) start(sb *sandbox, w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(msg))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil || in.Process == nil || in.Process.Cmd == "" {
-		f.t.Errorf("fake envd: Start: a request process.proto does not allow: %s (%v)", msg, err)
+		f.T.Errorf("fake envd: Start: a request process.proto does not allow: %s (%v)", msg, err)
 		connectError(w, http.StatusBadRequest, "invalid_argument", "invalid StartRequest")
 		return
 	}
-	f.mu.Lock()
-	f.seen.WriteString(in.Process.Cmd + "\n" + strings.Join(in.Process.Args, "\n") + "\n")
-	for k, v := range in.Process.Envs {
-		fmt.Fprintf(&f.seen, "%s=%s\n", k, v)
-	}
-	ft, faulted := f.faults[OpStart]
-	f.mu.Unlock()
+	f.Sent([]byte(in.Process.Cmd + "\n" + strings.Join(in.Process.Args, "\n") + "\n"))
+	f.SentEnv(in.Process.Envs)
+	ft, faulted := f.Injected(OpStart)
 	w.Header().Set("Content-Type", "application/connect+json")
 	if faulted {
 		endStream(w, "internal", ft.Message)
@@ -568,7 +387,7 @@ func (f *Fake) start(sb *sandbox, w http.ResponseWriter, r *http.Request) {
 	if in.Process.Cwd != nil {
 		cwd = *in.Process.Cwd
 	}
-	pid, err := sb.box.Start(append([]string{in.Process.Cmd}, in.Process.Args...), in.Process.Envs, cwd)
+	pid, err := sb.Start(append([]string{in.Process.Cmd}, in.Process.Args...), in.Process.Envs, cwd)
 	if err != nil {
 		endStream(w, "internal", "error starting process: "+err.Error())
 		return
@@ -580,7 +399,7 @@ func (f *Fake) start(sb *sandbox, w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-r.Context().Done(): // the client went; the process stays
 		return
-	case <-sb.box.Done(pid):
+	case <-sb.Done(pid):
 		writeEvent(w, map[string]any{"end": map[string]any{"exited": true, "status": "exited"}})
 		endStream(w, "", "")
 	}
@@ -615,10 +434,4 @@ func connectError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
