@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,18 @@ import (
 
 // eventCols are the columns of an event row after session_id, in the order
 // insertEvent binds and scanEvents reads them.
-const eventCols = "seq, id, time, schema, type, source, native_session_id, turn_id, data, raw"
+const eventCols = "seq, " + eventColsRest
+
+const eventColsRest = "id, time, schema, type, source, native_session_id, turn_id, data, raw"
+
+// eventColsAfterSeq returns the columns of eventCols after seq, each with
+// prefix.
+func eventColsAfterSeq(prefix string) string {
+	if prefix == "" {
+		return eventColsRest
+	}
+	return prefix + strings.ReplaceAll(eventColsRest, ", ", ", "+prefix)
+}
 
 // Times are stored as int64 unix nanoseconds.
 var (

@@ -24,8 +24,15 @@ func (r *readStmts) init(db *sql.DB) {
 		r.all = append(r.all, l)
 		return l
 	}
-	r.events = stmt(`SELECT ` + eventCols + ` FROM events
-		WHERE session_id = ? AND seq > ? AND batch <= ? ORDER BY seq LIMIT ?`)
+	// A session's indexed rows, then those in the tail (index.go): the
+	// first half comes in seq order from event_index, the second is
+	// sorted from a scan of at most the tail.
+	r.events = stmt(`SELECT i.seq, ` + eventColsAfterSeq("e.") + ` FROM event_index i JOIN events e ON e.pos = i.pos
+		WHERE i.session_id = ?1 AND i.seq > ?2 AND e.batch <= ?3
+		UNION ALL
+		SELECT seq, ` + eventColsAfterSeq("") + ` FROM events
+		WHERE pos > ` + indexedPos + ` AND session_id = ?1 AND seq > ?2 AND batch <= ?3
+		ORDER BY 1 LIMIT ?4`)
 	r.sessionExists = stmt(`SELECT 1 FROM sessions WHERE id = ?`)
 	r.session = stmt(`SELECT ` + sessionCols + ` FROM sessions WHERE id = ?`)
 	r.sessionCreated = stmt(`SELECT created_at FROM sessions WHERE id = ?`)

@@ -81,7 +81,7 @@ func (s *Store) do(o *op) error {
 const rowsPerInsert = 32
 
 // eventArgs is the number of columns of an event row.
-const eventArgs = 12
+const eventArgs = 13
 
 // writer owns the write connection. Only its goroutine touches its fields.
 //
@@ -122,6 +122,10 @@ type writer struct {
 	walPages, logPages, rowBytes int
 	// batch is the number of the batch being written (see durable.go).
 	batch int64
+	// pos is the last pos given to an event row (see index.go).
+	pos int64
+	// idx is the state of event_index (index.go).
+	idx indexState
 	// epochPending: this run's epoch is not written yet (see openEpoch).
 	epochPending bool
 	// settlePending: the database is new and not synced yet (fresh.go).
@@ -146,6 +150,9 @@ type writeStmts struct {
 	deleteSession                  *sql.Stmt
 	insertRequest, resolveRequest  *sql.Stmt
 	requestState, checkpoint       *sql.Stmt
+	indexTail, setIndexed          *sql.Stmt
+	deleteEvents, deleteTail       *sql.Stmt
+	deleteIndex                    *sql.Stmt
 }
 
 func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*writer, error) {
@@ -176,8 +183,11 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 	st.savepoint = prep("SAVEPOINT op")
 	st.release = prep("RELEASE op")
 	st.rollbackTo = prep("ROLLBACK TO op")
+	// The last seq is in event_index or, for a session appended to since
+	// the index was last written, in the tail of events (index.go).
 	st.lastSeq = prep(`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1),
-		COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0)`)
+		MAX(COALESCE((SELECT MAX(seq) FROM event_index WHERE session_id = ?1), 0),
+			COALESCE((SELECT MAX(seq) FROM events WHERE pos > ` + indexedPos + ` AND session_id = ?1), 0))`)
 	st.insertSession = prep(`INSERT INTO sessions (` + sessionCols + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	st.updateSession = prep(`UPDATE sessions SET (` + sessionCols + `)
@@ -191,6 +201,17 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 		WHERE session_id = ? AND id = ? AND state = 'pending'`)
 	st.requestState = prep(`SELECT state FROM requests WHERE session_id = ? AND id = ?`)
 	st.checkpoint = prep(`PRAGMA wal_checkpoint(PASSIVE)`)
+	st.indexTail = prep(`INSERT INTO event_index (session_id, seq, pos)
+		SELECT session_id, seq, pos FROM events WHERE pos > ` + indexedPos + ` ORDER BY session_id, seq`)
+	st.setIndexed = prep(`UPDATE meta SET value = ? WHERE key = 'indexed'`)
+	// events has no index by session: a session's rows are found through
+	// event_index, and those after it by scanning the tail.
+	st.deleteEvents = prep(`DELETE FROM events WHERE pos IN (SELECT pos FROM event_index WHERE session_id = ?)`)
+	st.deleteTail = prep(`DELETE FROM events WHERE pos > ` + indexedPos + ` AND session_id = ?`)
+	st.deleteIndex = prep(`DELETE FROM event_index WHERE session_id = ?`)
+	if err == nil {
+		err = w.idx.load(ctx, conn, &w.pos, s.opts.indexRows)
+	}
 	if err != nil {
 		w.close()
 		return nil, err
@@ -209,12 +230,12 @@ func (w *writer) insert(dc any, n int) (driver.StmtExecContext, error) {
 		return nil, errors.New("the sqlite driver cannot prepare with a context")
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO events (session_id, " + eventCols + ", batch) VALUES ")
+	b.WriteString("INSERT INTO events (pos, session_id, " + eventCols + ", batch) VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	st, err := pc.PrepareContext(w.ctx, b.String())
 	if err != nil {
@@ -232,7 +253,8 @@ func (w *writer) insert(dc any, n int) (driver.StmtExecContext, error) {
 func (w *writer) close() {
 	for _, st := range []*sql.Stmt{w.st.begin, w.st.commit, w.st.rollback, w.st.savepoint, w.st.release,
 		w.st.rollbackTo, w.st.lastSeq, w.st.insertSession, w.st.updateSession, w.st.deleteSession,
-		w.st.insertRequest, w.st.resolveRequest, w.st.requestState, w.st.checkpoint} {
+		w.st.insertRequest, w.st.resolveRequest, w.st.requestState, w.st.checkpoint,
+		w.st.indexTail, w.st.setIndexed, w.st.deleteEvents, w.st.deleteTail, w.st.deleteIndex} {
 		if st != nil {
 			_ = st.Close() // finalizing a statement reports nothing worth acting on
 		}
@@ -329,6 +351,7 @@ func (w *writer) commit(batch []*op) {
 		}
 	}
 	w.countPages()
+	w.idx.committed()
 	for id, seq := range w.tent {
 		if seq < 0 {
 			delete(w.last, id)
@@ -355,6 +378,9 @@ func (w *writer) commit(batch []*op) {
 func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 	if _, err := w.st.begin.ExecContext(w.ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if err := w.indexTail(); err != nil {
+		return err
 	}
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
@@ -411,6 +437,7 @@ func (w *writer) rollback(batch []*op) {
 	// next BEGIN fails and so does the batch.)
 	_, _ = w.st.rollback.ExecContext(w.ctx)
 	w.revert(0)
+	w.idx.rolledBack()
 	w.rowBytes = 0
 	clear(w.rows)
 	w.rows = w.rows[:0]
@@ -519,7 +546,10 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 		if err := w.flush(); err != nil {
 			return err
 		}
-		// Events and requests go with it (ON DELETE CASCADE).
+		if err := w.deleteEvents(o.sessionID); err != nil {
+			return err
+		}
+		// Requests go with it (ON DELETE CASCADE).
 		res, err := w.st.deleteSession.ExecContext(w.ctx, o.sessionID)
 		if err != nil {
 			return fmt.Errorf("delete session: %w", err)
@@ -544,6 +574,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, now time.Time) {
 	// Values shared by the rows are boxed once.
 	sid, batch := driver.Value(sessionID), driver.Value(w.batch)
+	w.idx.touch(sessionID, len(evs))
 	for i := range evs {
 		ev := &evs[i]
 		ev.Seq = last + int64(i) + 1
@@ -552,7 +583,10 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 			ev.Time = now
 		}
 		w.rowBytes += 100 + len(ev.Data) + len(ev.Raw)
-		w.rows = append(w.rows,
+		// pos only goes up, also past rows rolled back: a gap is
+		// harmless, a pos given twice is not (index.go).
+		w.pos++
+		w.rows = append(w.rows, driver.NamedValue{Value: w.pos},
 			driver.NamedValue{Value: sid}, driver.NamedValue{Value: ev.Seq},
 			driver.NamedValue{Value: ev.ID}, driver.NamedValue{Value: ev.Time.UnixNano()},
 			driver.NamedValue{Value: int64(ev.Schema)}, driver.NamedValue{Value: string(ev.Type)},
