@@ -144,7 +144,8 @@ func (s *Store) readEvents(ctx context.Context, sessionID string, after int64, l
 		var t int64
 		var typ, src string
 		var data, raw []byte
-		if err := rows.Scan(&ev.Seq, &ev.ID, &t, &ev.Schema, &typ, &src,
+		var run, pos int64 // the order of the rows (reads.go)
+		if err := rows.Scan(&run, &pos, &ev.Seq, &ev.ID, &t, &ev.Schema, &typ, &src,
 			&ev.NativeSessionID, &ev.TurnID, &data, &raw); err != nil {
 			return nil, err
 		}

@@ -8,11 +8,14 @@ import (
 
 // The layout of the event log (migration 0006). events holds the rows of
 // every session in one b-tree ordered by pos, which the writer assigns in
-// append order, so the rows a batch adds fill the last pages of that tree
-// whatever sessions they belong to. event_index maps (session_id, seq) to
-// pos, but only for the rows up to the pos stored as 'indexed' in meta; the
-// rows after it, the tail, are added to event_index in bulk, at the start of
-// the first batch after the tail has grown to indexRows rows.
+// append order, each batch's rows grouped by session (groupRows), so the
+// rows a batch adds fill the last pages of that tree whatever sessions they
+// belong to. event_runs indexes them by session: a run is a session's rows
+// at consecutive pos with consecutive seqs (a batch's rows of one session,
+// or part of them), keyed by (session_id, last_seq), with its first seq and
+// first pos. It covers the rows up to the pos stored as 'indexed' in meta;
+// the rows after it, the tail, are added to event_runs in bulk, at the start
+// of the first batch after the tail has grown to indexRows rows.
 //
 // Why: a commit costs about one page of the log per page it changes. When
 // events carried an index by (session_id, seq), as before, every session a
@@ -20,9 +23,10 @@ import (
 // sessions wrote about 30 pages for rows that fill 5 (profiled: 96% of the
 // writer's time was SQLite's, 37% of it the commit). Written in bulk, the
 // index changes one leaf per session once per indexRows rows instead of once
-// per batch, and the inserts into it come sorted, from one statement.
+// per batch; and it holds a run per session and batch, not an entry per
+// event (at 16 sessions, about a third as many).
 //
-// Readers: a session's rows up to 'indexed' are found through event_index,
+// Readers: a session's rows up to 'indexed' are found through event_runs,
 // those after it by scanning the tail (at most indexRows rows plus a
 // batch), in one statement, so both halves come from one snapshot. Within a
 // session pos and seq go up together, so every row of the tail has a greater
@@ -31,10 +35,10 @@ import (
 // pos only goes up, also past rows whose transaction rolled back: a gap is
 // harmless, but a pos given again after the rows holding it were deleted
 // (a deleted session) could fall at or below 'indexed', where no reader
-// looks without event_index. The writer therefore counts pos itself,
+// looks without event_runs. The writer therefore counts pos itself,
 // starting after both the largest pos and 'indexed'.
 
-// indexedPos is the SQL value of 'indexed': the last pos event_index covers.
+// indexedPos is the SQL value of 'indexed': the last pos event_runs covers.
 const indexedPos = `(SELECT value FROM meta WHERE key = 'indexed')`
 
 // defaultIndexRows is how long the tail grows before it is indexed: long
@@ -42,7 +46,7 @@ const indexedPos = `(SELECT value FROM meta WHERE key = 'indexed')`
 // scanning it stays cheap.
 const defaultIndexRows = 1024
 
-// indexState is the writer's view of event_index.
+// indexState is the writer's view of event_runs.
 type indexState struct {
 	every int // indexRows
 	// tail counts the rows committed after 'indexed' (an estimate: rows
@@ -103,7 +107,7 @@ func (x *indexState) reset() {
 	x.pages = 0
 }
 
-// indexTail adds the tail to event_index when it has grown long enough. It
+// indexTail adds the tail's runs to event_runs when it has grown long enough. It
 // runs first in a transaction, so the tail is every row of the batches
 // committed before, and 'indexed' becomes the last pos given to them.
 func (w *writer) indexTail() error {
@@ -118,7 +122,8 @@ func (w *writer) indexTail() error {
 		return fmt.Errorf("index events: %w", err)
 	}
 	x.indexed = true
-	// A leaf per session, and the entries (about 50 bytes each).
+	// A leaf per session, and the runs (about 50 bytes each; at most a
+	// run per row).
 	x.pages = len(x.sessions) + x.tail*50/pageBytes
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/agentbox/agentbox/event"
@@ -95,11 +96,11 @@ func TestMigrateKeepsEvents(t *testing.T) {
 		}
 	}
 	var indexed, rows int
-	if err := s.rdb.QueryRowContext(t.Context(), "SELECT "+indexedPos+", (SELECT COUNT(*) FROM event_index)").Scan(&indexed, &rows); err != nil {
+	if err := s.rdb.QueryRowContext(t.Context(), "SELECT "+indexedPos+", (SELECT COUNT(*) FROM event_runs)").Scan(&indexed, &rows); err != nil {
 		t.Fatal(err)
 	}
 	if indexed != 300 || rows != 300 {
-		t.Errorf("after the migration 'indexed' is %d with %d rows in event_index, want 300 and 300", indexed, rows)
+		t.Errorf("after the migration 'indexed' is %d with %d runs in event_runs, want 300 and 300 (a run per old row)", indexed, rows)
 	}
 }
 
@@ -112,7 +113,7 @@ func sameEvent(a, b event.Event) bool {
 }
 
 // TestIndexedAndTail appends to interleaved sessions with a tail indexed
-// every few rows, so that reads find rows in event_index, in the tail and
+// every few rows, so that reads find rows in event_runs, in the tail and
 // in both: every read from every seq answers what was appended, across a
 // reopen (which counts the tail again), a deleted session (its rows gone
 // from both) and one created again under the same ID.
@@ -121,7 +122,6 @@ func TestIndexedAndTail(t *testing.T) {
 		t.Run(fmt.Sprintf("indexRows=%d", every), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "agentbox.db")
 			opts := Options{indexRows: every}
-			s := open(t, path, opts)
 			ids := []string{"ses_a", "ses_b", "ses_c"}
 			want := map[string][]event.Event{}
 			appendSome := func(s *Store, rounds int) {
@@ -155,10 +155,41 @@ func TestIndexedAndTail(t *testing.T) {
 					}
 				}
 			}
+			// One batch with the sessions' appends interleaved, which
+			// the writer writes grouped by session.
+			batch := func(s *Store, g *gate) {
+				t.Helper()
+				release := g.hold(t, s)
+				results := make([][]event.Event, 12)
+				var wg sync.WaitGroup
+				for n := range results {
+					wg.Go(func() {
+						var err error
+						if results[n], err = s.Append(t.Context(), ids[n%len(ids)], delta(n), delta(n+1), delta(n+2)); err != nil {
+							t.Error(err)
+						}
+					})
+					// In this order: each session's appends get
+					// their seqs in the order they were queued.
+					queued(t, s, n+1)
+				}
+				release()
+				wg.Wait()
+				if err := s.DeleteSession(t.Context(), "ses_blocker"); err != nil { // for the next hold
+					t.Fatal(err)
+				}
+				for n, evs := range results {
+					want[ids[n%len(ids)]] = append(want[ids[n%len(ids)]], evs...)
+				}
+			}
+			g := &gate{}
+			opts.batchHook = g.hook
+			s := open(t, path, opts)
 			for _, id := range ids {
 				createSession(t, s, id)
 			}
 			appendSome(s, 20)
+			batch(s, g)
 			check(s, "first run")
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -167,6 +198,7 @@ func TestIndexedAndTail(t *testing.T) {
 			s = open(t, path, opts)
 			check(s, "reopened")
 			appendSome(s, 13)
+			batch(s, g)
 			check(s, "second run")
 
 			if err := s.DeleteSession(t.Context(), "ses_b"); err != nil {
@@ -174,7 +206,7 @@ func TestIndexedAndTail(t *testing.T) {
 			}
 			var left int
 			if err := s.rdb.QueryRowContext(t.Context(), `SELECT (SELECT COUNT(*) FROM events WHERE session_id = 'ses_b')
-				+ (SELECT COUNT(*) FROM event_index WHERE session_id = 'ses_b')`).Scan(&left); err != nil {
+				+ (SELECT COUNT(*) FROM event_runs WHERE session_id = 'ses_b')`).Scan(&left); err != nil {
 				t.Fatal(err)
 			}
 			if left != 0 {

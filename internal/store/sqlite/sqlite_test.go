@@ -48,7 +48,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceTinyRing runs the suite with a ring of two events and
 // synchronous=NORMAL, so that subscribers constantly fall behind the ring
 // and read from the database, and with the tail of the event log indexed
-// every few rows, so that those reads find rows in event_index, in the tail
+// every few rows, so that those reads find rows in event_runs, in the tail
 // and in both (the default options leave the suite's few rows in the tail).
 func TestConformanceTinyRing(t *testing.T) {
 	if testing.Short() {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -114,8 +115,11 @@ type writer struct {
 	// fails.
 	tent map[string]int64
 	undo []undoEntry
-	// rows holds the column values of event rows not yet written.
-	rows []driver.NamedValue
+	// rows holds the column values of event rows not yet written;
+	// grouped and order are groupRows' buffers.
+	rows    []driver.NamedValue
+	grouped []driver.NamedValue
+	order   []int
 	// walPages estimates the pages committed since the last checkpoint
 	// request, logPages since the log last started over; rowBytes counts
 	// the event bytes of the transaction in progress.
@@ -124,7 +128,7 @@ type writer struct {
 	batch int64
 	// pos is the last pos given to an event row (see index.go).
 	pos int64
-	// idx is the state of event_index (index.go).
+	// idx is the state of event_runs (index.go).
 	idx indexState
 	// epochPending: this run's epoch is not written yet (see openEpoch).
 	epochPending bool
@@ -183,10 +187,10 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 	st.savepoint = prep("SAVEPOINT op")
 	st.release = prep("RELEASE op")
 	st.rollbackTo = prep("ROLLBACK TO op")
-	// The last seq is in event_index or, for a session appended to since
-	// the index was last written, in the tail of events (index.go).
+	// The last seq is in event_runs or, for a session appended to since
+	// the runs were last written, in the tail of events (index.go).
 	st.lastSeq = prep(`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1),
-		MAX(COALESCE((SELECT MAX(seq) FROM event_index WHERE session_id = ?1), 0),
+		MAX(COALESCE((SELECT MAX(last_seq) FROM event_runs WHERE session_id = ?1), 0),
 			COALESCE((SELECT MAX(seq) FROM events WHERE pos > ` + indexedPos + ` AND session_id = ?1), 0))`)
 	st.insertSession = prep(`INSERT INTO sessions (` + sessionCols + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
@@ -201,14 +205,20 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 		WHERE session_id = ? AND id = ? AND state = 'pending'`)
 	st.requestState = prep(`SELECT state FROM requests WHERE session_id = ? AND id = ?`)
 	st.checkpoint = prep(`PRAGMA wal_checkpoint(PASSIVE)`)
-	st.indexTail = prep(`INSERT INTO event_index (session_id, seq, pos)
-		SELECT session_id, seq, pos FROM events WHERE pos > ` + indexedPos + ` ORDER BY session_id, seq`)
+	// A run is a session's rows at consecutive pos with consecutive
+	// seqs: within a session both go up, seq by one a row, so pos - seq
+	// never goes down and the rows sharing a value of it are one run.
+	st.indexTail = prep(`INSERT INTO event_runs (session_id, last_seq, first_seq, first_pos)
+		SELECT session_id, MAX(seq), MIN(seq), MIN(pos) FROM events WHERE pos > ` + indexedPos + `
+		GROUP BY session_id, pos - seq`)
 	st.setIndexed = prep(`UPDATE meta SET value = ? WHERE key = 'indexed'`)
 	// events has no index by session: a session's rows are found through
-	// event_index, and those after it by scanning the tail.
-	st.deleteEvents = prep(`DELETE FROM events WHERE pos IN (SELECT pos FROM event_index WHERE session_id = ?)`)
+	// event_runs, and those after it by scanning the tail.
+	st.deleteEvents = prep(`DELETE FROM events WHERE pos IN (SELECT e.pos FROM event_runs r
+		JOIN events e ON e.pos BETWEEN r.first_pos AND r.first_pos + r.last_seq - r.first_seq
+		WHERE r.session_id = ?1 AND e.session_id = ?1)`)
 	st.deleteTail = prep(`DELETE FROM events WHERE pos > ` + indexedPos + ` AND session_id = ?`)
-	st.deleteIndex = prep(`DELETE FROM event_index WHERE session_id = ?`)
+	st.deleteIndex = prep(`DELETE FROM event_runs WHERE session_id = ?`)
 	if err == nil {
 		err = w.idx.load(ctx, conn, &w.pos, s.opts.indexRows)
 	}
@@ -583,10 +593,8 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 			ev.Time = now
 		}
 		w.rowBytes += 100 + len(ev.Data) + len(ev.Raw)
-		// pos only goes up, also past rows rolled back: a gap is
-		// harmless, a pos given twice is not (index.go).
-		w.pos++
-		w.rows = append(w.rows, driver.NamedValue{Value: w.pos},
+		// pos is given by flush.
+		w.rows = append(w.rows, driver.NamedValue{},
 			driver.NamedValue{Value: sid}, driver.NamedValue{Value: ev.Seq},
 			driver.NamedValue{Value: ev.ID}, driver.NamedValue{Value: ev.Time.UnixNano()},
 			driver.NamedValue{Value: int64(ev.Schema)}, driver.NamedValue{Value: string(ev.Type)},
@@ -597,19 +605,19 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 	w.setTent(sessionID, last+int64(len(evs)))
 }
 
-// flush writes the queued event rows. It runs the multi-row INSERTs on the
-// driver's connection directly: the rows are already the driver's values,
-// and database/sql would convert and copy every one of them (twelve per event)
-// again for each statement.
+// flush writes the queued event rows, each session's together (groupRows).
+// It runs the multi-row INSERTs on the driver's connection directly: the
+// rows are already the driver's values, and database/sql would convert and
+// copy every one of them (thirteen per event) again for each statement.
 func (w *writer) flush() error {
-	rows := w.rows
-	defer func() {
-		clear(rows)
-		w.rows = rows[:0]
-	}()
-	if len(rows) == 0 {
+	if len(w.rows) == 0 {
 		return nil
 	}
+	rows := w.groupRows()
+	defer func() {
+		clear(rows)
+		w.grouped = rows[:0]
+	}()
 	return w.conn.Raw(func(dc any) error {
 		for off := 0; off < len(rows); {
 			n := min((len(rows)-off)/eventArgs, rowsPerInsert)
@@ -628,6 +636,35 @@ func (w *writer) flush() error {
 		}
 		return nil
 	})
+}
+
+// groupRows takes the queued rows (emptying the queue) and returns them with
+// each session's rows together, each session's in queue order, and gives
+// them their pos: a session's rows of a batch are then one run (index.go),
+// and a read of them touches one or two pages, not one per row. pos only
+// goes up, also past rows rolled back: a gap is harmless, a pos given twice
+// is not (index.go).
+func (w *writer) groupRows() []driver.NamedValue {
+	rows := w.rows
+	n := len(rows) / eventArgs
+	order := w.order[:0]
+	for i := range n {
+		order = append(order, i)
+	}
+	session := func(i int) string { return rows[i*eventArgs+1].Value.(string) }
+	// sort.SliceStable rather than slices.SortStableFunc: see
+	// store.LoadMigrations.
+	sort.SliceStable(order, func(a, b int) bool { return session(order[a]) < session(order[b]) })
+	out := w.grouped[:0]
+	for _, i := range order {
+		w.pos++
+		out = append(out, rows[i*eventArgs:(i+1)*eventArgs]...)
+		out[len(out)-eventArgs].Value = w.pos
+	}
+	w.order = order
+	clear(rows)
+	w.rows = rows[:0]
+	return out
 }
 
 // lastSeq returns the last seq of a session as seen inside the transaction

@@ -5,12 +5,13 @@
 -- wrote one leaf of that index per session it appended to, so a batch
 -- over 16 sessions wrote about 30 pages to the log where its rows fill 5.
 -- Now events is ordered by pos alone, which the writer assigns in append
--- order, so a batch's rows fill the last pages of one b-tree, and
--- event_index maps (session_id, seq) to pos for every row up to the
--- 'indexed' pos of meta. The writer adds the rows after it to
--- event_index in bulk (one leaf per session for many batches, not for
--- each); readers find those few rows by scanning events after 'indexed'.
--- pos is an INTEGER PRIMARY KEY so that VACUUM keeps it.
+-- order (a batch's rows grouped by session), so a batch's rows fill the
+-- last pages of one b-tree, and event_runs maps each session's runs of
+-- rows (consecutive seqs at consecutive pos) to where they start, for
+-- every row up to the 'indexed' pos of meta. The writer adds the runs
+-- after it to event_runs in bulk (one leaf per session for many batches,
+-- not for each); readers find those few rows by scanning events after
+-- 'indexed'. pos is an INTEGER PRIMARY KEY so that VACUUM keeps it.
 CREATE TABLE events_by_pos (
 	pos               INTEGER PRIMARY KEY,
 	session_id        TEXT    NOT NULL,
@@ -35,14 +36,17 @@ INSERT INTO events_by_pos (session_id, seq, id, time, schema, type, source, nati
 DROP TABLE events;
 ALTER TABLE events_by_pos RENAME TO events;
 
-CREATE TABLE event_index (
+CREATE TABLE event_runs (
 	session_id TEXT    NOT NULL,
-	seq        INTEGER NOT NULL,
-	pos        INTEGER NOT NULL,
-	PRIMARY KEY (session_id, seq)
+	last_seq   INTEGER NOT NULL,
+	first_seq  INTEGER NOT NULL,
+	first_pos  INTEGER NOT NULL,
+	PRIMARY KEY (session_id, last_seq)
 ) STRICT, WITHOUT ROWID;
 
-INSERT INTO event_index (session_id, seq, pos)
-	SELECT session_id, seq, pos FROM events ORDER BY session_id, seq;
+-- A run per old row: they were appended interleaved, and a run of one is
+-- right whatever the rows hold.
+INSERT INTO event_runs (session_id, last_seq, first_seq, first_pos)
+	SELECT session_id, seq, seq, pos FROM events ORDER BY session_id, seq;
 
 INSERT INTO meta (key, value) VALUES ('indexed', (SELECT COALESCE(MAX(pos), 0) FROM events));
