@@ -44,7 +44,7 @@ const indexedPos = `(SELECT value FROM meta WHERE key = 'indexed')`
 // defaultIndexRows is how long the tail grows before it is indexed: long
 // enough that a batch seldom pays for indexing, short enough that a read
 // scanning it stays cheap.
-const defaultIndexRows = 1024
+const defaultIndexRows = 512
 
 // indexState is the writer's view of event_runs.
 type indexState struct {
