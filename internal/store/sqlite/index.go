@@ -32,6 +32,11 @@ import (
 // session pos and seq go up together, so every row of the tail has a greater
 // seq than every indexed row of its session.
 //
+// Indexing never fails a write: a batch written again carefully (writer.go;
+// one of its operations failed, or its commit did, as on a full disk, where
+// the first small write after space is freed must not need the room of the
+// runs too) does not index, and the tail waits for the next batch.
+//
 // pos only goes up, also past rows whose transaction rolled back: a gap is
 // harmless, but a pos given again after the rows holding it were deleted
 // (a deleted session) could fall at or below 'indexed', where no reader

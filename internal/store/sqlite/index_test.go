@@ -223,3 +223,57 @@ func TestIndexedAndTail(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexingNeverFailsWrites makes every insert into event_runs fail: the
+// appends still succeed (their batches, written again carefully, leave the
+// tail unindexed) and read back whole; once inserts work again, the tail is
+// indexed.
+func TestIndexingNeverFailsWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentbox.db")
+	s := open(t, path, Options{indexRows: 2})
+	createSession(t, s, "ses_a")
+	db, err := sql.Open("sqlite", dsn(s.path, "busy_timeout(5000)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TRIGGER fail_runs BEFORE INSERT ON event_runs
+		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
+		t.Fatal(err)
+	}
+	var want []event.Event
+	for n := range 10 {
+		evs, err := s.Append(t.Context(), "ses_a", delta(n))
+		if err != nil {
+			t.Fatalf("append %d while indexing fails: %v", n, err)
+		}
+		want = append(want, evs...)
+	}
+	indexed := func() (pos int64) {
+		t.Helper()
+		if err := db.QueryRow("SELECT " + indexedPos).Scan(&pos); err != nil {
+			t.Fatal(err)
+		}
+		return pos
+	}
+	if got := indexed(); got != 0 {
+		t.Errorf("'indexed' is %d while indexing fails, want 0", got)
+	}
+	if got, err := s.Events(t.Context(), "ses_a", 0, 0); err != nil || !slices.EqualFunc(got, want, sameEvent) {
+		t.Errorf("events while indexing fails: %v, %v", seqsOf(got), err)
+	}
+	if _, err := db.Exec(`DROP TRIGGER fail_runs`); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Append(t.Context(), "ses_a", delta(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, evs...)
+	if got := indexed(); got == 0 {
+		t.Error("the tail was not indexed once inserts worked again")
+	}
+	if got, err := s.Events(t.Context(), "ses_a", 0, 0); err != nil || !slices.EqualFunc(got, want, sameEvent) {
+		t.Errorf("events after indexing: %v, %v", seqsOf(got), err)
+	}
+}

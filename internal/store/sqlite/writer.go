@@ -389,8 +389,13 @@ func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 	if _, err := w.st.begin.ExecContext(w.ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := w.indexTail(); err != nil {
-		return err
+	// Indexing is work the writer may put off: a batch written again
+	// carefully (something failed, perhaps a full disk) leaves it for a
+	// later one, so that it never fails a write.
+	if !careful {
+		if err := w.indexTail(); err != nil {
+			return err
+		}
 	}
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
