@@ -65,9 +65,12 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // benchSessionCounts are the numbers of sessions the parallel benchmarks
-// spread their appenders over. Every session an appender touches in a commit
-// dirties at least one page of the write-ahead log, so many sessions with one
-// event each per commit cost more than a few sessions with several.
+// spread their appenders over. With the events' primary key, every session a
+// commit touched dirtied at least one page of the write-ahead log, so many
+// sessions with one event each per commit cost more than a few sessions with
+// several; since the log is kept in append order and indexed in bulk
+// (index.go), a commit's pages follow its bytes, and the sessions count once
+// per bulk.
 var benchSessionCounts = []int{1, 16, 128}
 
 // benchParallelism makes b.RunParallel start 64 appenders per CPU.
@@ -168,4 +171,53 @@ func benchPublishLatency(b *testing.B, sessions int) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 	reportRate(b, b.N, elapsed)
+}
+
+// BenchmarkEvents reads a session's events from the database, as a
+// subscriber behind the ring or a client resuming does: a page of up to
+// pageSize events after a seq. The log holds 16 sessions' events
+// interleaved as concurrent appends leave them (4096 each); from=middle
+// reads a page in the middle of a session, from=end the last few events,
+// appended after the rest.
+func BenchmarkEvents(b *testing.B) {
+	const sessions, perSession, perCall = 16, 4096, 4
+	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "agentbox.db"), Options{Sync: SyncNormal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := b.Context()
+	var wg sync.WaitGroup
+	for i := range sessions {
+		if err := s.CreateSession(ctx, store.Session{ID: benchSession(i), Agent: "mock", Status: store.StatusRunning}); err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			evs := slices.Repeat([]event.Event{benchEvent()}, perCall)
+			for range perSession / perCall {
+				if _, err := s.Append(ctx, benchSession(i), evs...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, tc := range []struct {
+		name  string
+		after int64
+	}{{"middle", perSession / 2}, {"end", perSession - 8}} {
+		b.Run("from="+tc.name, func(b *testing.B) {
+			n, i := 0, 0
+			for b.Loop() {
+				evs, err := s.Events(ctx, benchSession(i%sessions), tc.after, pageSize)
+				if err != nil || len(evs) == 0 {
+					b.Fatal(len(evs), err)
+				}
+				n += len(evs)
+				i++
+			}
+			b.ReportMetric(float64(n)/float64(b.N), "events/op")
+		})
+	}
 }

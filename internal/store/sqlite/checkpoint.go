@@ -66,10 +66,11 @@ func (s *Store) checkpointer(ctx context.Context) {
 }
 
 // countPages estimates the pages the batch just committed added to the log
-// and asks for a checkpoint when they add up: every session touched dirties
-// at least one page, and so does every 4 KiB of rows.
+// and asks for a checkpoint when they add up: a page for every 4 KiB of rows
+// (they fill the last pages of events) and one for the rest, plus the pages
+// of event_runs when the batch indexed the tail (index.go).
 func (w *writer) countPages() {
-	n := 1 + len(w.tent) + w.rowBytes/4096
+	n := 1 + w.rowBytes/pageBytes + w.idx.pages
 	w.rowBytes = 0
 	w.walPages += n
 	w.logPages += n

@@ -165,8 +165,9 @@ func (s *Store) startSyncers() {
 // durability there is.
 //
 // That wait also keeps batches large, which is what a commit's cost depends
-// on: every session a batch touches writes at least one page to the log
-// (its leaf of the events' primary key), however few events it adds. A
+// on. (Measured when every session a batch touched wrote at least one page
+// to the log, its leaf of the events' primary key, however few events it
+// added; index.go has since made that once per bulk of the tail.) A
 // writer that went on committing while both syncers were busy (a queue of
 // 64 batches instead of the wait) committed twice as many batches of half
 // the size (16 sessions, 128 appenders: 23 events a batch instead of 46),
@@ -174,10 +175,11 @@ func (s *Store) startSyncers() {
 // better (the 2-core VM under load 18: 9.0-9.2k events/s against
 // 9.5-12.4k).
 //
-// The writer's time, profiled at 16 sessions, is nearly all SQLite's: about
-// 55% the multi-row INSERTs (binding, b-tree inserts, the statement journal
-// a multi-row INSERT keeps), 40% the COMMIT, mostly writing the log's frames
-// (two writes each, about 30 frames a batch), the rest its own Go code.
+// The writer's time, profiled at 16 sessions with the events' primary key,
+// was nearly all SQLite's: about 55% the multi-row INSERTs (binding, b-tree
+// inserts, the statement journal a multi-row INSERT keeps), 40% the COMMIT,
+// mostly writing the log's frames (two writes each, about 30 frames a
+// batch), the rest its own Go code; index.go says what changed that.
 func (s *Store) durable(it syncItem) {
 	if s.syncQ == nil {
 		s.synced.Store(it.batch)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,18 @@ import (
 
 // eventCols are the columns of an event row after session_id, in the order
 // insertEvent binds and scanEvents reads them.
-const eventCols = "seq, id, time, schema, type, source, native_session_id, turn_id, data, raw"
+const eventCols = "seq, " + eventColsRest
+
+const eventColsRest = "id, time, schema, type, source, native_session_id, turn_id, data, raw"
+
+// eventColsAfterSeq returns the columns of eventCols after seq, each with
+// prefix.
+func eventColsAfterSeq(prefix string) string {
+	if prefix == "" {
+		return eventColsRest
+	}
+	return prefix + strings.ReplaceAll(eventColsRest, ", ", ", "+prefix)
+}
 
 // Times are stored as int64 unix nanoseconds.
 var (
@@ -132,7 +144,8 @@ func (s *Store) readEvents(ctx context.Context, sessionID string, after int64, l
 		var t int64
 		var typ, src string
 		var data, raw []byte
-		if err := rows.Scan(&ev.Seq, &ev.ID, &t, &ev.Schema, &typ, &src,
+		var run, pos int64 // the order of the rows (reads.go)
+		if err := rows.Scan(&run, &pos, &ev.Seq, &ev.ID, &t, &ev.Schema, &typ, &src,
 			&ev.NativeSessionID, &ev.TurnID, &data, &raw); err != nil {
 			return nil, err
 		}

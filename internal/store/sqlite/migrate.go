@@ -22,11 +22,17 @@ func migrations() ([]store.Migration, error) {
 // version of the program. A database that is up to date, as it is on
 // every start but the first after an upgrade, takes one read and no write
 // transaction.
-func migrate(ctx context.Context, conn *sql.Conn) (err error) {
+func migrate(ctx context.Context, conn *sql.Conn) error {
 	ms, err := migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	return migrateTo(ctx, conn, ms)
+}
+
+// migrateTo is migrate with the program's migrations ms (tests make the
+// databases of older programs with the first of them).
+func migrateTo(ctx context.Context, conn *sql.Conn, ms []store.Migration) (err error) {
 	// Only the single writer connection writes the file, so a version
 	// read here stays true; any failure (no table yet) takes the full
 	// path, which reads it again inside its transaction.

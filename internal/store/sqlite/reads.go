@@ -24,8 +24,19 @@ func (r *readStmts) init(db *sql.DB) {
 		r.all = append(r.all, l)
 		return l
 	}
-	r.events = stmt(`SELECT ` + eventCols + ` FROM events
-		WHERE session_id = ? AND seq > ? AND batch <= ? ORDER BY seq LIMIT ?`)
+	// A session's rows through event_runs, then those in the tail
+	// (index.go). Both halves are ordered by (run's last seq, pos), which
+	// is seq order: event_runs' key gives the runs in order and each run's
+	// rows are a range of pos; the tail (all of whose seqs come after the
+	// runs') is sorted from a scan of at most the tail. The checks of
+	// session_id and seq on the runs' rows only restate what a run is.
+	r.events = stmt(`SELECT r.last_seq, e.pos, e.seq, ` + eventColsAfterSeq("e.") + ` FROM event_runs r
+		JOIN events e ON e.pos BETWEEN r.first_pos + MAX(0, ?2 + 1 - r.first_seq) AND r.first_pos + r.last_seq - r.first_seq
+		WHERE r.session_id = ?1 AND r.last_seq > ?2 AND e.session_id = ?1 AND e.seq > ?2 AND e.batch <= ?3
+		UNION ALL
+		SELECT seq, pos, seq, ` + eventColsAfterSeq("") + ` FROM events
+		WHERE pos > ` + indexedPos + ` AND session_id = ?1 AND seq > ?2 AND batch <= ?3
+		ORDER BY 1, 2 LIMIT ?4`)
 	r.sessionExists = stmt(`SELECT 1 FROM sessions WHERE id = ?`)
 	r.session = stmt(`SELECT ` + sessionCols + ` FROM sessions WHERE id = ?`)
 	r.sessionCreated = stmt(`SELECT created_at FROM sessions WHERE id = ?`)

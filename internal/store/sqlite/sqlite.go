@@ -73,6 +73,7 @@ type Options struct {
 	syncHook                      func() error
 	fileSyncHook                  func(name string) error
 	checkpointPages, restartPages int
+	indexRows                     int
 }
 
 const (
@@ -191,6 +192,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.restartPages <= 0 {
 		opts.restartPages = restartPages
+	}
+	if opts.indexRows <= 0 {
+		opts.indexRows = defaultIndexRows
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)

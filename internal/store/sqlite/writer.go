@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func (s *Store) do(o *op) error {
 const rowsPerInsert = 32
 
 // eventArgs is the number of columns of an event row.
-const eventArgs = 12
+const eventArgs = 13
 
 // writer owns the write connection. Only its goroutine touches its fields.
 //
@@ -114,14 +115,21 @@ type writer struct {
 	// fails.
 	tent map[string]int64
 	undo []undoEntry
-	// rows holds the column values of event rows not yet written.
-	rows []driver.NamedValue
+	// rows holds the column values of event rows not yet written;
+	// grouped and order are groupRows' buffers.
+	rows    []driver.NamedValue
+	grouped []driver.NamedValue
+	order   []int
 	// walPages estimates the pages committed since the last checkpoint
 	// request, logPages since the log last started over; rowBytes counts
 	// the event bytes of the transaction in progress.
 	walPages, logPages, rowBytes int
 	// batch is the number of the batch being written (see durable.go).
 	batch int64
+	// pos is the last pos given to an event row (see index.go).
+	pos int64
+	// idx is the state of event_runs (index.go).
+	idx indexState
 	// epochPending: this run's epoch is not written yet (see openEpoch).
 	epochPending bool
 	// settlePending: the database is new and not synced yet (fresh.go).
@@ -146,6 +154,9 @@ type writeStmts struct {
 	deleteSession                  *sql.Stmt
 	insertRequest, resolveRequest  *sql.Stmt
 	requestState, checkpoint       *sql.Stmt
+	indexTail, setIndexed          *sql.Stmt
+	deleteEvents, deleteTail       *sql.Stmt
+	deleteIndex                    *sql.Stmt
 }
 
 func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*writer, error) {
@@ -176,8 +187,11 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 	st.savepoint = prep("SAVEPOINT op")
 	st.release = prep("RELEASE op")
 	st.rollbackTo = prep("ROLLBACK TO op")
+	// The last seq is in event_runs or, for a session appended to since
+	// the runs were last written, in the tail of events (index.go).
 	st.lastSeq = prep(`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1),
-		COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0)`)
+		MAX(COALESCE((SELECT MAX(last_seq) FROM event_runs WHERE session_id = ?1), 0),
+			COALESCE((SELECT MAX(seq) FROM events WHERE pos > ` + indexedPos + ` AND session_id = ?1), 0))`)
 	st.insertSession = prep(`INSERT INTO sessions (` + sessionCols + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	st.updateSession = prep(`UPDATE sessions SET (` + sessionCols + `)
@@ -191,6 +205,23 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 		WHERE session_id = ? AND id = ? AND state = 'pending'`)
 	st.requestState = prep(`SELECT state FROM requests WHERE session_id = ? AND id = ?`)
 	st.checkpoint = prep(`PRAGMA wal_checkpoint(PASSIVE)`)
+	// A run is a session's rows at consecutive pos with consecutive
+	// seqs: within a session both go up, seq by one a row, so pos - seq
+	// never goes down and the rows sharing a value of it are one run.
+	st.indexTail = prep(`INSERT INTO event_runs (session_id, last_seq, first_seq, first_pos)
+		SELECT session_id, MAX(seq), MIN(seq), MIN(pos) FROM events WHERE pos > ` + indexedPos + `
+		GROUP BY session_id, pos - seq`)
+	st.setIndexed = prep(`UPDATE meta SET value = ? WHERE key = 'indexed'`)
+	// events has no index by session: a session's rows are found through
+	// event_runs, and those after it by scanning the tail.
+	st.deleteEvents = prep(`DELETE FROM events WHERE pos IN (SELECT e.pos FROM event_runs r
+		JOIN events e ON e.pos BETWEEN r.first_pos AND r.first_pos + r.last_seq - r.first_seq
+		WHERE r.session_id = ?1 AND e.session_id = ?1)`)
+	st.deleteTail = prep(`DELETE FROM events WHERE pos > ` + indexedPos + ` AND session_id = ?`)
+	st.deleteIndex = prep(`DELETE FROM event_runs WHERE session_id = ?`)
+	if err == nil {
+		err = w.idx.load(ctx, conn, &w.pos, s.opts.indexRows)
+	}
 	if err != nil {
 		w.close()
 		return nil, err
@@ -209,12 +240,12 @@ func (w *writer) insert(dc any, n int) (driver.StmtExecContext, error) {
 		return nil, errors.New("the sqlite driver cannot prepare with a context")
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO events (session_id, " + eventCols + ", batch) VALUES ")
+	b.WriteString("INSERT INTO events (pos, session_id, " + eventCols + ", batch) VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	st, err := pc.PrepareContext(w.ctx, b.String())
 	if err != nil {
@@ -232,7 +263,8 @@ func (w *writer) insert(dc any, n int) (driver.StmtExecContext, error) {
 func (w *writer) close() {
 	for _, st := range []*sql.Stmt{w.st.begin, w.st.commit, w.st.rollback, w.st.savepoint, w.st.release,
 		w.st.rollbackTo, w.st.lastSeq, w.st.insertSession, w.st.updateSession, w.st.deleteSession,
-		w.st.insertRequest, w.st.resolveRequest, w.st.requestState, w.st.checkpoint} {
+		w.st.insertRequest, w.st.resolveRequest, w.st.requestState, w.st.checkpoint,
+		w.st.indexTail, w.st.setIndexed, w.st.deleteEvents, w.st.deleteTail, w.st.deleteIndex} {
 		if st != nil {
 			_ = st.Close() // finalizing a statement reports nothing worth acting on
 		}
@@ -329,6 +361,7 @@ func (w *writer) commit(batch []*op) {
 		}
 	}
 	w.countPages()
+	w.idx.committed()
 	for id, seq := range w.tent {
 		if seq < 0 {
 			delete(w.last, id)
@@ -355,6 +388,14 @@ func (w *writer) commit(batch []*op) {
 func (w *writer) write(batch []*op, now time.Time, careful bool) error {
 	if _, err := w.st.begin.ExecContext(w.ctx); err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	// Indexing is work the writer may put off: a batch written again
+	// carefully (something failed, perhaps a full disk) leaves it for a
+	// later one, so that it never fails a write.
+	if !careful {
+		if err := w.indexTail(); err != nil {
+			return err
+		}
 	}
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
@@ -411,6 +452,7 @@ func (w *writer) rollback(batch []*op) {
 	// next BEGIN fails and so does the batch.)
 	_, _ = w.st.rollback.ExecContext(w.ctx)
 	w.revert(0)
+	w.idx.rolledBack()
 	w.rowBytes = 0
 	clear(w.rows)
 	w.rows = w.rows[:0]
@@ -519,7 +561,10 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 		if err := w.flush(); err != nil {
 			return err
 		}
-		// Events and requests go with it (ON DELETE CASCADE).
+		if err := w.deleteEvents(o.sessionID); err != nil {
+			return err
+		}
+		// Requests go with it (ON DELETE CASCADE).
 		res, err := w.st.deleteSession.ExecContext(w.ctx, o.sessionID)
 		if err != nil {
 			return fmt.Errorf("delete session: %w", err)
@@ -544,6 +589,7 @@ func (w *writer) apply(o *op, now time.Time, careful bool) error {
 func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, now time.Time) {
 	// Values shared by the rows are boxed once.
 	sid, batch := driver.Value(sessionID), driver.Value(w.batch)
+	w.idx.touch(sessionID, len(evs))
 	for i := range evs {
 		ev := &evs[i]
 		ev.Seq = last + int64(i) + 1
@@ -552,7 +598,8 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 			ev.Time = now
 		}
 		w.rowBytes += 100 + len(ev.Data) + len(ev.Raw)
-		w.rows = append(w.rows,
+		// pos is given by flush.
+		w.rows = append(w.rows, driver.NamedValue{},
 			driver.NamedValue{Value: sid}, driver.NamedValue{Value: ev.Seq},
 			driver.NamedValue{Value: ev.ID}, driver.NamedValue{Value: ev.Time.UnixNano()},
 			driver.NamedValue{Value: int64(ev.Schema)}, driver.NamedValue{Value: string(ev.Type)},
@@ -563,19 +610,19 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 	w.setTent(sessionID, last+int64(len(evs)))
 }
 
-// flush writes the queued event rows. It runs the multi-row INSERTs on the
-// driver's connection directly: the rows are already the driver's values,
-// and database/sql would convert and copy every one of them (twelve per event)
-// again for each statement.
+// flush writes the queued event rows, each session's together (groupRows).
+// It runs the multi-row INSERTs on the driver's connection directly: the
+// rows are already the driver's values, and database/sql would convert and
+// copy every one of them (thirteen per event) again for each statement.
 func (w *writer) flush() error {
-	rows := w.rows
-	defer func() {
-		clear(rows)
-		w.rows = rows[:0]
-	}()
-	if len(rows) == 0 {
+	if len(w.rows) == 0 {
 		return nil
 	}
+	rows := w.groupRows()
+	defer func() {
+		clear(rows)
+		w.grouped = rows[:0]
+	}()
 	return w.conn.Raw(func(dc any) error {
 		for off := 0; off < len(rows); {
 			n := min((len(rows)-off)/eventArgs, rowsPerInsert)
@@ -594,6 +641,35 @@ func (w *writer) flush() error {
 		}
 		return nil
 	})
+}
+
+// groupRows takes the queued rows (emptying the queue) and returns them with
+// each session's rows together, each session's in queue order, and gives
+// them their pos: a session's rows of a batch are then one run (index.go),
+// and a read of them touches one or two pages, not one per row. pos only
+// goes up, also past rows rolled back: a gap is harmless, a pos given twice
+// is not (index.go).
+func (w *writer) groupRows() []driver.NamedValue {
+	rows := w.rows
+	n := len(rows) / eventArgs
+	order := w.order[:0]
+	for i := range n {
+		order = append(order, i)
+	}
+	session := func(i int) string { return rows[i*eventArgs+1].Value.(string) }
+	// sort.SliceStable rather than slices.SortStableFunc: see
+	// store.LoadMigrations.
+	sort.SliceStable(order, func(a, b int) bool { return session(order[a]) < session(order[b]) })
+	out := w.grouped[:0]
+	for _, i := range order {
+		w.pos++
+		out = append(out, rows[i*eventArgs:(i+1)*eventArgs]...)
+		out[len(out)-eventArgs].Value = w.pos
+	}
+	w.order = order
+	clear(rows)
+	w.rows = rows[:0]
+	return out
 }
 
 // lastSeq returns the last seq of a session as seen inside the transaction
