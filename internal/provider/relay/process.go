@@ -106,6 +106,7 @@ func (r *Relay) StartProcess(ctx context.Context, req execution.RemoteStartReque
 	var fctx context.Context
 	fctx, rp.stop = context.WithCancelCause(context.WithoutCancel(ctx))
 	go rp.follow(fctx)
+	go rp.watch(fctx, r.cfg.LostAfter)
 	if req.Input != nil {
 		go rp.pump(fctx, req.Input)
 	}
@@ -173,6 +174,39 @@ func (rp *remoteProc) follow(ctx context.Context) {
 		}
 	}
 	// The iteration ends without an error only after the exit event.
+}
+
+// watch takes the process for lost when its inner daemon has not
+// answered for lostAfter (the stream's reconnections would go on for
+// ever): Wait then returns an error, and Close destroys the sandbox.
+func (rp *remoteProc) watch(ctx context.Context, lostAfter time.Duration) {
+	every := max(lostAfter/8, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	answered := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rp.done:
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, every)
+		_, err := rp.c.GetProcess(cctx, rp.id)
+		cancel()
+		var ae *client.APIError
+		switch {
+		case err == nil:
+			answered = time.Now()
+		case errors.As(err, &ae) && ae.Status == 404:
+			rp.stop(fmt.Errorf("%w: the agentbox daemon in sandbox %s on %s no longer knows process %s", errLost, rp.sb.ID, rp.name, rp.id))
+			return
+		case time.Since(answered) > lostAfter:
+			rp.stop(fmt.Errorf("%w: the agentbox daemon in sandbox %s on %s has not answered for %s: %w", errLost, rp.sb.ID, rp.name, lostAfter, err))
+			return
+		}
+	}
 }
 
 // fromInnerExit is how the inner daemon says its process ended, bounded:
