@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path"
 	"slices"
@@ -63,6 +64,27 @@ type RemoteProcess interface {
 	// Close destroys the sandbox (bounded on its own, whatever ctx) and
 	// returns what the inner daemon reported refused.
 	Close(ctx context.Context) ([]sandbox.Violation, error)
+}
+
+// RemoteFilesServer is an optional ability of a RemoteProcess: it serves
+// a files API request of the process's workspace (rest: the path after
+// /v1/processes/{id}/files) from the daemon in its sandbox, while the
+// sandbox exists.
+type RemoteFilesServer interface {
+	ServeFiles(w http.ResponseWriter, r *http.Request, rest string)
+}
+
+// RemoteFiles returns the files server of a running provider process
+// found by id or tag; ok is false for any other process (a local one, or
+// one that has ended: its workspace is then the copy on this host, see
+// Workspace).
+func (s *Service) RemoteFiles(idOrTag string) (RemoteFilesServer, bool) {
+	pr, err := s.lookup(idOrTag)
+	if err != nil || pr.box.provider == "" || !pr.running() {
+		return nil, false
+	}
+	fs, ok := pr.p.(RemoteFilesServer)
+	return fs, ok
 }
 
 // remoteProcesses returns the Remote's ability to start processes.

@@ -16,8 +16,9 @@ import (
 // provider on a host daemon. The process runs in a fresh sandbox of the
 // provider through the inner daemon's processes API: it reads what is
 // written to its stdin, writes both streams, leaves a file in its
-// workspace and exits with a status of its own; the host streams its
-// output, reports its exit, serves the file copied back, and the
+// workspace and exits with a status of its own; while it runs, its
+// workspace files are those of the daemon in its sandbox; the host
+// streams its output, reports its exit, serves the files copied back, and the
 // provider holds nothing once it has ended. A process on a terminal
 // sees its size and a resize, and a signal ends a process as asked.
 // An unknown provider is 422 unknown-provider, a policy nothing there
@@ -60,10 +61,20 @@ func testProcess(t *testing.T, s *suite) {
 	if p.Sandbox.Provider != name || p.Sandbox.ID == "" || p.Sandbox.Runtime == "" || p.Status != client.ProcessRunning || !p.StdinOpen {
 		t.Fatalf("started process = %+v; want it running in the provider's sandbox with its stdin open", p)
 	}
-	// It waits for its input: running, its workspace is in the
-	// provider's sandbox only.
-	if _, err := h.c.ListFiles(ctx, client.ProcessWorkspace(p.ID), ".", 1); !errors.As(err, &ae) || ae.Status != 409 || ae.Type != client.ProblemSandboxLive {
-		t.Fatalf("files of the running process on %s: %v; want 409 sandbox-live", name, err)
+	// It waits for its input: running, its workspace is served by the
+	// daemon in its sandbox, changes made there, what leaves it refused.
+	ws := client.ProcessWorkspace(p.ID)
+	if got := readAll(ctx, t, h.c, ws, "in.txt"); got != "given\n" {
+		t.Fatalf("in.txt of the running process on %s = %q", name, got)
+	}
+	if _, err := h.c.WriteFile(ctx, ws, "written.txt", []byte("by the client\n")); err != nil {
+		t.Fatalf("write in the running process's workspace on %s: %v", name, err)
+	}
+	if l, err := h.c.ListFiles(ctx, ws, ".", 1); err != nil || len(l.Entries) != 2 {
+		t.Fatalf("files of the running process on %s: %+v, %v; want in.txt and written.txt", name, l, err)
+	}
+	if _, err := h.c.StatFile(ctx, ws, "../x"); !errors.As(err, &ae) || ae.Status != 403 || ae.Type != client.ProblemOutsideWorkspace {
+		t.Fatalf("a path out of the running process's workspace on %s: %v; want 403 outside-workspace", name, err)
 	}
 	if err := h.c.SendStdin(ctx, p.ID, "hello\n", true); err != nil {
 		t.Fatalf("stdin of the process on %s: %v", name, err)
@@ -81,8 +92,11 @@ func testProcess(t *testing.T, s *suite) {
 	}
 	// Ended, its sandbox is gone; its workspace was copied back first.
 	s.empty(ctx, t)
-	if got := readAll(ctx, t, h.c, client.ProcessWorkspace(p.ID), "out.txt"); got != "given\nkept\n" {
+	if got := readAll(ctx, t, h.c, ws, "out.txt"); got != "given\nkept\n" {
 		t.Fatalf("out.txt of the process on %s = %q, want its workspace copied back", name, got)
+	}
+	if got := readAll(ctx, t, h.c, ws, "written.txt"); got != "by the client\n" {
+		t.Fatalf("written.txt of the process on %s = %q, want the client's write copied back", name, got)
 	}
 	if err := h.c.DeleteProcess(ctx, p.ID); err != nil {
 		t.Fatalf("delete the process: %v", err)

@@ -72,7 +72,7 @@ func (r *Relay) StartProcess(ctx context.Context, req execution.RemoteStartReque
 	if err != nil {
 		return nil, fmt.Errorf("create a sandbox on %s: %w", name, err)
 	}
-	rp := &remoteProc{r: r, p: p, name: name, sb: sb, tty: req.TTY, stdout: req.Stdout, stderr: req.Stderr, done: make(chan struct{})}
+	rp := &remoteProc{r: r, p: p, name: name, sb: sb, token: token, tty: req.TTY, stdout: req.Stdout, stderr: req.Stderr, done: make(chan struct{})}
 	defer func() {
 		if !ok {
 			_, _ = rp.destroy(ctx)
@@ -120,6 +120,7 @@ type remoteProc struct {
 	p      provider.Provider
 	name   string
 	sb     provider.Sandbox
+	token  string // the sandbox's, never stored
 	c      *client.Client
 	id     string // the inner daemon's
 	info   execution.SandboxInfo
