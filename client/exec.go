@@ -151,6 +151,7 @@ type StartProcess struct {
 	Policy       json.RawMessage   `json:"policy,omitempty" doc:"Sandbox policy: a preset name or an inline policy object; empty means exec-default."`
 	PolicySource *PolicySource     `json:"policy_source,omitempty" doc:"A policy document as written in a file, instead of policy."`
 	TimeoutMS    int64             `json:"timeout_ms,omitempty" minimum:"0" doc:"Wall-clock limit in milliseconds, when shorter than the policy's."`
+	Provider     string            `json:"provider,omitempty" maxLength:"64" doc:"Sandbox provider to run in (see GET /v1/providers): a fresh sandbox is made there and the process runs through the processes API of the agentbox daemon inside, under this request's policy (resolved on this daemon); output, stdin, signals, resize and wait work as for a local process. The sandbox is destroyed when the process ends, after its workspace is copied back to this daemon (see /v1/processes/{id}/files). What neither the provider nor the daemon inside can enforce is a 422 provider-unsupported. Empty: this host." example:"e2b"`
 }
 
 // Process states.

@@ -26,10 +26,11 @@ const inputChunk = 4 << 10
 
 func (a *app) attachCmd() *cobra.Command {
 	var o struct {
-		start   bool
-		policy  string
-		replay  bool
-		timeout int64
+		start    bool
+		policy   string
+		provider string
+		replay   bool
+		timeout  int64
 	}
 	cmd := &cobra.Command{
 		Use:   "attach [flags] PROCESS | attach --new [flags] [-- COMMAND [ARGS...]]",
@@ -40,6 +41,8 @@ and the remote terminal follows this one's size.
 
 With --new, start the command (default bash) in a fresh sandbox under
 --policy first, on a terminal of this one's size; its id is printed on stderr.
+With --provider, that sandbox is made on the provider (docker, e2b, ...) and
+destroyed when the process ends.
 
 The local terminal is put in raw mode, so Ctrl-C, Ctrl-Z and Ctrl-D go to the
 process. Ctrl-] detaches: the process keeps running, and attaching again by its
@@ -50,6 +53,7 @@ included: the process draws on this terminal.
 The exit code is the process's once it ends, 0 after a detach.`,
 		Example: `  agentbox attach --new
   agentbox attach --new --policy strict -- python3
+  agentbox attach --new --provider e2b
   agentbox attach prc_5f0c8e2a9b7d4c1e3a6f8b20`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			usage := func(format string, v ...any) error {
@@ -58,8 +62,8 @@ The exit code is the process's once it ends, 0 after a detach.`,
 			switch {
 			case !o.start && len(args) != 1:
 				return usage("give one process id or tag, or --new")
-			case !o.start && o.policy != "":
-				return usage("--policy goes with --new")
+			case !o.start && (o.policy != "" || o.provider != ""):
+				return usage("--policy and --provider go with --new")
 			}
 			c, err := a.client(cmd)
 			if err != nil {
@@ -69,7 +73,7 @@ The exit code is the process's once it ends, 0 after a detach.`,
 			local := terminalOf(a, in)
 			id := ""
 			if o.start {
-				req := client.StartProcess{Argv: args, TTY: true, TimeoutMS: o.timeout}
+				req := client.StartProcess{Argv: args, TTY: true, TimeoutMS: o.timeout, Provider: o.provider}
 				if len(req.Argv) == 0 {
 					req.Argv = []string{"bash"}
 				}
@@ -100,6 +104,7 @@ The exit code is the process's once it ends, 0 after a detach.`,
 	f := cmd.Flags()
 	f.BoolVar(&o.start, "new", false, "start the command (default bash) on a terminal first")
 	f.StringVar(&o.policy, "policy", "", "with --new: policy preset or policy file; default exec-default")
+	f.StringVar(&o.provider, "provider", "", "with --new: start it in a fresh sandbox of this provider (see agentbox providers), destroyed when it ends; default: the daemon's host")
 	f.Int64Var(&o.timeout, "timeout-ms", 0, "with --new: wall-clock limit in milliseconds, when shorter than the policy's")
 	f.BoolVar(&o.replay, "replay", true, "show the output the daemon still holds before following; --replay=false starts at new output")
 	return cmd

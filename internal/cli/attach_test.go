@@ -24,7 +24,8 @@ func TestAttach(t *testing.T) {
 		{"the exit code is the process's", []string{"attach", "--new", "--", "sh", "-c", "exit 3"}, "", 3, nil, nil},
 		{"the detach key leaves it running", []string{"attach", "--new", "--", "sleep", "600"}, "\x1dnot sent\n", 0, nil, []string{"detached from prc_"}},
 		{"no process", []string{"attach"}, "", ExitUsage, nil, []string{"give one process id"}},
-		{"a policy without --new", []string{"attach", "--policy", "strict", "prc_x"}, "", ExitUsage, nil, []string{"--policy goes with --new"}},
+		{"a policy without --new", []string{"attach", "--policy", "strict", "prc_x"}, "", ExitUsage, nil, []string{"--policy and --provider go with --new"}},
+		{"a provider without --new", []string{"attach", "--provider", "e2b", "prc_x"}, "", ExitUsage, nil, []string{"--policy and --provider go with --new"}},
 		{"an unknown process", []string{"attach", "prc_unknown"}, "", 1, nil, []string{"404"}},
 	}
 	for _, tt := range tests {

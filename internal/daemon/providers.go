@@ -114,6 +114,18 @@ func (r execRemote) Exec(ctx context.Context, req execution.RemoteRequest, hooks
 	return r.d.relay.Exec(ctx, req, hooks)
 }
 
+var _ execution.RemoteProcesses = execRemote{}
+
+func (r execRemote) StartProcess(ctx context.Context, req execution.RemoteStartRequest) (execution.RemoteProcess, error) {
+	if r.d.relay == nil {
+		if req.Input != nil {
+			_ = req.Input.Close()
+		}
+		return nil, fmt.Errorf("%w %q (configured: none)", provider.ErrUnknown, req.Provider)
+	}
+	return r.d.relay.StartProcess(ctx, req)
+}
+
 // lastRelayed is the relay's cursor of a session: the inner seq of the
 // last relayed event the host's store holds, read backwards from the end
 // of its log (relay.LastRelayed).

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/files"
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/policy"
 )
@@ -51,6 +52,10 @@ type StartRequest struct {
 	Limits  sandbox.Limits
 	Closing <-chan struct{}
 	Scope   string
+	// Provider, when set, runs the process in a fresh sandbox of that
+	// provider (Options.Remote, a RemoteProcesses), destroyed when it
+	// ends; Sandbox must then be nil.
+	Provider string
 }
 
 // ProcessInfo describes a started process.
@@ -114,6 +119,9 @@ type proc struct {
 	term   bool
 	master *os.File
 	pumped chan struct{}
+	// resize resizes a provider process's terminal (which is in its
+	// sandbox, not here: master is nil).
+	resize func(ctx context.Context, rows, cols int) error
 
 	stdinMu sync.Mutex
 	stdin   *os.File // write end (a terminal's master); nil when closed or never opened
@@ -154,6 +162,11 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (ProcessInfo, err
 			return ProcessInfo{}, err
 		}
 		defer s.unreserveTag(req.Tag)
+	}
+	if req.Provider != "" {
+		info, err := s.startRemote(ctx, req, release)
+		ok = err == nil
+		return info, err
 	}
 
 	var b *box
@@ -262,6 +275,8 @@ func checkStart(req StartRequest) error {
 		return fmt.Errorf("%w: negative timeout", ErrInvalid)
 	case req.Cwd != "" && !path.IsAbs(req.Cwd) && !filepath.IsLocal(req.Cwd):
 		return fmt.Errorf("%w: cwd %q must be absolute or stay inside the workspace", ErrInvalid, req.Cwd)
+	case req.Sandbox != nil && req.Provider != "":
+		return fmt.Errorf("%w: a process in an existing sandbox takes no provider", ErrInvalid)
 	case req.Sandbox != nil && (!req.Policy.IsZero() || len(req.Files) > 0):
 		return fmt.Errorf("%w: a process in an existing sandbox takes no policy or files", ErrInvalid)
 	case !req.TTY && (req.Rows != 0 || req.Cols != 0):
@@ -346,7 +361,7 @@ func (s *Service) wait(pr *proc, timeout time.Duration, release func()) {
 	stop := backstopKill(timeout, &pr.k)
 	exit, err := pr.p.Wait()
 	stop()
-	if pr.term {
+	if pr.master != nil {
 		// The output the terminal still holds comes next; a child left
 		// holding the terminal (a background job in a session's
 		// sandbox) may keep it open, so the reading stops after a grace.
@@ -626,7 +641,14 @@ func (s *Service) Resize(idOrTag string, rows, cols int) error {
 	if pr.stdin == nil {
 		return fmt.Errorf("%w: process %s has ended", ErrConflict, pr.id)
 	}
-	if err := resizePTY(pr.stdin, uint16(rows), uint16(cols)); err != nil {
+	if pr.resize != nil {
+		// Bounded like a stdin write: the provider's daemon answers.
+		ctx, cancel := context.WithTimeout(context.Background(), stdinTimeout)
+		defer cancel()
+		if err := pr.resize(ctx, rows, cols); err != nil {
+			return fmt.Errorf("resize the terminal of %s: %w", pr.id, err)
+		}
+	} else if err := resizePTY(pr.stdin, uint16(rows), uint16(cols)); err != nil {
 		return fmt.Errorf("resize the terminal of %s: %w", pr.id, err)
 	}
 	pr.mu.Lock()
@@ -699,6 +721,9 @@ func (s *Service) Workspace(idOrTag string) (Workspace, error) {
 	case <-pr.done:
 		ended = true
 	default:
+	}
+	if !ended && pr.box.provider != "" {
+		return Workspace{}, fmt.Errorf("%w: process %s runs in a sandbox on %s: its workspace is served once it has ended and been copied back", files.ErrSandboxLive, pr.id, pr.box.provider)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

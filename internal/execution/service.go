@@ -341,6 +341,8 @@ type box struct {
 	kept bool
 	warm bool
 	own  bool // closed at release
+	// provider is the provider the sandbox is on ("" for this host).
+	provider string
 	// zyg is the interpreter waiting in a pooled sandbox for its task, or nil.
 	zyg *zygote
 
@@ -458,7 +460,7 @@ func (s *Service) attachNetwork(b *box, scope, id string) error {
 // info describes the box for results.
 func (b *box) info() SandboxInfo {
 	in := b.sb.Info()
-	return SandboxInfo{ID: b.sb.ID(), Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded, Warm: b.warm}
+	return SandboxInfo{ID: b.sb.ID(), Runtime: in.Runtime, Mechanisms: in.Mechanisms, Degraded: in.Degraded, Warm: b.warm, Provider: b.provider}
 }
 
 // release closes the sandbox (when ours) and removes its workspace. The

@@ -273,11 +273,13 @@ var execOps = []route{
 		ID: "startProcess", Method: http.MethodPost, Path: "/v1/processes", Tag: "processes",
 		Summary: "Start a process in a sandbox",
 		Description: "Starts a command in a fresh sandbox and returns at once. The process runs until it exits, hits its timeout or is signalled; " +
-			"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After.",
+			"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After. " +
+			"With provider, the process runs in a fresh sandbox of that provider through the agentbox daemon inside it, destroyed when the process ends; " +
+			"what neither can enforce is a 422 provider-unsupported, a failing provider a 502.",
 		Status:      http.StatusCreated,
 		Limit:       limitMessage,
 		ReadTimeout: 30 * time.Second,
-		Errors:      execErrs(http.StatusConflict),
+		Errors:      execErrs(http.StatusConflict, http.StatusBadGateway),
 	}},
 
 	&op[struct{}, processListOutput]{h: (*server).listProcesses, opSpec: opSpec{
@@ -408,7 +410,7 @@ func (s *server) startProcess(ctx context.Context, in *startProcessInput) (*proc
 	ref, _ := policyRef(b.Policy, b.PolicySource) // checked in check
 	info, err := svc.Start(ctx, execution.StartRequest{
 		Argv: b.Argv, Env: b.Env, Cwd: b.Cwd, Stdin: b.Stdin, TTY: b.TTY, Rows: b.Rows, Cols: b.Cols, Tag: b.Tag, Files: toFiles(b.Files),
-		Policy: ref, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond,
+		Policy: ref, Timeout: time.Duration(b.TimeoutMS) * time.Millisecond, Provider: b.Provider,
 	})
 	if err != nil {
 		return nil, s.fail(ctx, err)

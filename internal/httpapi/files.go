@@ -114,7 +114,9 @@ var processFilesScope = &filesScope{
 	opName: func(verb, noun string) string { return verb + "Process" + noun },
 	whose:  "the workspace of a process started with its own sandbox (POST /v1/processes; kept after it ends until it is deleted or forgotten)",
 	reads: " While the process runs, reads show the workspace as its sandbox sees it now; once it has ended, what its sandbox committed. " +
-		"A process in a session's sandbox has no workspace of its own (404: use the session's).",
+		"A process in a session's sandbox has no workspace of its own (404: use the session's). " +
+		"A process on a provider: while it runs, every files request is made of the agentbox daemon in its sandbox (its answer passed back, bounded); " +
+		"once it has ended, its workspace as copied back to this daemon.",
 	changes: " A change the process's sandbox commit would drop (a protected path of its policy, anything in .git) is refused " +
 		"with 403 protected-path. While the process runs, changes are made inside its sandbox; 409 sandbox-live when it ends meanwhile.",
 	svc: func(s *server) FilesService { return s.cfg.ProcessFiles },

@@ -200,7 +200,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if pattern != "" && s.forward(sw, r, pattern) {
+	if pattern != "" && (s.forward(sw, r, pattern) || s.forwardProcessFiles(sw, r, pattern)) {
 		return
 	}
 	if pattern == "" {

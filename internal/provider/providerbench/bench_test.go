@@ -1,26 +1,30 @@
-// Package providerbench measures sessions on each sandbox provider that
-// can run here against a session on this host, in the same run (issue 16:
-// "time to first event and to a finished exec per provider vs local"):
-// create → the first agent event of the first turn, and a turn running a
-// command (provider exec is a turn's command until /v1/exec takes a
-// provider), through a host daemon's API with the mock agent. scripts/bench
-// prints the figures and the ratios to local.
+// Package providerbench measures each sandbox provider that can run here
+// against this host, in the same run (issue 16: "time to first event and
+// to a finished exec per provider vs local"), through a host daemon's
+// API: create → the first agent event of a session's first turn (mock
+// agent), a finished POST /v1/exec with the provider, and a process
+// started with the provider (POST /v1/processes) until its exit is
+// reported. scripts/bench prints the figures and the ratios to local.
 //
 //	go test -run '^$' -bench Providers -benchtime 3x ./internal/provider/providerbench/
 //
 // Rows: local (a session on this host, its commands in the process
-// runtime's sandbox, policy agent-default: the base of the ratios),
-// unsandboxed (on this host without a sandbox, as the inner daemons run
-// the mock agent in the rows below), localproc (the relay to an
-// inner daemon that is a child process here), docker (DOCKER_HOST, the
-// private dockerd of scripts/dockerd; skipped without it), e2b and daytona
-// (their fake control planes, a real inner daemon in a local box). A row
-// that cannot run is skipped with the reason.
+// runtime's sandbox, policy agent-default; the exec and the process on
+// this host under exec-default: the base of the ratios), unsandboxed (a
+// session on this host without a sandbox, as the inner daemons run the
+// mock agent in the rows below; an exec is always sandboxed, so it has
+// none), localproc (the relay to an inner daemon that is a child process
+// here), docker (DOCKER_HOST, the private dockerd of scripts/dockerd;
+// skipped without it), e2b, daytona and vercel (their fake control
+// planes, a real inner daemon in a local box). A row that cannot run is
+// skipped with the reason; an exec or process a provider refuses (Docker:
+// its inner daemon has no runtime) is logged as a note, without figures.
 package providerbench_test
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -40,28 +44,33 @@ import (
 	"github.com/agentbox/agentbox/internal/provider/e2b/e2btest"
 	"github.com/agentbox/agentbox/internal/provider/localproc"
 	"github.com/agentbox/agentbox/internal/provider/providertest"
+	"github.com/agentbox/agentbox/internal/provider/vercel"
+	"github.com/agentbox/agentbox/internal/provider/vercel/verceltest"
 )
 
 func TestMain(m *testing.M) { providertest.Main(m) }
 
-// rig is one row: a host daemon and what a session is created with.
+// rig is one row: a host daemon, what a session is created with, and the
+// provider its execs and processes name ("" for this host).
 type rig struct {
-	name   string
-	c      *client.Client
-	create client.CreateSession
-	skip   string // why the row cannot run here
+	name     string
+	c        *client.Client
+	create   client.CreateSession
+	provider string
+	noExec   bool   // the row has no exec of its own (unsandboxed)
+	skip     string // why the row cannot run here
 }
 
 // BenchmarkProviders runs the rows as sub-benchmarks; each iteration
-// creates a session, runs a turn whose first step is a message and then a
-// turn running a command, and deletes the session (its sandbox with it).
-// The first run of each row (b.N = 1) also builds what the provider builds
-// once (an image).
+// creates a session, runs a turn whose first step is a message, deletes
+// the session (its sandbox with it), then runs an exec and a process on
+// the row's provider. The first run of each row (b.N = 1) also builds
+// what the provider builds once (an image).
 func BenchmarkProviders(b *testing.B) {
 	bin := providertest.Binary(b)
 	rigs := []rig{
 		hostRig(b, "local", nil, client.CreateSession{Agent: "mock", Policy: json.RawMessage(`"agent-default"`)}),
-		hostRig(b, "unsandboxed", nil, client.CreateSession{Agent: "mock"}),
+		hostRig(b, "unsandboxed", nil, client.CreateSession{Agent: "mock"}).withoutExec(),
 		providerRig(b, "localproc", bin, func() (provider.Provider, string) { return localproc.New(b.TempDir()), "" }),
 		providerRig(b, "docker", bin, func() (provider.Provider, string) {
 			host := os.Getenv("DOCKER_HOST")
@@ -99,29 +108,61 @@ func BenchmarkProviders(b *testing.B) {
 			}
 			return p, ""
 		}),
+		providerRig(b, "vercel", bin, func() (provider.Provider, string) {
+			f := verceltest.New(b)
+			p, err := vercel.New(vercel.Config{Token: f.Token, TeamID: f.TeamID, ProjectID: f.ProjectID, APIURL: f.URL(), RequestTimeout: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return p, ""
+		}),
 	}
 	for _, r := range rigs {
 		b.Run(r.name, func(b *testing.B) {
 			if r.skip != "" {
 				b.Skip(r.skip)
 			}
-			var first, exec, create []float64
+			var first, create, exec, proc []float64
+			execNote, procNote := "", ""
 			for b.Loop() {
-				f, e, c := r.session(b)
-				first, exec, create = append(first, f), append(exec, e), append(create, c)
+				f, c := r.session(b)
+				first, create = append(first, f), append(create, c)
+				if r.noExec {
+					continue
+				}
+				if e, note := r.exec(b); note == "" {
+					exec = append(exec, e)
+				} else {
+					execNote = note
+				}
+				if p, note := r.process(b); note == "" {
+					proc = append(proc, p)
+				} else {
+					procNote = note
+				}
 			}
 			b.ReportMetric(median(create), "create-ms")
 			b.ReportMetric(median(first), "first-event-ms")
-			b.ReportMetric(median(exec), "exec-ms")
+			if len(exec) > 0 {
+				b.ReportMetric(median(exec), "exec-ms")
+			}
+			if len(proc) > 0 {
+				b.ReportMetric(median(proc), "process-ms")
+			}
+			for _, n := range []string{execNote, procNote} {
+				if n != "" {
+					b.Logf("providerbench-note %s: %s", r.name, n)
+				}
+			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
 
-// session runs one iteration: the milliseconds from the create request to
-// the first agent event of the first turn, of a turn running a command,
-// and of the create request alone.
-func (r rig) session(b *testing.B) (firstMS, execMS, createMS float64) {
+// session runs one iteration's session: the milliseconds from the
+// create request to the first agent event of the first turn, and of the
+// create request alone.
+func (r rig) session(b *testing.B) (firstMS, createMS float64) {
 	ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
 	defer cancel()
 	t0 := time.Now()
@@ -149,20 +190,67 @@ func (r rig) session(b *testing.B) (firstMS, execMS, createMS float64) {
 	if err != nil || tc.StopReason != event.StopEndTurn || firstAt.IsZero() {
 		b.Fatalf("%s: first turn: %+v, %v (agent event seen: %v)", r.name, tc, err, !firstAt.IsZero())
 	}
-	firstMS = ms(firstAt.Sub(t0))
-	after, err := r.c.LastSeq(ctx, s.ID)
+	return ms(firstAt.Sub(t0)), createMS
+}
+
+// benchCommand is what the exec and the process run.
+var benchCommand = []string{"sh", "-c", "echo bench"}
+
+// exec runs a finished POST /v1/exec on the row's provider under
+// exec-default and returns its milliseconds, or why the provider refused
+// it (422 provider-unsupported) instead.
+func (r rig) exec(b *testing.B) (float64, string) {
+	ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	res, err := r.c.Exec(ctx, client.ExecRequest{Argv: benchCommand, Provider: r.provider, Policy: json.RawMessage(`"exec-default"`)})
+	if note, ok := refused("exec", err); ok {
+		return 0, note
+	}
+	if err != nil || res.ExitCode != 0 || res.Stdout != "bench\n" || res.Sandbox.Provider != r.provider {
+		b.Fatalf("%s: exec: %+v, %v", r.name, res, err)
+	}
+	return ms(time.Since(t0)), ""
+}
+
+// process starts a process on the row's provider under exec-default and
+// returns the milliseconds until its exit is reported (its sandbox
+// destroyed, its workspace copied back), or why the provider refused it.
+func (r rig) process(b *testing.B) (float64, string) {
+	ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	p, err := r.c.StartProcess(ctx, client.StartProcess{Argv: benchCommand, Provider: r.provider, Policy: json.RawMessage(`"exec-default"`)})
+	if note, ok := refused("process", err); ok {
+		return 0, note
+	}
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("%s: process: %v", r.name, err)
 	}
-	t1 := time.Now()
-	tr, err = r.c.Send(ctx, s.ID, mock.ScriptPrompt(mock.Step{Kind: mock.KindCommand, Command: "echo bench"}))
-	if err != nil {
-		b.Fatalf("%s: send: %v", r.name, err)
+	w, err := r.c.Wait(ctx, p.ID)
+	if err != nil || w.ExitCode == nil || *w.ExitCode != 0 || w.Sandbox.Provider != r.provider {
+		b.Fatalf("%s: process: %+v, %v", r.name, w, err)
 	}
-	if tc, err := r.c.WaitTurn(ctx, s.ID, tr.TurnID, after, nil); err != nil || tc.StopReason != event.StopEndTurn {
-		b.Fatalf("%s: the command's turn: %+v, %v", r.name, tc, err)
+	took := ms(time.Since(t0))
+	if err := r.c.DeleteProcess(ctx, p.ID); err != nil {
+		b.Fatalf("%s: delete the process: %v", r.name, err)
 	}
-	return firstMS, ms(time.Since(t1)), createMS
+	return took, ""
+}
+
+// refused says whether err is the provider's refusal, and names it.
+func refused(what string, err error) (string, bool) {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Type == client.ProblemProviderUnsupported {
+		return what + " refused: " + ae.Detail, true
+	}
+	return "", false
+}
+
+// withoutExec is r without execs and processes.
+func (r rig) withoutExec() rig {
+	r.noExec = true
+	return r
 }
 
 // providerRig is a host daemon with the provider make returns, its
@@ -174,8 +262,10 @@ func providerRig(b *testing.B, name, bin string, make func() (provider.Provider,
 	}
 	reg := provider.NewRegistry()
 	reg.Register(p)
-	return hostRig(b, name, &daemon.Config{Providers: reg, ProviderBinary: bin},
+	r := hostRig(b, name, &daemon.Config{Providers: reg, ProviderBinary: bin},
 		client.CreateSession{Agent: "mock", Provider: p.Name()})
+	r.provider = p.Name()
+	return r
 }
 
 // hostRig starts a host daemon in this process (cfg's providers, if any)

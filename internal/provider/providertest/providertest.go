@@ -19,7 +19,8 @@
 // provider from the factory: the lifecycle (Create with a token made for
 // the sandbox, the inner daemon answering with that token alone, Connect,
 // List, Destroy leaving nothing, an unknown option refused with nothing
-// left), an exec with a policy through a host daemon (exec.go), the
+// left), an exec with a policy through a host daemon (exec.go), a process
+// through it (process.go), the
 // optional abilities the provider has (pause, snapshots: snapshot.go),
 // then a session relayed by a host daemon (see relay.go). A step
 // the provider cannot do is skipped, naming the capability or the
@@ -92,6 +93,7 @@ func Run(t *testing.T, factory Factory) {
 	t.Run("UnknownOption", func(t *testing.T) { testUnknownOption(t, setup(t, factory)) })
 	t.Run("ConnectGone", func(t *testing.T) { testConnectGone(t, setup(t, factory)) })
 	t.Run("Exec", func(t *testing.T) { testExec(t, setup(t, factory)) })
+	t.Run("Process", func(t *testing.T) { testProcess(t, setup(t, factory)) })
 	runAbilities(t, factory)
 	runRelay(t, factory)
 }

@@ -692,6 +692,15 @@ class StartProcess(TypedDict):
     policy: NotRequired[Any]
     #: A policy document as written in a file, instead of policy.
     policy_source: NotRequired['PolicySource']
+    #: Sandbox provider to run in (see GET /v1/providers): a fresh sandbox is
+    #: made there and the process runs through the processes API of the
+    #: agentbox daemon inside, under this request's policy (resolved on this
+    #: daemon); output, stdin, signals, resize and wait work as for a local
+    #: process. The sandbox is destroyed when the process ends, after its
+    #: workspace is copied back to this daemon (see /v1/processes/{id}/files).
+    #: What neither the provider nor the daemon inside can enforce is a 422
+    #: provider-unsupported. Empty: this host.
+    provider: NotRequired[str]
     #: The terminal's height, with tty (default 24).
     rows: NotRequired[int]
     #: Keep standard input open for POST /v1/processes/{id}/stdin.
