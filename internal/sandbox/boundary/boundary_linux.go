@@ -147,7 +147,7 @@ func (b *box) Info() sandbox.Info {
 // Start implements sandbox.Sandbox: cmd runs as a child of this daemon,
 // in a process group of its own (a terminal's session with TTY), killed
 // with it when this daemon dies.
-func (b *box) Start(_ context.Context, cmd sandbox.Cmd) (sandbox.Process, error) {
+func (b *box) Start(ctx context.Context, cmd sandbox.Cmd) (sandbox.Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("boundary sandbox: no command")
 	}
@@ -162,7 +162,9 @@ func (b *box) Start(_ context.Context, cmd sandbox.Cmd) (sandbox.Process, error)
 	if err != nil {
 		return nil, err
 	}
-	c := exec.Command(path, cmd.Args[1:]...)
+	// Detached from ctx on purpose: the process's life is the sandbox's
+	// (Close, its timeout), ctx bounds the start only.
+	c := exec.CommandContext(context.WithoutCancel(ctx), path, cmd.Args[1:]...)
 	c.Args[0] = cmd.Args[0]
 	c.Env = make([]string, 0, len(env))
 	for k, v := range env {
