@@ -41,7 +41,10 @@ func (*Runtime) Name() string { return "process" }
 
 // Verify fails unless this process is inside a boundary: not root, no
 // effective capabilities, no privilege gain (no_new_privs) and a
-// read-only root filesystem, as the Docker provider makes its containers.
+// read-only root filesystem, as the Docker provider makes its containers
+// (no_new_privs where the kernel reports it: gVisor's /proc does not; the
+// read-only root by statfs, or under gVisor, whose statfs does not say,
+// Docker's /.dockerenv).
 // A daemon started with --boundary anywhere else refuses to start.
 func Verify() error {
 	if os.Geteuid() == 0 {
@@ -65,17 +68,32 @@ func Verify() error {
 	if strings.Trim(capEff, "0") != "" {
 		return fmt.Errorf("--boundary container: this process has capabilities (CapEff %s)", capEff)
 	}
-	if nnp != "1" {
+	// gVisor's /proc (a container under runsc) has no NoNewPrivs line:
+	// there the field is absent, not 0.
+	if nnp != "1" && nnp != "" {
 		return errors.New("--boundary container: no_new_privs is not set on this process")
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs("/", &st); err != nil {
 		return fmt.Errorf("--boundary container: %w", err)
 	}
-	if st.Flags&stRdonly == 0 {
+	if st.Flags&stRdonly == 0 && !dockerEnv() {
 		return errors.New("--boundary container: the root filesystem is writable")
 	}
 	return nil
+}
+
+// dockerEnv reports whether Docker's /.dockerenv marks this root as a
+// container's: only root can make it on a host, and Docker makes it in
+// every container, under runsc too, whose read-only root statfs does not
+// report as such.
+func dockerEnv() bool {
+	fi, err := os.Lstat("/.dockerenv")
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == 0
 }
 
 // stRdonly is ST_RDONLY of statfs's flags.
