@@ -44,6 +44,7 @@ import (
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/relay"
 	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/boundary"
 	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/egress"
 	"github.com/agentbox/agentbox/internal/sandbox/gvisor"
@@ -221,6 +222,16 @@ type Config struct {
 	// and hands each connection, unread, to the host's proxy there,
 	// which decides it.
 	EgressSocket string
+	// Boundary, when set, declares the daemon's outer boundary: only
+	// boundary.Container, set by a provider that runs this daemon as the
+	// inner daemon of its container (serve --boundary container; no API
+	// request can set it). The daemon then builds no sandbox of its own:
+	// its one runtime (internal/sandbox/boundary) runs each process
+	// directly in the container, under the policy the host mapped onto it,
+	// refusing what neither enforces. It refuses to start unless it is in
+	// such a boundary (not root, no capabilities, no privilege gain, a
+	// read-only root).
+	Boundary string
 	// RelayLostAfter bounds reconnecting to an unreachable sandbox before
 	// its session ends (default relay.DefaultLostAfter).
 	RelayLostAfter time.Duration
@@ -476,6 +487,18 @@ func configure(cfg Config) (_ Config, tokenFile string, err error) {
 	}
 	if cfg.Agents == nil {
 		cfg.Agents = Agents(cfg.DataDir, os.Getenv, cfg.AgentModels)
+	}
+	if cfg.Boundary != "" {
+		if cfg.Boundary != boundary.Container {
+			return cfg, "", fmt.Errorf("--boundary %q: want %q (set by a provider for its container's inner daemon)", cfg.Boundary, boundary.Container)
+		}
+		if err := boundary.Verify(); err != nil {
+			return cfg, "", err
+		}
+		if cfg.Runtimes == nil {
+			cfg.Runtimes = sandbox.NewRegistry()
+			cfg.Runtimes.Register(boundary.New())
+		}
 	}
 	if cfg.Runtimes == nil {
 		if cfg.SandboxSpares > process.MaxSpares {

@@ -52,8 +52,11 @@ func (f sessionFiles) Open(ctx context.Context, id string) (*files.Workspace, er
 	o := files.Options{Judge: gateJudge(s.Cwd, opts)}
 	if ss, ok := f.eng.Engine.(sessionSandboxer); ok {
 		if sb, live := ss.SessionSandbox(id); live {
-			if err := viewSandbox(&o, sb, s.Cwd); err != nil {
-				return nil, fmt.Errorf("session %s: %w", id, err)
+			// A direct workspace is served as the plain directory it is.
+			if _, direct := directOf(sb); !direct {
+				if err := viewSandbox(&o, sb, s.Cwd); err != nil {
+					return nil, fmt.Errorf("session %s: %w", id, err)
+				}
 			}
 			o.Until = f.eng.SandboxClosing(id, sb)
 		}
@@ -63,6 +66,22 @@ func (f sessionFiles) Open(ctx context.Context, id string) (*files.Workspace, er
 		return nil, fmt.Errorf("session %s: its working directory is gone: %w", id, files.ErrNotFound)
 	}
 	return w, err
+}
+
+// directOf finds the directory of sb's workspace when it is a direct
+// one (sandbox.DirectWorkspace), or of the sandbox it wraps.
+func directOf(sb sandbox.Sandbox) (string, bool) {
+	for range 8 {
+		if d, ok := sb.(sandbox.DirectWorkspace); ok {
+			return d.DirectWorkspace(), true
+		}
+		u, ok := sb.(interface{ Unwrap() sandbox.Sandbox })
+		if !ok {
+			return "", false
+		}
+		sb = u.Unwrap()
+	}
+	return "", false
 }
 
 // viewerOf finds the workspace view of sb, or of the sandbox it wraps
@@ -156,15 +175,19 @@ func (f processFiles) Open(ctx context.Context, id string) (*files.Workspace, er
 	}
 	opts := workspace.OptionsFor(ws.Spec)
 	opts.Review = nil
+	dir := ws.Dir
 	o := files.Options{Judge: gateJudge(ws.Dir, opts)}
 	if ws.Live != nil {
 		inside := cmp.Or(ws.Spec.WorkspaceDir, ws.Spec.Workspace)
-		if err := viewSandbox(&o, ws.Live, inside); err != nil {
+		if d, direct := directOf(ws.Live); direct {
+			dir = d
+			o.Judge = gateJudge(d, opts)
+		} else if err := viewSandbox(&o, ws.Live, inside); err != nil {
 			return nil, fmt.Errorf("process %s: %w", id, err)
 		}
 		o.Until = ws.Ended
 	}
-	w, err := files.Open(ws.Dir, o)
+	w, err := files.Open(dir, o)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("process %s: its workspace is gone: %w", id, files.ErrNotFound)
 	}

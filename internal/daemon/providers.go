@@ -97,7 +97,7 @@ func (d *Daemon) buildRelay() (*relay.Relay, error) {
 	}
 	return relay.New(relay.Config{
 		Providers: cfg.Providers, Default: cfg.DefaultProvider, Options: cfg.ProviderOptions,
-		Binary: bin, Key: key, LastRelayed: d.lastRelayed, LostAfter: cfg.RelayLostAfter, Egress: d.relayEgress,
+		Binary: bin, Key: key, LastRelayed: d.lastRelayed, LostAfter: cfg.RelayLostAfter, Egress: d.relayEgress, ExecEgress: d.execEgress,
 		Log: cfg.Log.With("component", "relay"),
 	})
 }

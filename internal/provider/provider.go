@@ -13,6 +13,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"sort"
@@ -80,6 +81,12 @@ type Spec struct {
 	Timeout time.Duration
 	// Labels are kept on the sandbox for the operator (never secrets).
 	Labels map[string]string
+	// Policy is the host-resolved effective policy (a JSON policy object)
+	// of what runs in the sandbox; nil: none. A PolicyMapper enforces it
+	// through the sandbox it makes (Create passes it through MapPolicy's
+	// check, and refuses what that refuses); other providers ignore it:
+	// the inner daemon is handed the whole policy and enforces it.
+	Policy json.RawMessage
 }
 
 // Sandbox is a running sandbox and how to reach the agentbox daemon inside.
@@ -135,6 +142,23 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context, id string) (snapshotID string, err error)
 	CreateFrom(ctx context.Context, snapshotID string, spec Spec) (Sandbox, error)
 	DeleteSnapshot(ctx context.Context, snapshotID string) error
+}
+
+// PolicyMapper is implemented by providers whose sandbox is the boundary
+// of what runs in it: the inner daemon there cannot build sandboxes of its
+// own (an unprivileged container), so each field of a policy is enforced
+// by the sandbox itself (resources, filesystem, capabilities), by the
+// host (network rules, through the carried egress: EgressCarrier), by the
+// inner daemon (what needs no privilege: timeouts, output, environment),
+// or refused. MapPolicy is that mapping; a sandbox made with Spec.Policy
+// passes the same check.
+type PolicyMapper interface {
+	// MapPolicy checks policy (Spec.Policy) field by field and returns the
+	// policy the inner daemon still enforces, started in its boundary mode
+	// (serve --boundary), where it runs processes directly in the sandbox.
+	// A field nothing enforces is an error wrapping ErrUnsupported that
+	// names it.
+	MapPolicy(policy json.RawMessage) (inner json.RawMessage, err error)
 }
 
 // EgressCarrier is implemented by providers whose sandboxes have no

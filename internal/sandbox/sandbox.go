@@ -35,6 +35,9 @@ var (
 	// ErrNoTerminal: the runtime cannot give a command a controlling
 	// terminal (Cmd.TTY).
 	ErrNoTerminal = errkind.New(errkind.Invalid, "this isolation runtime gives processes no terminal")
+	// ErrNoCommand: the command's program is not in the sandbox (not in
+	// its PATH, or no such file): the caller's to fix, like a shell's 127.
+	ErrNoCommand = errkind.New(errkind.Invalid, "no such program in the sandbox")
 	// ErrClosed: the sandbox was already closed.
 	ErrClosed = errors.New("sandbox closed")
 )
@@ -338,6 +341,18 @@ type WorkspaceViewer interface {
 	// It fails with ErrClosed when the sandbox is closed or its processes
 	// are gone.
 	ViewWorkspace() (*os.Root, error)
+}
+
+// DirectWorkspace is an optional ability of a Sandbox whose processes
+// work in the workspace directory itself, with nothing over it, beside
+// the daemon that serves it: the daemon and the processes share one
+// boundary that neither crosses (the boundary runtime, inside a
+// provider's sandbox). Such a workspace is read and changed as a plain
+// directory, under the same checks, since no view can differ from it.
+type DirectWorkspace interface {
+	Sandbox
+	// DirectWorkspace is the workspace's directory.
+	DirectWorkspace() string
 }
 
 // Cmd is one process to run inside a sandbox.

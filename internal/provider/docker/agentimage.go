@@ -24,7 +24,7 @@ const AgentImageRepo = "agentbox-agents"
 
 // agentImageLayout names how BuildAgentImage lays an image out: bump it
 // when that changes, so that images built the old way are not reused.
-const agentImageLayout = "agentbox-agents/2"
+const agentImageLayout = "agentbox-agents/3"
 
 // AgentCacheDir is where an agent image holds the agent installs: the
 // inner daemon finds them as AGENTBOX_CACHE_DIR/agents/NAME@VERSION, the
@@ -33,8 +33,11 @@ const AgentCacheDir = "/opt/agentbox"
 
 // HostTools are the host's programs an agent image carries, with the
 // shared libraries they load: Node for the agent CLIs, env for their
-// `#!/usr/bin/env node` lines, sh for the commands agents run.
-var HostTools = []string{"node", "env", "sh"}
+// `#!/usr/bin/env node` lines, sh and bash for the commands agents (and
+// code execution's language bash) run, and the few file tools agents
+// reach for first and the files API's changes run inside a sandbox
+// (cat, ls, mkdir, mv, rm, rmdir, dirname, tar), a terminal's stty, and sleep.
+var HostTools = []string{"node", "env", "sh", "bash", "cat", "ls", "mkdir", "mv", "rm", "rmdir", "dirname", "tar", "stty", "sleep"}
 
 // libDirs are where DT_NEEDED libraries are looked for, in order.
 var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}

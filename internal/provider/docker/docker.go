@@ -113,6 +113,7 @@ var (
 	_ provider.Provider      = (*Provider)(nil)
 	_ provider.Lister        = (*Provider)(nil)
 	_ provider.EgressCarrier = (*Provider)(nil)
+	_ provider.PolicyMapper  = (*Provider)(nil)
 )
 
 // New returns the provider for the Docker daemon cfg names. It does not
@@ -214,6 +215,34 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 			return provider.Sandbox{}, fmt.Errorf("%w: label %q: the agentbox. prefix is the provider's own (a caller may give only %v)", errOption, k, callerLabels)
 		}
 	}
+	// The policy's checkpoint (Map): what the container, the host and
+	// the inner daemon enforce of it, or the refusal naming the field.
+	var pl *plan
+	if len(spec.Policy) > 0 && string(spec.Policy) != "null" {
+		if pl, err = Map(spec.Policy); err != nil {
+			return provider.Sandbox{}, err
+		}
+		if pl.runtime != "" {
+			if opts.runtime != "" && opts.runtime != pl.runtime {
+				return provider.Sandbox{}, unsupported("isolation gvisor", "this provider is configured with runtime "+opts.runtime)
+			}
+			opts.runtime = pl.runtime
+		}
+		if pl.cpus > 0 {
+			// A quota above the CPUs the daemon has limits nothing
+			// more, and the daemon refuses it.
+			info, err := p.cli.info(ctx)
+			if err != nil {
+				return provider.Sandbox{}, p.mapErr("info", err)
+			}
+			if n := float64(info.NCPU); n > 0 && pl.cpus > n {
+				pl.cpus = n
+			}
+		}
+		if os.Geteuid() != 0 {
+			return provider.Sandbox{}, unsupported("resources.disk and resources.files", "they bound the sandbox's directory, a tmpfs the host daemon mounts, which needs it to be root")
+		}
+	}
 	if opts.runtime != "" {
 		if err := p.checkRuntime(ctx, opts.runtime); err != nil {
 			return provider.Sandbox{}, err
@@ -238,7 +267,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 		return provider.Sandbox{}, fmt.Errorf("%w: socket path %s is longer than a unix socket allows (107 bytes): choose a shorter provider dir", errOption, sock)
 	}
 	uid, gid := sandboxUser()
-	if err := makeHostDir(p.dir, hostDir, spec.Token, uid, gid); err != nil {
+	if err := makeHostDir(p.dir, hostDir, spec.Token, uid, gid, pl); err != nil {
 		return provider.Sandbox{}, err
 	}
 	var id string
@@ -250,7 +279,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 			if id != "" {
 				_ = p.cli.containerRemove(cctx, id)
 			}
-			_ = os.RemoveAll(hostDir)
+			_ = removeHostDir(hostDir)
 		}
 	}()
 
@@ -261,7 +290,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (_ provider.S
 	labels[LabelOwner] = spec.Owner
 	labels[LabelSandbox] = name
 	req := p.containerConfig(image, labels, uid, gid)
-	req.HostConfig = hostConfig(opts, spec, hostDir)
+	req.HostConfig = hostConfig(opts, spec, pl, hostDir)
 	if id, err = p.cli.containerCreate(ctx, "agentbox-"+name, req); err != nil {
 		return provider.Sandbox{}, p.mapErr("create container", err)
 	}
@@ -292,8 +321,11 @@ func (p *Provider) containerConfig(image string, labels map[string]string, uid, 
 		// The image's entrypoint may be anything (option image): the
 		// command is given whole.
 		Entrypoint: []string{"/agentbox"},
+		// --boundary: the container is the sandbox of what the inner
+		// daemon runs (it cannot build its own here), under the policy
+		// the host mapped onto it (Map).
 		Cmd: []string{"serve", "--listen", "unix:" + mountDir + "/" + sockName, "--data-dir", data,
-			"--egress-socket", mountDir + "/" + egressName},
+			"--egress-socket", mountDir + "/" + egressName, "--boundary", "container"},
 		Env: []string{
 			"HOME=" + data + "/home",
 			"TMPDIR=/tmp",
@@ -308,23 +340,31 @@ func (p *Provider) containerConfig(image string, labels map[string]string, uid, 
 
 // hostConfig is the isolation: no network, a read-only root with a small
 // tmpfs /tmp, no capabilities, no privilege gain, resource limits, and the
-// sandbox's host directory as the only mount.
-func hostConfig(o options, spec provider.Spec, hostDir string) hostConfigBody {
+// sandbox's host directory as the only mount. A policy's plan (pl, nil
+// for none) sets the limits and bounds /tmp.
+func hostConfig(o options, spec provider.Spec, pl *plan, hostDir string) hostConfigBody {
 	cpus := spec.CPUs
+	mem := spec.MemoryBytes
+	pids := o.pids
+	tmp := "size=" + tmpSize
+	if pl != nil {
+		cpus, mem, tmp = pl.cpus, pl.memory, pl.tmpfsOptions()
+		if pl.pids > 0 {
+			pids = pl.pids
+		}
+	}
 	if cpus <= 0 {
 		cpus = DefaultCPUs
 	}
-	mem := spec.MemoryBytes
 	if mem <= 0 {
 		mem = DefaultMemoryBytes
 	}
-	pids := o.pids
 	return hostConfigBody{
 		NetworkMode:    "none",
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
-		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + tmpSize},
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777," + tmp},
 		Runtime:        o.runtime,
 		RestartPolicy:  &restartPolicy{Name: "no"},
 		// The inner daemon's log, bounded on the host's disk; read back
@@ -536,7 +576,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		}
 	}
 	p.uncarry(c.ID, nil)
-	if err := os.RemoveAll(hostDir); err != nil {
+	if err := removeHostDir(hostDir); err != nil {
 		return fmt.Errorf("docker provider: removing %s: %w", hostDir, err)
 	}
 	return nil
@@ -584,8 +624,12 @@ func sandboxUser() (uid, gid int) {
 // makeHostDir makes the sandbox's host directory under root, owned by the
 // container's user, with data/ holding the inner daemon's token file
 // (mode 0600): the daemon reads it at start, so the token shows in no
-// argument or environment variable that `docker inspect` prints.
-func makeHostDir(root, dir, token string, uid, gid int) (err error) {
+// argument or environment variable that `docker inspect` prints. With a
+// policy's plan (pl), the directory is a tmpfs bounded by its disk and
+// files limits, mounted here by the host (root): everything the sandbox
+// writes outside /tmp lands there, and a snapshot (a copy of data/)
+// still sees it from the host.
+func makeHostDir(root, dir, token string, uid, gid int, pl *plan) (err error) {
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return fmt.Errorf("docker provider dir: %w", err)
 	}
@@ -594,9 +638,14 @@ func makeHostDir(root, dir, token string, uid, gid int) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(dir)
+			_ = removeHostDir(dir)
 		}
 	}()
+	if pl != nil {
+		if err := mountTmpfs(dir, fmt.Sprintf("mode=0700,uid=%d,gid=%d,%s", uid, gid, pl.tmpfsOptions())); err != nil {
+			return err
+		}
+	}
 	data := filepath.Join(dir, dataName)
 	for _, d := range []string{data, filepath.Join(data, "home")} {
 		if err := os.Mkdir(d, 0o700); err != nil {

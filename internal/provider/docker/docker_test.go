@@ -118,6 +118,32 @@ func ensure(t *testing.T, p *docker.Provider, binary string) string {
 	return keep(tag)
 }
 
+// toolImageOnce builds the sandbox image with the host's tools (Node, sh,
+// bash) and no agent once per test binary.
+var toolImageOnce struct {
+	sync.Mutex
+	tag string
+}
+
+// toolImage is the sandbox image with the host's tools and no agent,
+// removed at the end of the run.
+func toolImage(t *testing.T, p *docker.Provider) string {
+	t.Helper()
+	toolImageOnce.Lock()
+	defer toolImageOnce.Unlock()
+	if toolImageOnce.tag != "" {
+		return toolImageOnce.tag
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	tag, err := p.BuildAgentImage(ctx, sdktest.Binary(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolImageOnce.tag = keep(tag)
+	return tag
+}
+
 func random(t *testing.T) string {
 	t.Helper()
 	var b [16]byte
@@ -251,9 +277,9 @@ func TestConformance(t *testing.T) {
 		return providertest.Harness{
 			Provider: p,
 			Binary:   sdktest.Binary(t),
-			// The inner daemon runs unprivileged in the container: no
-			// isolation runtime of its own, so an exec is refused.
-			NoInnerRuntime: "the process runtime needs root",
+			// The exec step runs sh and bash: the image with the host's
+			// tools (and no agent).
+			Options: map[string]string{"image": toolImage(t, p)},
 			KillInner: func(ctx context.Context, id string) error {
 				dc, err := dockerclient.New(dockerclient.WithHost(dockerHost(t)))
 				if err != nil {

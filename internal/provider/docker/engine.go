@@ -327,11 +327,22 @@ type engineVersion struct {
 // runtimes is GET /info's Runtimes: the names of the container runtimes
 // the daemon has registered.
 func (e *engine) runtimes(ctx context.Context) (map[string]json.RawMessage, error) {
-	var info struct {
-		Runtimes map[string]json.RawMessage `json:"Runtimes"`
-	}
-	err := e.call(ctx, http.MethodGet, "/info", nil, nil, &info)
+	info, err := e.info(ctx)
 	return info.Runtimes, err
+}
+
+// daemonInfo is what the provider reads of GET /info.
+type daemonInfo struct {
+	Runtimes map[string]json.RawMessage `json:"Runtimes"`
+	// NCPU is how many CPUs the daemon's containers can use: a CPU quota
+	// above it is refused by the daemon.
+	NCPU int `json:"NCPU"`
+}
+
+func (e *engine) info(ctx context.Context) (daemonInfo, error) {
+	var info daemonInfo
+	err := e.call(ctx, http.MethodGet, "/info", nil, nil, &info)
+	return info, err
 }
 
 // errPathArg is an image name or container id that cannot be a segment of

@@ -163,8 +163,12 @@ func TestEngineRequestsInDocument(t *testing.T) {
 		},
 		func() error {
 			req := p.containerConfig("img", map[string]string{"a": "b"}, 1, 1)
-			req.HostConfig = hostConfig(options{pids: 64}, providerSpecForDoc(), "/tmp/x")
-			_, err := e.containerCreate(ctx, "agentbox-x", req)
+			pl, err := Map([]byte(`{"version":1,"resources":{"memory":"256Mi","cpus":0.5,"pids":100,"disk":"64Mi","files":1000}}`))
+			if err != nil {
+				return err
+			}
+			req.HostConfig = hostConfig(options{pids: 64}, providerSpecForDoc(), pl, "/tmp/x")
+			_, err = e.containerCreate(ctx, "agentbox-x", req)
 			return err
 		},
 		func() error { return e.containerStart(ctx, "abc") },

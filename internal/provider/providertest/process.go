@@ -23,10 +23,6 @@ import (
 // sees its size and a resize, and a signal ends a process as asked.
 // An unknown provider is 422 unknown-provider, a policy nothing there
 // enforces 422 provider-unsupported, with nothing left either.
-//
-// A provider whose inner daemon has no isolation runtime
-// (Harness.NoInnerRuntime) must refuse every process, fail closed, with
-// provider-unsupported naming the missing mechanism.
 func testProcess(t *testing.T, s *suite) {
 	ctx := s.ctx(t)
 	name := s.Provider.Name()
@@ -47,14 +43,6 @@ func testProcess(t *testing.T, s *suite) {
 	script := `echo started; read line; echo "got $line"; echo oops >&2; cat in.txt > out.txt; echo kept >> out.txt; exit 3`
 	p, err := h.c.StartProcess(ctx, client.StartProcess{Argv: []string{"sh", "-c", script}, Stdin: true, Provider: name,
 		Files: map[string]string{"in.txt": "given\n"}, Policy: json.RawMessage(`"exec-default"`)})
-	if s.NoInnerRuntime != "" {
-		if !errors.As(err, &ae) || ae.Status != 422 || ae.Type != client.ProblemProviderUnsupported || !strings.Contains(ae.Detail, s.NoInnerRuntime) {
-			t.Fatalf("process on %s, whose inner daemon has no runtime: %+v, %v; want 422 provider-unsupported naming %q", name, p, err, s.NoInnerRuntime)
-		}
-		t.Logf("refused, as it must be: %s", ae.Detail)
-		s.empty(ctx, t)
-		return
-	}
 	if err != nil {
 		t.Fatalf("process on %s: %v", name, err)
 	}
@@ -109,6 +97,9 @@ func testProcess(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatalf("tty process on %s: %v", name, err)
 	}
+	// The resize only after the first size was read, or the first
+	// stty may already see the new size.
+	waitOutput(ctx, t, h.c, tp.ID, "30 100")
 	if err := h.c.Resize(ctx, tp.ID, 40, 120); err != nil {
 		t.Fatalf("resize the terminal on %s: %v", name, err)
 	}
@@ -122,6 +113,14 @@ func testProcess(t *testing.T, s *suite) {
 	if exit == nil || exit.ExitCode == nil || *exit.ExitCode != 0 || !exit.TTY {
 		t.Fatalf("exit of the tty process on %s = %+v", name, exit)
 	}
+
+	// A program the sandbox does not have is the caller's error, and
+	// leaves nothing.
+	_, err = h.c.StartProcess(ctx, client.StartProcess{Argv: []string{"agentbox-no-such-program"}, Provider: name})
+	if !errors.As(err, &ae) || ae.Status != 422 || !strings.Contains(ae.Detail, "agentbox-no-such-program") {
+		t.Fatalf("process of a program %s does not have: %v; want 422 naming it", name, err)
+	}
+	s.empty(ctx, t)
 
 	// A signal ends a process as it would here.
 	sp, err := h.c.StartProcess(ctx, client.StartProcess{Argv: []string{"sleep", "600"}, Provider: name})
@@ -163,6 +162,27 @@ func follow(ctx context.Context, t *testing.T, c *client.Client, id string) (map
 	}
 	t.Fatalf("stream of process %s ended without its exit (so far %q)", id, out)
 	return nil, nil
+}
+
+// waitOutput follows process id's output until it shows want.
+func waitOutput(ctx context.Context, t *testing.T, c *client.Client, id, want string) {
+	t.Helper()
+	var out string
+	for ev, err := range c.ProcessStream(ctx, id, 0) {
+		if err != nil {
+			t.Fatalf("stream of process %s: %v (so far %q)", id, err, out)
+		}
+		switch ev.Type {
+		case "stdout", "stderr":
+			out += ev.Output.Data
+			if strings.Contains(out, want) {
+				return
+			}
+		case "exit":
+			t.Fatalf("process %s ended before it wrote %q (it wrote %q)", id, want, out)
+		}
+	}
+	t.Fatalf("stream of process %s ended before %q (so far %q)", id, want, out)
 }
 
 // readAll reads a workspace file whole.

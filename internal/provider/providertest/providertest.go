@@ -56,11 +56,6 @@ type Harness struct {
 	// KillInner kills the inner daemon of a sandbox (not the sandbox), as
 	// a crash inside it would; nil skips the "inner daemon killed" step.
 	KillInner func(ctx context.Context, id string) error
-	// NoInnerRuntime, when set, says that the inner daemon in this
-	// provider's sandboxes has no isolation runtime (e.g. an unprivileged
-	// container): the exec step then checks that an exec is refused with
-	// provider-unsupported whose detail has this text.
-	NoInnerRuntime string
 	// Timeout bounds each provider call (default 3 minutes: sandboxes
 	// are slow to make on a loaded machine).
 	Timeout time.Duration

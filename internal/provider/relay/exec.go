@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -49,10 +50,15 @@ func (r *Relay) Exec(ctx context.Context, req execution.RemoteRequest, hooks exe
 	if err != nil {
 		return execution.Result{}, err
 	}
+	specPolicy, innerPolicy, err := placement(p, req.Policy)
+	if err != nil {
+		return execution.Result{}, err
+	}
 	sb, err := p.Create(ctx, provider.Spec{
 		Owner: r.Owner(), Binary: r.cfg.Binary, Token: token,
 		Options: maps.Clone(r.cfg.Options[name]),
 		Labels:  map[string]string{"purpose": "exec"},
+		Policy:  specPolicy,
 	})
 	if err != nil {
 		return execution.Result{}, fmt.Errorf("create a sandbox on %s: %w", name, err)
@@ -66,6 +72,13 @@ func (r *Relay) Exec(ctx context.Context, req execution.RemoteRequest, hooks exe
 			r.cfg.Log.Warn("destroying an exec's sandbox (the next start's reconciliation removes it)", "provider", name, "sandbox", sb.ID, "err", err)
 		}
 	}()
+	if specPolicy != nil {
+		stop, err := r.carryExecEgress(ctx, p, sb.ID, specPolicy)
+		if err != nil {
+			return execution.Result{}, err
+		}
+		defer stop()
+	}
 	c, err := client.New(sb.Address, client.WithToken(token))
 	if err != nil {
 		return execution.Result{}, err
@@ -86,7 +99,9 @@ func (r *Relay) Exec(ctx context.Context, req execution.RemoteRequest, hooks exe
 	}
 	// Always the stream: its parser bounds what the inner daemon can
 	// send (a line, an event's data), where a plain answer is read whole.
-	out, err := c.ExecStream(ctx, toClientExec(req), func(ch client.OutputChunk) {
+	creq := toClientExec(req)
+	creq.Policy = innerPolicy
+	out, err := c.ExecStream(ctx, creq, func(ch client.OutputChunk) {
 		start()
 		if hooks.Output != nil {
 			hooks.Output(execution.Output{Seq: ch.Seq, Stream: ch.Stream, Data: []byte(ch.Data)})
@@ -100,6 +115,35 @@ func (r *Relay) Exec(ctx context.Context, req execution.RemoteRequest, hooks exe
 	info.Runtime, info.Mechanisms, info.Degraded = out.Sandbox.Runtime, out.Sandbox.Mechanisms, out.Sandbox.Degraded
 	res.Sandbox = info
 	return res, nil
+}
+
+// carryExecEgress starts the host side of the network of an exec's
+// sandbox whose provider carries its egress (provider.EgressCarrier):
+// Config.ExecEgress's gate for the exec's policy, serving what the
+// provider carries out of the sandbox until stop. Without a carrier, an
+// ExecEgress or a network to give (the gate's Serve nil: network none),
+// nothing is carried and the sandbox has no way out.
+func (r *Relay) carryExecEgress(ctx context.Context, p provider.Provider, id string, pol json.RawMessage) (stop func(), err error) {
+	carrier, ok := p.(provider.EgressCarrier)
+	if !ok || r.cfg.ExecEgress == nil {
+		return func() {}, nil
+	}
+	eg, err := r.cfg.ExecEgress(ctx, ExecEgressRequest{Sandbox: p.Name() + "/" + id, Policy: pol})
+	if err != nil {
+		return nil, fmt.Errorf("the network of sandbox %s: %w", id, err)
+	}
+	if eg.Serve == nil {
+		if eg.Close != nil {
+			eg.Close()
+		}
+		return func() {}, nil
+	}
+	halt, err := carrier.CarryEgress(ctx, id, eg.Serve)
+	if err != nil {
+		eg.Close()
+		return nil, fmt.Errorf("carry the egress of sandbox %s on %s: %w", id, p.Name(), err)
+	}
+	return func() { halt(); eg.Close() }, nil
 }
 
 // execToken is an exec sandbox's token: 32 bytes of crypto/rand.

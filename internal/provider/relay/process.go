@@ -64,10 +64,17 @@ func (r *Relay) StartProcess(ctx context.Context, req execution.RemoteStartReque
 	if err != nil {
 		return nil, err
 	}
+	// The same checkpoint as an exec's: a provider whose sandbox is the
+	// boundary maps the policy onto it, or refuses before anything is made.
+	specPolicy, innerPolicy, err := placement(p, req.Policy)
+	if err != nil {
+		return nil, err
+	}
 	sb, err := p.Create(ctx, provider.Spec{
 		Owner: r.Owner(), Binary: r.cfg.Binary, Token: token,
 		Options: maps.Clone(r.cfg.Options[name]),
 		Labels:  map[string]string{"purpose": "process"},
+		Policy:  specPolicy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create a sandbox on %s: %w", name, err)
@@ -78,12 +85,17 @@ func (r *Relay) StartProcess(ctx context.Context, req execution.RemoteStartReque
 			_, _ = rp.destroy(ctx)
 		}
 	}()
+	if specPolicy != nil {
+		if rp.egressStop, err = r.carryExecEgress(ctx, p, sb.ID, specPolicy); err != nil {
+			return nil, err
+		}
+	}
 	if rp.c, err = innerClient(sb.Address, token); err != nil {
 		return nil, err
 	}
 	in := client.StartProcess{
 		Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols,
-		Policy: req.Policy, TimeoutMS: req.Limit.Milliseconds(),
+		Policy: innerPolicy, TimeoutMS: req.Limit.Milliseconds(),
 	}
 	if len(req.Files) > 0 {
 		in.Files = make(map[string]string, len(req.Files))
@@ -133,6 +145,8 @@ type remoteProc struct {
 	exit sandbox.Exit
 	err  error
 	viol []sandbox.Violation
+
+	egressStop func() // the host side of a carried network; nil when none
 
 	killOnce    sync.Once
 	destroyOnce sync.Once
@@ -393,6 +407,9 @@ func (rp *remoteProc) destroy(ctx context.Context) ([]sandbox.Violation, error) 
 		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 		defer cancel()
+		if rp.egressStop != nil {
+			rp.egressStop()
+		}
 		if err := rp.p.Destroy(dctx, rp.sb.ID); err != nil && !errors.Is(err, provider.ErrGone) {
 			rp.r.cfg.Log.Warn("destroying a process's sandbox (the next start's reconciliation removes it)", "provider", rp.name, "sandbox", rp.sb.ID, "err", err)
 			rp.destroyErr = fmt.Errorf("destroy sandbox %s on %s: %w", rp.sb.ID, rp.name, err)

@@ -105,7 +105,21 @@ type Config struct {
 	// (provider.EgressCarrier): without it such a sandbox has no network,
 	// and the session's environment goes in as it is.
 	Egress func(ctx context.Context, req EgressRequest) (*Egress, error)
-	Log    *slog.Logger
+	// ExecEgress, when set, makes the host side of the network of an
+	// exec's sandbox on a provider that carries its egress and enforces
+	// its policy (provider.PolicyMapper): a gate deciding every
+	// connection under the exec's policy. Without it such a sandbox has
+	// no network.
+	ExecEgress func(ctx context.Context, req ExecEgressRequest) (*Egress, error)
+	Log        *slog.Logger
+}
+
+// ExecEgressRequest is what the host side of an exec sandbox's network is
+// made for: the sandbox (provider/id, for the audit records) and the
+// exec's effective policy.
+type ExecEgressRequest struct {
+	Sandbox string
+	Policy  json.RawMessage
 }
 
 // EgressRequest is what the host side of a sandbox's network is made for:

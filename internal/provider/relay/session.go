@@ -58,12 +58,17 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		}
 	}
 	token := a.r.token(n.Provider, n.Nonce)
+	specPolicy, innerPolicy, err := placement(p, a.policy)
+	if err != nil {
+		return nil, err
+	}
 	var sb provider.Sandbox
 	if fresh {
 		sb, err = p.Create(ctx, provider.Spec{
 			Owner: a.r.Owner(), Binary: a.r.cfg.Binary, Token: token,
 			Options: maps.Clone(a.r.cfg.Options[n.Provider]),
 			Labels:  map[string]string{"agentbox.session": cfg.SessionID},
+			Policy:  specPolicy,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("create a sandbox on %s: %w", n.Provider, err)
@@ -102,7 +107,7 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	if n.Session == "" {
 		inner, err := c.CreateSession(ctx, client.CreateSession{
 			Agent: a.agent, Model: cfg.Model, Mode: cfg.Mode, PermissionMode: cfg.PermissionMode,
-			Metadata: map[string]string{"agentbox.host_session": cfg.SessionID}, Env: env, Policy: a.policy,
+			Metadata: map[string]string{"agentbox.host_session": cfg.SessionID}, Env: env, Policy: innerPolicy,
 			MCPServers: mcpServers(cfg.MCPServers),
 		})
 		if err != nil {

@@ -313,6 +313,9 @@ func (b *box) Start(ctx context.Context, c sandbox.Cmd) (sandbox.Process, error)
 		b.mu.Lock()
 		delete(b.procs, p.id)
 		b.mu.Unlock()
+		if reply.NoCommand {
+			return nil, fmt.Errorf("process sandbox: start %q: %w: %s", c.Args[0], sandbox.ErrNoCommand, reply.Error)
+		}
 		return nil, fmt.Errorf("process sandbox: start %q: %s", c.Args[0], reply.Error)
 	}
 	p.hostPid = hostPid(p.pidfd)

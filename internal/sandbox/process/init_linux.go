@@ -237,7 +237,7 @@ func (in *sandboxInit) readRequests(out chan<- request) {
 func (in *sandboxInit) start(r request) {
 	defer closeAll(r.fds)
 	fail := func(err error) {
-		in.reply(message{Op: opStarted, ID: r.m.ID, Error: err.Error()}, -1)
+		in.reply(message{Op: opStarted, ID: r.m.ID, Error: err.Error(), NoCommand: errors.Is(err, errNoCommand) || errors.Is(err, syscall.ENOENT)}, -1)
 	}
 	if len(r.fds) != 3 || len(r.m.Args) == 0 {
 		fail(errors.New("malformed start request"))
@@ -330,8 +330,11 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: executable file not found in $PATH", name)
+	return "", fmt.Errorf("%s: %w", name, errNoCommand)
 }
+
+// errNoCommand: lookPath found no such program.
+var errNoCommand = errors.New("executable file not found in $PATH")
 
 // kernelSigaction is the kernel's struct sigaction (the same on amd64 and
 // arm64).

@@ -103,6 +103,9 @@ type message struct {
 	Mechanisms []string `json:"mechanisms,omitempty"`
 	Degraded   []string `json:"degraded,omitempty"`
 	Pid        int      `json:"pid,omitempty"`
+	// NoCommand (started): the program was not found (the error says
+	// which); the host wraps sandbox.ErrNoCommand.
+	NoCommand bool `json:"no_command,omitempty"`
 
 	// exit (init → supervisor)
 	Code        int   `json:"code"`
