@@ -275,7 +275,8 @@ func (r *Relay) Adapter(agentName string, info agent.Info, nativeID string, poli
 }
 
 // Remove implements engine.Remote: the sandbox of a deleted session is
-// destroyed (a session never placed or already gone is no error).
+// destroyed, and the snapshot that kept a lost one deleted (a session
+// never placed or already gone is no error).
 func (r *Relay) Remove(ctx context.Context, nativeID string) error {
 	n, ok := parseNative(nativeID)
 	if !ok || n.Sandbox == "" {
@@ -287,6 +288,11 @@ func (r *Relay) Remove(ctx context.Context, nativeID string) error {
 	}
 	if err := p.Destroy(ctx, n.Sandbox); err != nil && !errors.Is(err, provider.ErrGone) {
 		return fmt.Errorf("destroy sandbox %s on %s: %w", n.Sandbox, n.Provider, err)
+	}
+	if sn, ok := p.(provider.Snapshotter); ok && n.Snapshot != "" {
+		if err := sn.DeleteSnapshot(ctx, n.Snapshot); err != nil {
+			return fmt.Errorf("delete snapshot %s on %s: %w", n.Snapshot, n.Provider, err)
+		}
 	}
 	return nil
 }
@@ -342,6 +348,11 @@ type native struct {
 	// Sandbox and Session are set once the sandbox and the inner session
 	// exist.
 	Sandbox, Session string
+	// Snapshot, when set, is the snapshot that keeps the session's state
+	// after its sandbox was lost (provider.Snapshotter): a resume makes a
+	// fresh sandbox from it. Cleared (and the snapshot deleted) once the
+	// session runs on that sandbox.
+	Snapshot string
 }
 
 const nativePrefix = "relay/"
@@ -352,6 +363,9 @@ func (n native) String() string {
 		s += "/" + url.PathEscape(n.Sandbox)
 		if n.Session != "" {
 			s += "/" + url.PathEscape(n.Session)
+			if n.Snapshot != "" {
+				s += "/" + url.PathEscape(n.Snapshot)
+			}
 		}
 	}
 	return s
@@ -363,7 +377,7 @@ func parseNative(s string) (native, bool) {
 		return native{}, false
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) < 2 || len(parts) > 4 {
+	if len(parts) < 2 || len(parts) > 5 {
 		return native{}, false
 	}
 	for i, p := range parts {
@@ -379,6 +393,9 @@ func parseNative(s string) (native, bool) {
 	}
 	if len(parts) > 3 {
 		n.Session = parts[3]
+	}
+	if len(parts) > 4 {
+		n.Snapshot = parts[4]
 	}
 	return n, true
 }
@@ -416,6 +433,14 @@ func Inner(key []byte, nativeID string) (providerName, sandbox, session, token s
 	}
 	r := &Relay{cfg: Config{Key: key}}
 	return n.Provider, n.Sandbox, n.Session, r.token(n.Provider, n.Nonce), true
+}
+
+// SnapshotOf returns the snapshot a relayed session's native id names
+// (the state of a lost sandbox a resume starts a fresh one from), "" when
+// none.
+func SnapshotOf(nativeID string) string {
+	n, _ := parseNative(nativeID)
+	return n.Snapshot
 }
 
 // OwnerOf is the owner label of the sandboxes of the daemon with key.
