@@ -320,12 +320,12 @@ type session struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	cursor int64         // the pump's alone once it runs
+	cursor int64 // the pump's alone once it runs
 	// skipEnd: an inner session.ended at or before this inner seq was
 	// recorded by a restart of the inner daemon that the relay resumed
 	// the session after (settleInner); it does not end the session.
 	skipEnd int64
-	asking chan struct{} // a slot per request being asked on the host (maxAsking)
+	asking  chan struct{} // a slot per request being asked on the host (maxAsking)
 
 	// egressStop stops the host side of the sandbox's network (nil when
 	// nothing is carried); under mu.
