@@ -31,6 +31,7 @@ import (
 // once.
 func runRelay(t *testing.T, factory Factory) {
 	t.Run("Relay", func(t *testing.T) { testRelay(t, setup(t, factory)) })
+	t.Run("RelayPause", func(t *testing.T) { testRelayPause(t, setup(t, factory)) })
 }
 
 // host is a host daemon serving in this process, or in a process of its
@@ -44,19 +45,23 @@ type host struct {
 	exited chan struct{}
 }
 
-func (s *suite) startHost(t *testing.T, dataDir string, p provider.Provider) *host {
+func (s *suite) startHost(t *testing.T, dataDir string, p provider.Provider, opts ...func(*daemon.Config)) *host {
 	t.Helper()
 	reg := provider.NewRegistry()
 	reg.Register(p)
-	opts := map[string]map[string]string{}
+	popts := map[string]map[string]string{}
 	if len(s.Options) > 0 {
-		opts[p.Name()] = s.Options
+		popts[p.Name()] = s.Options
 	}
-	d, err := daemon.New(t.Context(), daemon.Config{
+	cfg := daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: dataDir, Log: slog.New(slog.DiscardHandler),
-		Providers: reg, ProviderOptions: opts, ProviderBinary: s.Binary,
+		Providers: reg, ProviderOptions: popts, ProviderBinary: s.Binary,
 		StartTimeout: s.Timeout, RelayLostAfter: time.Minute,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := daemon.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("host daemon: %v", err)
 	}

@@ -132,11 +132,56 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		a.deleteSnapshot(ctx, p, snap)
 	}
 	started = true
-	pctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go s.pump(pctx)
+	s.startPump()
+	if _, ok := p.(provider.Pauser); ok {
+		return pausable{s}, nil
+	}
 	return s, nil
+}
+
+// startPump starts the pump, from the cursor. Its context is detached
+// from any request: the pump reads the inner log for the session's life
+// (until Close or Pause).
+func (s *session) startPump() {
+	pctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cancel, s.pumped = cancel, done
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer close(done)
+		s.pump(pctx)
+	}()
+}
+
+// pausable is a relayed session on a provider that pauses sandboxes
+// (provider.Pauser): it implements agent.Pauser.
+type pausable struct{ *session }
+
+// Pause implements agent.Pauser: the pump stops (nothing reads a frozen
+// daemon, whose silence is then no loss), the sandbox is paused, and its
+// egress is no longer carried. When the provider fails to pause it, the
+// pump starts again from where it stopped and the session goes on. A
+// later Start resumes the sandbox (adapter.reconnect: Pauser.Resume).
+func (s pausable) Pause(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, pumped := s.cancel, s.pumped
+	s.mu.Unlock()
+	cancel()
+	<-pumped
+	select {
+	case <-s.done:
+		return fmt.Errorf("the session in sandbox %s ended: %s", s.placed.Sandbox, s.Exit().Message)
+	default:
+	}
+	if err := s.p.(provider.Pauser).Pause(ctx, s.placed.Sandbox); err != nil {
+		s.startPump()
+		return fmt.Errorf("pause sandbox %s on %s: %w", s.placed.Sandbox, s.placed.Provider, err)
+	}
+	s.stopEgress()
+	s.a.r.cfg.Log.Info("paused a relayed session's sandbox", "session", s.hostID, "provider", s.placed.Provider, "sandbox", s.placed.Sandbox)
+	return nil
 }
 
 // spec is what a sandbox of this session is made with.
@@ -317,7 +362,6 @@ type session struct {
 	host   agent.Host
 	placed native
 	hostID string
-	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	cursor int64 // the pump's alone once it runs
@@ -331,7 +375,11 @@ type session struct {
 	// nothing is carried); under mu.
 	egressStop func()
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// cancel stops the running pump, pumped is closed once it returned
+	// (startPump).
+	cancel  context.CancelFunc
+	pumped  chan struct{}
 	results map[string]agent.Result      // completed inner turns nobody waited for yet
 	waiters map[string]chan agent.Result // by inner turn id
 	done    chan struct{}
@@ -437,7 +485,10 @@ func (s *session) complete(turnID string, res agent.Result) {
 // Close implements agent.Session: the pump stops; the sandbox stays (an
 // idle session resumes in it; delete removes it, see Relay.Remove).
 func (s *session) Close(ctx context.Context) error {
-	s.cancel()
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -584,6 +635,11 @@ func (s *session) handle(ctx context.Context, ev event.Event) *event.SessionEnde
 		}
 		var e event.SessionEnded
 		_ = json.Unmarshal(ev.Data, &e)
+		if e.Reason == event.EndIdle {
+			// The inner daemon stopped its idle agent: the next
+			// message the relay sends resumes it there.
+			return nil
+		}
 		e.Message = "the session in the sandbox ended: " + e.Message
 		if e.Reason != event.EndCompleted {
 			e.Reason = event.EndError
