@@ -223,8 +223,8 @@ func (a *adapter) reconnect(ctx context.Context, p provider.Provider, n *native,
 		if errors.Is(err, provider.ErrGone) {
 			// Not wrapped: the answer is the missing ability, not the
 			// gone sandbox (which is why it is asked for).
-			return provider.Sandbox{}, fmt.Errorf("%w: %v; %s keeps no snapshots (capability snapshot), so the session cannot resume on a fresh sandbox",
-				provider.ErrUnsupported, lost, n.Provider)
+			return provider.Sandbox{}, fmt.Errorf("%w: %s; %s keeps no snapshots (capability snapshot), so the session cannot resume on a fresh sandbox",
+				provider.ErrUnsupported, lost.Error(), n.Provider)
 		}
 		return provider.Sandbox{}, lost
 	}
