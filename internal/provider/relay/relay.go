@@ -11,6 +11,11 @@
 // restart the relay reads the inner log again from exactly after the last
 // event the host persisted: no loss, no duplicate.
 //
+// On a provider that pauses sandboxes a relayed session can be paused
+// (agent.Pauser) and is resumed by its next start; on one that keeps
+// snapshots, a session whose sandbox was lost resumes on a fresh sandbox
+// made from a snapshot of it (session.go: keep, reconnect).
+//
 // Nothing secret is stored: a sandbox's token is derived from the daemon's
 // relay key (a file of the data directory, mode 0600) and a random nonce
 // kept in the session's native id, with HMAC-SHA256; a fresh nonce per
