@@ -350,6 +350,19 @@ func (c *Client) Interrupt(ctx context.Context, id string) (Turn, error) {
 	return out, err
 }
 
+// Pause pauses a live session on a provider whose sandboxes pause: its
+// sandbox is frozen and its status becomes paused; its next message (or
+// Resume) resumes it. Pausing a paused session returns it.
+func (c *Client) Pause(ctx context.Context, id string) (Session, error) {
+	p, err := sessionPath(id, "pause")
+	if err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err = c.do(ctx, http.MethodPost, p, nil, struct{}{}, &out)
+	return out, err
+}
+
 // Resume starts a new agent process for a session that is not live
 // (interrupted by a daemon restart, ended or failed), continuing the agent's
 // own conversation. req may be the zero value.

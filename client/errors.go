@@ -30,6 +30,7 @@ const (
 	ProblemLive                 = ProblemTypeBase + "live"                   // 409: resume of a session that is live: send messages to it directly
 	ProblemNotResumable         = ProblemTypeBase + "not-resumable"          // 409: the agent cannot resume the session
 	ProblemNotLive              = ProblemTypeBase + "not-live"               // 409: the session has ended
+	ProblemNotPausable          = ProblemTypeBase + "not-pausable"           // 409: pause of a session that does not run on a provider whose sandboxes pause
 	ProblemNoSandbox            = ProblemTypeBase + "no-sandbox"             // 409: the session has no sandbox (so no network rules)
 	ProblemAlreadyResolved      = ProblemTypeBase + "already-resolved"       // 409: the request was answered already
 	ProblemUnavailable          = ProblemTypeBase + "unavailable"            // 503: the agent cannot run here

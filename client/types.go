@@ -119,6 +119,10 @@ const (
 	// StatusStopped: the session's idle agent process was stopped (serve
 	// --idle-timeout); its next message resumes it.
 	StatusStopped = "stopped"
+	// StatusPaused: the session's sandbox on a provider is paused (POST
+	// /v1/sessions/{id}/pause, or serve --provider-idle-pause); its next
+	// message, or a resume, resumes it.
+	StatusPaused = "paused"
 )
 
 // Session is a session as the API reports it.
@@ -130,7 +134,7 @@ type Session struct {
 	PermissionMode  string            `json:"permission_mode,omitempty"`
 	Cwd             string            `json:"cwd,omitempty"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
-	Status          string            `json:"status" enum:"starting,idle,running,ended,failed,interrupted,stopped" doc:"stopped: the idle agent process was stopped (serve --idle-timeout); the next message resumes the session."`
+	Status          string            `json:"status" enum:"starting,idle,running,ended,failed,interrupted,stopped,paused" doc:"stopped: the idle agent process was stopped (serve --idle-timeout); paused: its sandbox on a provider is paused (POST /v1/sessions/{id}/pause, serve --provider-idle-pause). The next message resumes either."`
 	NativeSessionID string            `json:"native_session_id,omitempty"`
 	CurrentTurnID   string            `json:"current_turn_id,omitempty"`
 	CreatedAt       time.Time         `json:"created_at"`

@@ -16,7 +16,7 @@ var (
 	// Sources lists every event source.
 	Sources = []Source{SourceAgent, SourceDaemon}
 	// EndReasons lists every session end reason.
-	EndReasons = []EndReason{EndCompleted, EndTerminated, EndError, EndInterrupted, EndIdle}
+	EndReasons = []EndReason{EndCompleted, EndTerminated, EndError, EndInterrupted, EndIdle, EndPaused}
 	// StopReasons lists every turn stop reason.
 	StopReasons = []StopReason{StopEndTurn, StopMaxTokens, StopInterrupted, StopRefusal, StopError}
 	// ItemStatuses lists every item state.

@@ -212,6 +212,7 @@ const (
 	EndError       EndReason = "error"       // the agent process failed
 	EndInterrupted EndReason = "interrupted" // the daemon stopped while it ran (crash or restart)
 	EndIdle        EndReason = "idle"        // the daemon stopped the idle agent process (its next message resumes the session)
+	EndPaused      EndReason = "paused"      // the session's sandbox on a provider was paused, through the API or after an idle time (its next message resumes it)
 )
 
 // SessionEnded is the last event of a session run.

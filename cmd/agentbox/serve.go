@@ -89,6 +89,8 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 				return fmt.Errorf("--max-live-sessions %d: want 0 (no cap) or more", maxLive)
 			case idleTimeout < 0:
 				return fmt.Errorf("--idle-timeout %s: want 0 (never) or more", idleTimeout)
+			case cfg.ProviderIdlePause < 0:
+				return fmt.Errorf("--provider-idle-pause %s: want 0 (never) or more", cfg.ProviderIdlePause)
 			case spares < 0 || spares > process.MaxSpares:
 				return fmt.Errorf("--sandbox-spares %d: want 0 (none) to %d", spares, process.MaxSpares)
 			}
@@ -157,6 +159,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 	f.StringVar(&cfg.SessionPolicy, "session-policy", "", "policy preset for sessions created without a policy, e.g. agent-default; empty runs their agents unsandboxed [AGENTBOX_SESSION_POLICY]")
 	f.StringVar(&cfg.DefaultProvider, "provider", "", "sandbox provider of sessions created without one (see GET /v1/providers); empty runs them on this host [AGENTBOX_PROVIDER]")
 	f.StringVar(&cfg.ProviderConfig, "provider-config", "", "YAML file of the sandbox providers to configure and their options (providers: {docker: {runtime: runsc}}); their credentials come from the daemon's environment, never a sandbox's [AGENTBOX_PROVIDER_CONFIG]")
+	f.DurationVar(&cfg.ProviderIdlePause, "provider-idle-pause", 0, "pause the sandbox of a session on a provider that pauses sandboxes (docker) once it is idle this long, instead of stopping it after --idle-timeout; its next message resumes it; 0: never [AGENTBOX_PROVIDER_IDLE_PAUSE]")
 	f.StringVar(&cfg.EgressSocket, "egress-socket", "", "unix socket the host carries this daemon's egress on (the inner daemon of a provider's sandbox that has no network, e.g. docker): connections to the egress proxy's address 127.0.0.1:3128 go there, and the host decides them [AGENTBOX_EGRESS_SOCKET]")
 	f.StringVar(&cfg.Boundary, "boundary", "", "set by a sandbox provider on the daemon it runs inside its container: \"container\" declares that container the sandbox, so the daemon runs processes directly in it under the policy the host mapped onto it (it refuses to start unless unprivileged with a read-only root) [AGENTBOX_BOUNDARY]")
 	f.StringVar(&cfg.SecretsFile, "secrets-file", "", "YAML file of secrets the egress proxy adds to requests for their host; values come from the environment or files and stay in memory (see docs/sandbox.md) [AGENTBOX_SECRETS_FILE]")

@@ -236,6 +236,16 @@ type Exiter interface {
 	Exit() event.SessionEnded
 }
 
+// Pauser is implemented by sessions whose agent can be paused where it
+// runs (a relayed session on a provider that pauses sandboxes). The
+// engine calls Pause only while no turn runs: it freezes the agent with
+// its memory and files and stops reading it; the engine then closes the
+// session (Close), and a later Start with its native id resumes it. When
+// Pause fails, the session goes on as before.
+type Pauser interface {
+	Pause(ctx context.Context) error
+}
+
 // Choice is one model or mode an agent offers, in the agent's own words.
 type Choice = event.Choice
 

@@ -558,6 +558,10 @@ func TestSessionsCommands(t *testing.T) {
 		t.Fatalf("purged session still there: %v", err)
 	}
 
+	// The mock's sessions run on this host: none pauses.
+	r = h.run(ctx, nil, "sessions", "pause", ids[0])
+	r.check(t, 1, nil, []string{"/pause: 409", "cannot be paused"})
+
 	// tail of an ended session prints its log and returns.
 	r = h.run(ctx, nil, "sessions", "tail", ids[1])
 	r.check(t, 0, []string{"● session ended: terminated"}, nil)

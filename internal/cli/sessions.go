@@ -16,7 +16,7 @@ import (
 	"github.com/agentbox/agentbox/event"
 )
 
-var sessionStates = []string{client.StatusStarting, client.StatusIdle, client.StatusRunning, client.StatusEnded, client.StatusFailed, client.StatusInterrupted, client.StatusStopped}
+var sessionStates = []string{client.StatusStarting, client.StatusIdle, client.StatusRunning, client.StatusEnded, client.StatusFailed, client.StatusInterrupted, client.StatusStopped, client.StatusPaused}
 
 func (a *app) sessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -26,7 +26,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsSetCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd(),
+	cmd.AddCommand(a.sessionsListCmd(), a.sessionsShowCmd(), a.sessionsEventsCmd(), a.sessionsTailCmd(), a.sessionsResumeCmd(), a.sessionsPauseCmd(), a.sessionsSetCmd(), a.sessionsRmCmd(), a.sessionsNetworkCmd(),
 		a.sessionsDiffCmd(), a.sessionsExecCmd(), a.sessionsProcessesCmd())
 	return cmd
 }
@@ -251,7 +251,8 @@ func (a *app) sessionsResumeCmd() *cobra.Command {
 		Long: `Resume a session that was interrupted by a daemon restart, ended, failed or
 stopped: the daemon starts the agent again on its own session id (for agents
 that can resume). A session whose idle agent the daemon stopped (status
-stopped) needs no resume: its next message resumes it.
+stopped) or whose sandbox is paused (status paused) needs no resume: its next
+message resumes it.
 Continue it with: agentbox run --session ID "..."`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -277,6 +278,35 @@ Continue it with: agentbox run --session ID "..."`,
 	}
 	cmd.Flags().StringArrayVar(&env, "env", nil, "NAME=VALUE for the agent's environment (repeatable; never stored)")
 	return cmd
+}
+
+// sessionsPauseCmd pauses a session on a provider.
+func (a *app) sessionsPauseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause ID",
+		Short: "Pause the sandbox of a live session on a provider; its next message resumes it",
+		Long: `Pause a live session on a provider whose sandboxes pause (see
+"agentbox providers": pause_resume): its agent is frozen with its memory and
+files, and its status becomes paused. Its next message resumes it (or
+"agentbox sessions resume ID"). Not while a turn runs: wait for it, or
+interrupt it first.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Pause(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return newJSONLines(cmd.OutOrStdout()).write(s)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "paused %s (%s, %s)\n", s.ID, termSafe(s.Agent), s.Status)
+			return err
+		},
+	}
 }
 
 // sessionsSetCmd changes a session's model or mode between turns.

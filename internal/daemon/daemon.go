@@ -235,6 +235,11 @@ type Config struct {
 	// RelayLostAfter bounds reconnecting to an unreachable sandbox before
 	// its session ends (default relay.DefaultLostAfter).
 	RelayLostAfter time.Duration
+	// ProviderIdlePause pauses the sandbox of a session on a provider
+	// that pauses sandboxes once the session has been idle that long
+	// (serve --provider-idle-pause; it is then not stopped after
+	// IdleTimeout); its next message resumes it. Zero: off.
+	ProviderIdlePause time.Duration
 }
 
 // Runtimes returns the isolation runtimes: process (namespaces, Landlock,
@@ -675,6 +680,7 @@ func (d *Daemon) buildEngine(ctx context.Context, cu *cleanup, sb *sandboxing) e
 		MaxPendingRequests: cfg.MaxPendingRequests,
 		MaxLive:            orDefault(cfg.MaxLiveSessions, DefaultMaxLiveSessions),
 		IdleTimeout:        orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		IdlePause:          cfg.ProviderIdlePause,
 		StartTimeout:       cfg.StartTimeout,
 		Sandboxes: &sessionSandboxes{global: sb.global, fallback: cfg.SessionPolicy, runtimes: cfg.Runtimes,
 			egress: d.egress, askTimeout: cfg.NetworkAskTimeout, workspaces: sb.workspaces,

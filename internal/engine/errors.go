@@ -32,6 +32,9 @@ var (
 	ErrLive = errkind.New(errkind.Conflict, "session is live")
 	// ErrNotResumable: the agent cannot resume this session.
 	ErrNotResumable = errkind.New(errkind.Conflict, "session cannot be resumed")
+	// ErrNotPausable: pause of a session whose agent cannot pause where
+	// it runs (only a session on a provider whose sandboxes pause can).
+	ErrNotPausable = errkind.New(errkind.Conflict, "session cannot be paused")
 	// ErrNoSandbox: the session has no sandbox (network rules need one).
 	ErrNoSandbox = errkind.New(errkind.Conflict, "session has no sandbox")
 	// ErrShuttingDown: the daemon is stopping and takes no new work.

@@ -49,6 +49,10 @@ type live struct {
 	// canPark: the agent can resume the session, so its idle agent
 	// process may be stopped.
 	canPark bool
+	// idlePause: the idle session is paused after Config.IdlePause
+	// instead of stopped after Config.IdleTimeout (its agent is an
+	// agent.Pauser); under mu.
+	idlePause bool
 
 	// q is the session's event queue.
 	q *eventQueue
@@ -100,7 +104,7 @@ var errStopping = errors.New("the session's idle agent is being stopped")
 // timer. Called with l.mu held.
 func (l *live) idleLocked() {
 	l.idleAt = time.Now()
-	d := l.m.cfg.IdleTimeout
+	d := l.idleForLocked()
 	if d <= 0 || !l.canPark || l.stopping {
 		return
 	}
@@ -109,6 +113,15 @@ func (l *live) idleLocked() {
 		return
 	}
 	l.idleTimer.Reset(d)
+}
+
+// idleForLocked is how long the session may be idle before it is parked
+// (paused or stopped). Called with l.mu held.
+func (l *live) idleForLocked() time.Duration {
+	if l.idlePause {
+		return l.m.cfg.IdlePause
+	}
+	return l.m.cfg.IdleTimeout
 }
 
 // busyLocked records that a turn started. Called with l.mu held.
@@ -126,7 +139,7 @@ func (l *live) idleDue(now time.Time) (time.Duration, bool) {
 	if l.idleTimer == nil || l.idleAt.IsZero() || l.stopping {
 		return 0, false
 	}
-	return l.idleAt.Add(l.m.cfg.IdleTimeout).Sub(now), true
+	return l.idleAt.Add(l.idleForLocked()).Sub(now), true
 }
 
 // idleExpired stops the agent when the session is still idle (a stale
@@ -134,9 +147,14 @@ func (l *live) idleDue(now time.Time) (time.Duration, bool) {
 // the agent has given the native id a resume needs.
 func (l *live) idleExpired() {
 	l.mu.Lock()
-	if l.stopping || l.turnCancel != nil || l.idleAt.IsZero() || time.Since(l.idleAt) < l.m.cfg.IdleTimeout ||
+	if l.stopping || l.turnCancel != nil || l.idleAt.IsZero() || time.Since(l.idleAt) < l.idleForLocked() ||
 		l.native == "" || len(l.pending) > 0 || l.execs > 0 {
 		l.mu.Unlock()
+		return
+	}
+	if l.idlePause {
+		l.mu.Unlock()
+		l.m.pauseIdle(l)
 		return
 	}
 	l.stopping = true

@@ -89,6 +89,12 @@ type Config struct {
 	// session becomes stopped (session.ended, reason idle) and its next
 	// message resumes it. Zero never stops an idle agent.
 	IdleTimeout time.Duration
+	// IdlePause pauses a session whose agent can pause where it runs
+	// (agent.Pauser: a session on a provider whose sandboxes pause) once
+	// it has been idle that long (no turn, request or command), instead
+	// of stopping it after IdleTimeout: it becomes paused (session.ended,
+	// reason paused) and its next message resumes it. Zero: off.
+	IdlePause time.Duration
 	// Tracer, when set, records the spans of turns, tool calls and
 	// permission waits (tracing.go); nil records nothing.
 	Tracer *tracing.Tracer
@@ -459,7 +465,7 @@ func (m *Manager) release() {
 // held.
 func (m *Manager) retryAfterLocked() time.Duration {
 	best := DefaultLiveRetryAfter
-	if m.cfg.IdleTimeout <= 0 {
+	if m.cfg.IdleTimeout <= 0 && m.cfg.IdlePause <= 0 {
 		return best
 	}
 	now := time.Now()
@@ -553,6 +559,11 @@ func (m *Manager) launch(ctx context.Context, s store.Session, a agent.Adapter, 
 		return store.Session{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.Agent, err)
 	}
 	l.sess = sess
+	if _, ok := sess.(agent.Pauser); ok && m.cfg.IdlePause > 0 {
+		l.mu.Lock()
+		l.idlePause = true
+		l.mu.Unlock()
+	}
 	// Only a started session joins the live set, so everything that finds
 	// it there sees its agent.
 	m.mu.Lock()
@@ -806,10 +817,10 @@ func (m *Manager) Delete(ctx context.Context, id string, purge bool) error {
 			return err
 		}
 	}
-	if !purge && s.Status == store.StatusStopped {
+	if !purge && (s.Status == store.StatusStopped || s.Status == store.StatusPaused) {
 		// Ended for good: its next message no longer resumes it.
 		if _, err := m.st.UpdateSession(ctx, id, func(s *store.Session) error {
-			if s.Status == store.StatusStopped {
+			if s.Status == store.StatusStopped || s.Status == store.StatusPaused {
 				s.Status, s.UpdatedAt = store.StatusEnded, time.Now().UTC()
 			}
 			return nil
@@ -952,7 +963,7 @@ func (m *Manager) Send(ctx context.Context, id string, content []event.ContentPa
 		return "", err
 	}
 	raced := false
-	if s.Status == store.StatusStopped {
+	if s.Status == store.StatusStopped || s.Status == store.StatusPaused {
 		if _, err := m.resume(ctx, id, nil, nil, false); err != nil {
 			if !errors.Is(err, ErrLive) {
 				return "", err
@@ -996,6 +1007,16 @@ func (m *Manager) waitStopped(ctx context.Context, id string) error {
 // in memory for the resume its next message makes. It runs on the idle
 // timer's goroutine, detached from any request.
 func (m *Manager) stopIdle(l *live) {
+	m.log.Info("stopping an idle agent", "session", l.id, "agent", l.agent, "idle_timeout", m.cfg.IdleTimeout)
+	msg := fmt.Sprintf("the agent process was stopped after %s idle; the next message resumes the session", m.cfg.IdleTimeout)
+	m.park(l, event.SessionEnded{Reason: event.EndIdle, Message: msg}, store.StatusStopped)
+}
+
+// park ends the run of live session l, whose agent can resume it, as
+// ended and status say (stopped, or paused): its client's env and MCP
+// values are kept in memory for the resume its next message makes. It
+// runs detached from any request.
+func (m *Manager) park(l *live, ended event.SessionEnded, status store.Status) {
 	m.mu.Lock()
 	if m.closing || m.live[l.id] != l {
 		m.mu.Unlock()
@@ -1014,9 +1035,82 @@ func (m *Manager) stopIdle(l *live) {
 		m.mu.Unlock()
 		m.wg.Done()
 	}()
-	m.log.Info("stopping an idle agent", "session", l.id, "agent", l.agent, "idle_timeout", m.cfg.IdleTimeout)
-	msg := fmt.Sprintf("the agent process was stopped after %s idle; the next message resumes the session", m.cfg.IdleTimeout)
-	m.endStarted(l, event.SessionEnded{Reason: event.EndIdle, Message: msg}, store.StatusStopped, DefaultCloseTimeout)
+	m.endStarted(l, ended, status, DefaultCloseTimeout)
+}
+
+// DefaultPauseTimeout bounds pausing a session's sandbox.
+const DefaultPauseTimeout = 2 * time.Minute
+
+// Pause pauses live session id, whose agent can pause where it runs
+// (agent.Pauser: a session on a provider whose sandboxes pause): the
+// agent is frozen with its memory and files, the session's run ends
+// (session.ended, reason paused) and its status is paused; its next
+// message, or a resume, resumes it. Pausing a paused session returns it.
+// A turn, a pending request or a command running refuses the pause
+// (ErrBusy); a session that cannot pause is ErrNotPausable.
+func (m *Manager) Pause(ctx context.Context, id string) (Session, error) {
+	l, err := m.liveSession(ctx, id)
+	if err != nil {
+		if s, gerr := m.get(ctx, id); gerr == nil && s.Status == store.StatusPaused {
+			return viewSession(s), nil
+		}
+		return Session{}, err
+	}
+	if _, ok := l.sess.(agent.Pauser); !ok {
+		return Session{}, fmt.Errorf("%w: session %s cannot be paused: its agent %s runs on this host, or on a provider "+
+			"whose sandboxes do not pause (capability pause_resume)", ErrNotPausable, id, l.agent)
+	}
+	if err := m.pause(ctx, l, "paused through the API; the next message resumes the session"); err != nil {
+		return Session{}, err
+	}
+	return m.Get(ctx, id)
+}
+
+// pause pauses live session l (its session is an agent.Pauser) when it
+// is at rest, then parks it as paused. The pause runs on a context of
+// its own: one that began completes whatever becomes of the caller.
+func (m *Manager) pause(ctx context.Context, l *live, msg string) error {
+	l.mu.Lock()
+	switch {
+	case l.stopping:
+		l.mu.Unlock()
+		return fmt.Errorf("%w: session %s is being stopped", ErrBusy, l.id)
+	case l.turnCancel != nil, l.configuring:
+		l.mu.Unlock()
+		return fmt.Errorf("%w: session %s runs a turn: wait for turn.completed or interrupt it, then pause", ErrBusy, l.id)
+	case len(l.pending) > 0 || l.execs > 0:
+		l.mu.Unlock()
+		return fmt.Errorf("%w: session %s has a request waiting for an answer or a command running", ErrBusy, l.id)
+	}
+	// No turn starts from now on (a message meanwhile answers busy).
+	l.stopping = true
+	if l.idleTimer != nil {
+		l.idleTimer.Stop()
+	}
+	l.mu.Unlock()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultPauseTimeout)
+	err := l.sess.(agent.Pauser).Pause(pctx)
+	cancel()
+	if err != nil {
+		l.mu.Lock()
+		l.stopping = false
+		l.idleLocked()
+		l.mu.Unlock()
+		return fmt.Errorf("pause session %s: %w", l.id, err)
+	}
+	m.log.Info("paused a session", "session", l.id, "agent", l.agent, "why", msg)
+	m.park(l, event.SessionEnded{Reason: event.EndPaused, Message: msg}, store.StatusPaused)
+	return nil
+}
+
+// pauseIdle pauses live session l, idle for Config.IdlePause; it runs on
+// the idle timer's goroutine. A pause that fails leaves the session live
+// (the idle timer tries again).
+func (m *Manager) pauseIdle(l *live) {
+	msg := fmt.Sprintf("the session's sandbox was paused after %s idle; the next message resumes the session", m.cfg.IdlePause)
+	if err := m.pause(context.Background(), l, msg); err != nil {
+		m.log.Warn("pausing an idle session", "session", l.id, "err", err)
+	}
 }
 
 // Interrupt cancels the running turn and returns its id.

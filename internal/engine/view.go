@@ -24,6 +24,7 @@ const (
 	StatusFailed      = Status(store.StatusFailed)      // the agent failed
 	StatusInterrupted = Status(store.StatusInterrupted) // the daemon stopped while the session was live
 	StatusStopped     = Status(store.StatusStopped)     // its idle agent was stopped; the next message resumes it
+	StatusPaused      = Status(store.StatusPaused)      // its sandbox on a provider is paused; the next message resumes it
 )
 
 // Live reports whether a session in this state has (or should have) an agent

@@ -328,6 +328,9 @@ func TestMessagesAndInterrupt(t *testing.T) {
 	}
 
 	h.do("POST", base+"/resume", "").problem(t, 409, client.ProblemLive)
+	// The fake's sessions run on this host: none pauses.
+	h.do("POST", base+"/pause", "").problem(t, 409, client.ProblemNotPausable)
+	h.do("POST", "/v1/sessions/ses_nope/pause", "").problem(t, 404, client.ProblemNotFound)
 	h.do("DELETE", base, "").ok(t, 204, nil)
 	h.do("POST", base+"/messages", `{"text":"late"}`).problem(t, 409, client.ProblemNotLive)
 	h.do("POST", base+"/resume", `{"bogus":1}`).problem(t, 422, client.ProblemValidation)

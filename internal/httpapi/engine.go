@@ -25,6 +25,8 @@ type Engine interface {
 	// Resume starts a new agent process for a session that is not live.
 	// mcp, when given, are its MCP servers again with their values.
 	Resume(ctx context.Context, id string, env map[string]string, mcp ...agent.MCPServer) (engine.Session, error)
+	// Pause pauses a live session on a provider whose sandboxes pause.
+	Pause(ctx context.Context, id string) (engine.Session, error)
 	// Send starts a turn and returns its id at once.
 	Send(ctx context.Context, id string, content []event.ContentPart) (turnID string, err error)
 	Interrupt(ctx context.Context, id string) (turnID string, err error)

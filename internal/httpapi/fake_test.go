@@ -243,6 +243,16 @@ func (f *fakeEngine) Resume(_ context.Context, id string, env map[string]string,
 	return fs.s, nil
 }
 
+// Pause: the fake's sessions run on this host, so none can pause.
+func (f *fakeEngine) Pause(_ context.Context, id string) (engine.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.get(id); err != nil {
+		return engine.Session{}, err
+	}
+	return engine.Session{}, fmt.Errorf("%w: session %s runs on this host", engine.ErrNotPausable, id)
+}
+
 func (f *fakeEngine) Interrupt(_ context.Context, id string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -196,6 +196,7 @@ var refinements = []struct {
 	{engine.ErrLive, client.ProblemLive, 0},
 	{engine.ErrNotResumable, client.ProblemNotResumable, 0},
 	{engine.ErrNotLive, client.ProblemNotLive, 0},
+	{engine.ErrNotPausable, client.ProblemNotPausable, 0},
 	{engine.ErrEnvRequired, client.ProblemEnvRequired, 0},
 	{engine.ErrMCPUnsupported, client.ProblemMCPUnsupported, 0},
 	{engine.ErrMCPRequired, client.ProblemMCPRequired, 0},

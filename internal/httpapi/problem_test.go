@@ -36,6 +36,7 @@ func TestErrorProblem(t *testing.T) {
 		{engine.ErrNoTurn, 409, client.ProblemNoTurn, ""},
 		{engine.ErrLive, 409, client.ProblemLive, ""},
 		{engine.ErrNotResumable, 409, client.ProblemNotResumable, ""},
+		{engine.ErrNotPausable, 409, client.ProblemNotPausable, ""},
 		{engine.ErrNotLive, 409, client.ProblemNotLive, ""},
 		{&engine.EnvRequiredError{ID: "ses_1", Names: []string{"K"}}, 422, client.ProblemEnvRequired, ""},
 		{engine.ErrMCPUnsupported, 422, client.ProblemMCPUnsupported, ""},

@@ -54,7 +54,7 @@ type resumeInput struct {
 }
 
 type listSessionsInput struct {
-	Status string `query:"status" enum:"starting,idle,running,ended,failed,interrupted,stopped" doc:"Only sessions in this state."`
+	Status string `query:"status" enum:"starting,idle,running,ended,failed,interrupted,stopped,paused" doc:"Only sessions in this state."`
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size."`
 	Before string `query:"before" maxLength:"128" doc:"Only sessions created before this session ID (next_before of the previous page)."`
 }
@@ -235,14 +235,28 @@ var sessionOps = []route{
 	&op[resumeInput, sessionOutput]{h: (*server).resumeSession, opSpec: opSpec{
 		ID: "resumeSession", Method: http.MethodPost, Path: "/v1/sessions/{id}/resume", Tag: "sessions",
 		Summary: "Resume a session",
-		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended, failed or stopped), " +
+		Description: "Starts a new agent process for a session that is not live (interrupted by a daemon restart, ended, failed, stopped or paused), " +
 			"continuing the agent's own conversation; session.started with resumed true follows. Needs an agent with the resume capability. " +
+			"A paused session's sandbox is resumed; a session on a provider whose sandbox was lost runs on a fresh sandbox made from the " +
+			"snapshot its loss kept (422 provider-unsupported on a provider without snapshots). " +
 			"A live session answers 409 (live): send it messages directly. Answers 429 (too-many-live-sessions, with Retry-After) " +
 			"when as many sessions have a live agent process as the daemon allows. The env given at create is never stored (only its names): " +
 			"a resume without a variable the create had answers 422 (env-required) naming every one to send, " +
 			"unless the daemon holds it itself (its own environment for the agent's model API, or a secret the session's policy declares).",
 		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
 			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
+	}},
+
+	&op[sessionPath, sessionOutput]{h: (*server).pauseSession, opSpec: opSpec{
+		ID: "pauseSession", Method: http.MethodPost, Path: "/v1/sessions/{id}/pause", Tag: "sessions",
+		Summary: "Pause a session on a provider",
+		Description: "Pauses the sandbox of a live session on a provider whose sandboxes pause (capability pause_resume, e.g. docker): " +
+			"its agent is frozen with its memory and files, session.ended with reason paused follows and the status is paused. " +
+			"Its next message resumes it (or POST /v1/sessions/{id}/resume), with session.started resumed true. " +
+			"Pausing a paused session returns it. A turn running, a request waiting for an answer or a command running answers 409 (busy); " +
+			"a session on this host or on a provider that cannot pause answers 409 (not-pausable); one that is not live, 409 (not-live). " +
+			"serve --provider-idle-pause pauses idle sessions by itself.",
+		Errors: errs(http.StatusNotFound, http.StatusConflict, http.StatusBadGateway, http.StatusServiceUnavailable),
 	}},
 
 	&op[sessionPath, turnOutput]{h: (*server).interrupt, opSpec: opSpec{
@@ -380,6 +394,14 @@ func (s *server) sendMessage(ctx context.Context, in *sendMessageInput) (*turnOu
 		return nil, s.fail(ctx, err)
 	}
 	return &turnOutput{Body: client.Turn{TurnID: turn}}, nil
+}
+
+func (s *server) pauseSession(ctx context.Context, in *sessionPath) (*sessionOutput, error) {
+	ss, err := s.eng.Pause(ctx, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &sessionOutput{Body: s.toSession(ss)}, nil
 }
 
 func (s *server) interrupt(ctx context.Context, in *sessionPath) (*turnOutput, error) {

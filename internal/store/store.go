@@ -36,6 +36,7 @@ const (
 	StatusFailed      Status = "failed"      // the agent failed
 	StatusInterrupted Status = "interrupted" // the daemon stopped while the session was live
 	StatusStopped     Status = "stopped"     // its idle agent process was stopped; the next message resumes it
+	StatusPaused      Status = "paused"      // its sandbox on a provider is paused; the next message resumes it
 )
 
 // Live reports whether a session in this state has (or should have) an agent

@@ -86,6 +86,10 @@ func (adapter) Info(context.Context) agent.Info {
 			CommandOutput: true, FileChanges: true, Diffs: true,
 			Permissions: true, Questions: true, Plans: true, Usage: true,
 			Interrupt: true,
+			// It keeps no conversation (every turn is its script), so a
+			// session resumes as a new one in the same workspace: what a
+			// relayed session needs on a sandbox made from a snapshot.
+			Resume: true,
 		},
 		Available: true,
 		Installed: true,

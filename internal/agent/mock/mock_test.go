@@ -550,7 +550,7 @@ func TestStart(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	info := New().Info(t.Context())
-	want := agent.Capabilities{Text: true, Deltas: true, Reasoning: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true, Permissions: true, Questions: true, Plans: true, Usage: true, Interrupt: true}
+	want := agent.Capabilities{Text: true, Deltas: true, Reasoning: true, ToolCalls: true, CommandOutput: true, FileChanges: true, Diffs: true, Permissions: true, Questions: true, Plans: true, Usage: true, Interrupt: true, Resume: true}
 	if info.Name != Name || !info.Available || info.Capabilities != want {
 		t.Errorf("Info = %+v", info)
 	}

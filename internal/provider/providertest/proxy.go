@@ -178,3 +178,74 @@ func (c *cutting) closeAll() {
 		px.Close()
 	}
 }
+
+// wrapped is the cutting provider as the host daemon is given it: with
+// the provider's Pauser and Snapshotter passed through when it has them
+// (a sandbox they give back is fronted by a proxy too), so the relay
+// sees the abilities the provider has, and no others.
+func (c *cutting) wrapped() provider.Provider {
+	_, pz := c.Provider.(provider.Pauser)
+	_, sn := c.Provider.(provider.Snapshotter)
+	switch {
+	case pz && sn:
+		return cutBoth{cutPause{c}, cutSnap{c}}
+	case pz:
+		return cutPause{c}
+	case sn:
+		return cutSnap{c}
+	}
+	return c
+}
+
+type cutPause struct{ *cutting }
+
+func (c cutPause) Pause(ctx context.Context, id string) error {
+	return c.Provider.(provider.Pauser).Pause(ctx, id)
+}
+
+func (c cutPause) Resume(ctx context.Context, id, token string) (provider.Sandbox, error) {
+	sb, err := c.Provider.(provider.Pauser).Resume(ctx, id, token)
+	if err != nil {
+		return sb, err
+	}
+	return c.front(sb)
+}
+
+type cutSnap struct{ *cutting }
+
+func (c cutSnap) Snapshot(ctx context.Context, id string) (string, error) {
+	return c.Provider.(provider.Snapshotter).Snapshot(ctx, id)
+}
+
+func (c cutSnap) CreateFrom(ctx context.Context, snapshotID string, spec provider.Spec) (provider.Sandbox, error) {
+	sb, err := c.Provider.(provider.Snapshotter).CreateFrom(ctx, snapshotID, spec)
+	if err != nil {
+		return sb, err
+	}
+	return c.front(sb)
+}
+
+func (c cutSnap) DeleteSnapshot(ctx context.Context, snapshotID string) error {
+	return c.Provider.(provider.Snapshotter).DeleteSnapshot(ctx, snapshotID)
+}
+
+// cutBoth has both (the embedded *cutting's methods are reached through
+// cutPause; cutSnap's copy of them is shadowed).
+type cutBoth struct {
+	cutPause
+	cutSnap
+}
+
+func (c cutBoth) Name() string                        { return c.cutPause.Name() }
+func (c cutBoth) Capabilities() provider.Capabilities { return c.cutPause.Capabilities() }
+func (c cutBoth) Health(ctx context.Context) error    { return c.cutPause.Health(ctx) }
+func (c cutBoth) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
+	return c.cutPause.Create(ctx, spec)
+}
+func (c cutBoth) Connect(ctx context.Context, id, token string) (provider.Sandbox, error) {
+	return c.cutPause.Connect(ctx, id, token)
+}
+func (c cutBoth) Destroy(ctx context.Context, id string) error { return c.cutPause.Destroy(ctx, id) }
+func (c cutBoth) List(ctx context.Context, owner string) ([]string, error) {
+	return c.cutPause.List(ctx, owner)
+}

@@ -31,6 +31,7 @@ import (
 // once.
 func runRelay(t *testing.T, factory Factory) {
 	t.Run("Relay", func(t *testing.T) { testRelay(t, setup(t, factory)) })
+	t.Run("RelayPause", func(t *testing.T) { testRelayPause(t, setup(t, factory)) })
 }
 
 // host is a host daemon serving in this process, or in a process of its
@@ -44,19 +45,23 @@ type host struct {
 	exited chan struct{}
 }
 
-func (s *suite) startHost(t *testing.T, dataDir string, p provider.Provider) *host {
+func (s *suite) startHost(t *testing.T, dataDir string, p provider.Provider, opts ...func(*daemon.Config)) *host {
 	t.Helper()
 	reg := provider.NewRegistry()
 	reg.Register(p)
-	opts := map[string]map[string]string{}
+	popts := map[string]map[string]string{}
 	if len(s.Options) > 0 {
-		opts[p.Name()] = s.Options
+		popts[p.Name()] = s.Options
 	}
-	d, err := daemon.New(t.Context(), daemon.Config{
+	cfg := daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: dataDir, Log: slog.New(slog.DiscardHandler),
-		Providers: reg, ProviderOptions: opts, ProviderBinary: s.Binary,
+		Providers: reg, ProviderOptions: popts, ProviderBinary: s.Binary,
 		StartTimeout: s.Timeout, RelayLostAfter: time.Minute,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := daemon.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("host daemon: %v", err)
 	}
@@ -177,7 +182,7 @@ func testRelay(t *testing.T, s *suite) {
 	innerAtKill := len(allEvents(ctx, t, in, innerID))
 	cut = newCutting(s.Provider)
 	t.Cleanup(cut.closeAll)
-	h = s.startHost(t, dataDir, cut)
+	h = s.startHost(t, dataDir, cut.wrapped())
 	if _, err := h.c.Resume(ctx, sess.ID, client.ResumeSession{}); err != nil {
 		t.Fatalf("resume after the host restarted: %v", err)
 	}
@@ -217,6 +222,7 @@ func testRelay(t *testing.T, s *suite) {
 		if got, err := h.c.GetSession(ctx, sess.ID); err != nil || got.Status != client.StatusFailed {
 			t.Fatalf("session after its inner daemon died: %+v, %v", got.Status, err)
 		}
+		s.resumeLost(ctx, t, h, key, sess.ID, sandboxID, innerID, ended)
 	}
 
 	t.Log("destroy: nothing left on the provider")
@@ -358,4 +364,92 @@ func settle(ctx context.Context, t *testing.T, c *client.Client, id string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// resumeLost is the issue's "resumable on a fresh sandbox where the
+// provider supports snapshots", through the host: the session whose inner
+// daemon was killed (it ended failed) is resumed. On a provider with
+// snapshots the loss kept the sandbox's state in one, and the resume makes
+// a fresh sandbox from it with a new token, the old one gone; the inner
+// session resumes there, a turn works, the host's relayed events are the
+// inner log's exactly (nothing the old sandbox logged lost or doubled),
+// and the snapshot is deleted. On a provider without, the resume is
+// refused as provider-unsupported and nothing is made.
+func (s *suite) resumeLost(ctx context.Context, t *testing.T, h *host, key []byte, id, oldSandbox, innerID string, ended event.SessionEnded) {
+	t.Helper()
+	sn, ok := s.Provider.(provider.Snapshotter)
+	if !ok {
+		t.Log("the lost session resumed on a provider without snapshots: refused, nothing made")
+		before, _ := s.listedAll(ctx, t)
+		_, err := h.c.Resume(ctx, id, client.ResumeSession{})
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != 422 || ae.Type != client.ProblemProviderUnsupported || !strings.Contains(ae.Detail, "snapshot") {
+			t.Fatalf("resume of a session whose sandbox was lost, on %s (no snapshots): %v; want 422 provider-unsupported naming snapshots", s.Provider.Name(), err)
+		}
+		if after, _ := s.listedAll(ctx, t); len(after) > len(before) {
+			t.Fatalf("the refused resume left sandboxes: %v (before: %v)", after, before)
+		}
+		return
+	}
+	t.Log("the lost session resumed on a fresh sandbox made from a snapshot")
+	got, err := h.c.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := relay.SnapshotOf(got.NativeSessionID)
+	if snap == "" || !strings.Contains(ended.Message, snap) {
+		t.Fatalf("the lost session keeps no snapshot: native id %q, session.ended %q", got.NativeSessionID, ended.Message)
+	}
+	if found, ok := s.listed(ctx, t, oldSandbox); ok && found {
+		t.Fatalf("the lost sandbox %s is still listed once its state is in a snapshot", oldSandbox)
+	}
+	if _, err := h.c.Resume(ctx, id, client.ResumeSession{}); err != nil {
+		t.Fatalf("resume of the session whose inner daemon died: %v", err)
+	}
+	got, err = h.c.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sandboxID, innerNow, token, ok := relay.Inner(key, got.NativeSessionID)
+	if !ok || sandboxID == oldSandbox || innerNow != innerID {
+		t.Fatalf("after the resume the native id is %q: want a fresh sandbox (not %s) with the inner session %s", got.NativeSessionID, oldSandbox, innerID)
+	}
+	if relay.SnapshotOf(got.NativeSessionID) != "" {
+		t.Fatalf("the resumed session still names its snapshot: %q", got.NativeSessionID)
+	}
+	if _, err := sn.CreateFrom(ctx, snap, s.spec(t)); !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("CreateFrom the resumed session's snapshot = %v, want ErrGone (deleted once the session ran again)", err)
+	}
+	sb, err := s.Provider.Connect(ctx, sandboxID, token)
+	if err != nil {
+		t.Fatalf("Connect to the fresh sandbox: %v", err)
+	}
+	in := inner(t, sb, token)
+	done := turn(ctx, t, h.c, id,
+		mock.Step{Kind: mock.KindCommand, Command: "echo on-the-fresh-sandbox"},
+		mock.Step{Kind: mock.KindWrite, Path: "relayed.txt", Content: "and the fresh sandbox\n"})
+	if done.StopReason != event.StopEndTurn {
+		t.Fatalf("turn on the fresh sandbox ended %s: %s", done.StopReason, done.Message)
+	}
+	// The workspace came with the snapshot: the write is a change of
+	// what the first sandbox wrote.
+	if log := hostLog(ctx, t, h.c, id); !strings.Contains(log, `-from the sandbox\n+and the fresh sandbox`) {
+		t.Fatalf("the write on the fresh sandbox is not a change of the restored relayed.txt:\n%s", log)
+	}
+	exact(ctx, t, h.c, in, id, innerID)
+}
+
+// listedAll returns what List has for the suite's owner (ok false
+// without a Lister).
+func (s *suite) listedAll(ctx context.Context, t *testing.T) ([]string, bool) {
+	t.Helper()
+	l, ok := s.Provider.(provider.Lister)
+	if !ok {
+		return nil, false
+	}
+	ids, err := l.List(ctx, s.owner)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	return ids, true
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -14,7 +15,7 @@ import (
 // FuzzHandle: whatever event the inner daemon sends (any type, source,
 // seq and data), the relay does not panic; a forwarded one reaches the
 // host with its data unchanged and its inner seq; an end is an error
-// unless it says completed; the turns' results and the requests being
+// unless it says completed, and the inner daemon's idle stop is none; the turns' results and the requests being
 // asked stay within their bounds.
 func FuzzHandle(f *testing.F) {
 	f.Add("item.delta", "agent", int64(7), "turn_1", []byte(`{"item_id":"i","delta":{"text":"x"}}`))
@@ -24,6 +25,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add("question.requested", "daemon", int64(11), "turn_1", []byte(`{"id":"q_1","question":"?"}`))
 	f.Add("session.ended", "daemon", int64(12), "", []byte(`{"reason":"completed","message":"m"}`))
 	f.Add("session.ended", "daemon", int64(13), "", []byte(`{"reason":"interrupted"}`))
+	f.Add("session.ended", "daemon", int64(14), "", []byte(`{"reason":"idle"}`))
 	f.Add("session.ended", "daemon", int64(-1), "", []byte(`null`))
 	f.Add("item.started", "daemon", int64(1), "", []byte(`{`))
 	f.Add("", "", int64(0), "", []byte(nil))
@@ -49,6 +51,13 @@ func FuzzHandle(f *testing.F) {
 				t.Fatalf("the host's copy names inner seq %d (%v), want %d", got, ok, seq)
 			}
 		case End:
+			var e event.SessionEnded
+			if json.Unmarshal(data, &e) == nil && e.Reason == event.EndIdle {
+				if ended != nil {
+					t.Fatalf("the inner daemon's idle stop ended the session: %+v", ended)
+				}
+				break
+			}
 			if ended == nil || (ended.Reason != event.EndCompleted && ended.Reason != event.EndError) ||
 				!strings.HasPrefix(ended.Message, "the session in the sandbox ended: ") {
 				t.Fatalf("the inner session's end became %+v", ended)

@@ -11,6 +11,11 @@
 // restart the relay reads the inner log again from exactly after the last
 // event the host persisted: no loss, no duplicate.
 //
+// On a provider that pauses sandboxes a relayed session can be paused
+// (agent.Pauser) and is resumed by its next start; on one that keeps
+// snapshots, a session whose sandbox was lost resumes on a fresh sandbox
+// made from a snapshot of it (session.go: keep, reconnect).
+//
 // Nothing secret is stored: a sandbox's token is derived from the daemon's
 // relay key (a file of the data directory, mode 0600) and a random nonce
 // kept in the session's native id, with HMAC-SHA256; a fresh nonce per
@@ -300,7 +305,8 @@ func (r *Relay) Adapter(agentName string, info agent.Info, nativeID string, poli
 }
 
 // Remove implements engine.Remote: the sandbox of a deleted session is
-// destroyed (a session never placed or already gone is no error).
+// destroyed, and the snapshot that kept a lost one deleted (a session
+// never placed or already gone is no error).
 func (r *Relay) Remove(ctx context.Context, nativeID string) error {
 	n, ok := parseNative(nativeID)
 	if !ok || n.Sandbox == "" {
@@ -312,6 +318,11 @@ func (r *Relay) Remove(ctx context.Context, nativeID string) error {
 	}
 	if err := p.Destroy(ctx, n.Sandbox); err != nil && !errors.Is(err, provider.ErrGone) {
 		return fmt.Errorf("destroy sandbox %s on %s: %w", n.Sandbox, n.Provider, err)
+	}
+	if sn, ok := p.(provider.Snapshotter); ok && n.Snapshot != "" {
+		if err := sn.DeleteSnapshot(ctx, n.Snapshot); err != nil {
+			return fmt.Errorf("delete snapshot %s on %s: %w", n.Snapshot, n.Provider, err)
+		}
 	}
 	return nil
 }
@@ -367,6 +378,11 @@ type native struct {
 	// Sandbox and Session are set once the sandbox and the inner session
 	// exist.
 	Sandbox, Session string
+	// Snapshot, when set, is the snapshot that keeps the session's state
+	// after its sandbox was lost (provider.Snapshotter): a resume makes a
+	// fresh sandbox from it. Cleared (and the snapshot deleted) once the
+	// session runs on that sandbox.
+	Snapshot string
 }
 
 const nativePrefix = "relay/"
@@ -377,6 +393,9 @@ func (n native) String() string {
 		s += "/" + url.PathEscape(n.Sandbox)
 		if n.Session != "" {
 			s += "/" + url.PathEscape(n.Session)
+			if n.Snapshot != "" {
+				s += "/" + url.PathEscape(n.Snapshot)
+			}
 		}
 	}
 	return s
@@ -388,7 +407,7 @@ func parseNative(s string) (native, bool) {
 		return native{}, false
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) < 2 || len(parts) > 4 {
+	if len(parts) < 2 || len(parts) > 5 {
 		return native{}, false
 	}
 	for i, p := range parts {
@@ -404,6 +423,9 @@ func parseNative(s string) (native, bool) {
 	}
 	if len(parts) > 3 {
 		n.Session = parts[3]
+	}
+	if len(parts) > 4 {
+		n.Snapshot = parts[4]
 	}
 	return n, true
 }
@@ -441,6 +463,14 @@ func Inner(key []byte, nativeID string) (providerName, sandbox, session, token s
 	}
 	r := &Relay{cfg: Config{Key: key}}
 	return n.Provider, n.Sandbox, n.Session, r.token(n.Provider, n.Nonce), true
+}
+
+// SnapshotOf returns the snapshot a relayed session's native id names
+// (the state of a lost sandbox a resume starts a fresh one from), "" when
+// none.
+func SnapshotOf(nativeID string) string {
+	n, _ := parseNative(nativeID)
+	return n.Snapshot
 }
 
 // OwnerOf is the owner label of the sandboxes of the daemon with key.

@@ -76,6 +76,7 @@ func TestNative(t *testing.T) {
 		{Provider: "docker", Nonce: "ab"},
 		{Provider: "docker", Nonce: "ab", Sandbox: "c/d:e"},
 		{Provider: "e2b", Nonce: "ab", Sandbox: "sbx 1", Session: "ses_1"},
+		{Provider: "docker", Nonce: "ab", Sandbox: "c", Session: "ses_1", Snapshot: "snap/1"},
 	}
 	for _, n := range tests {
 		got, ok := parseNative(n.String())
@@ -83,7 +84,7 @@ func TestNative(t *testing.T) {
 			t.Errorf("parseNative(%q) = %+v, %v; want %+v", n.String(), got, ok, n)
 		}
 	}
-	for _, s := range []string{"", "ses_1", "relay/", "relay/docker", "relay/docker//x", "relay/a/b/c/d/e", "relay/a/%zz", "xrelay/a/b"} {
+	for _, s := range []string{"", "ses_1", "relay/", "relay/docker", "relay/docker//x", "relay/a/b/c/d/e/f", "relay/a/b/c//e", "relay/a/%zz", "xrelay/a/b"} {
 		if n, ok := parseNative(s); ok {
 			t.Errorf("parseNative(%q) = %+v, want refused", s, n)
 		}

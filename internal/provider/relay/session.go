@@ -64,12 +64,7 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 	}
 	var sb provider.Sandbox
 	if fresh {
-		sb, err = p.Create(ctx, provider.Spec{
-			Owner: a.r.Owner(), Binary: a.r.cfg.Binary, Token: token,
-			Options: maps.Clone(a.r.cfg.Options[n.Provider]),
-			Labels:  map[string]string{"agentbox.session": cfg.SessionID},
-			Policy:  specPolicy,
-		})
+		sb, err = p.Create(ctx, a.spec(n.Provider, token, cfg.SessionID, specPolicy))
 		if err != nil {
 			return nil, fmt.Errorf("create a sandbox on %s: %w", n.Provider, err)
 		}
@@ -81,9 +76,10 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 			return nil, err
 		}
 	} else {
-		if sb, err = p.Connect(ctx, n.Sandbox, token); err != nil {
-			return nil, fmt.Errorf("reconnect to sandbox %s on %s: %w", n.Sandbox, n.Provider, err)
+		if sb, err = a.reconnect(ctx, p, &n, cfg.SessionID, host); err != nil {
+			return nil, err
 		}
+		token = sb.Token
 	}
 	c, err := innerClient(sb.Address, token)
 	if err != nil {
@@ -124,16 +120,172 @@ func (a *adapter) Start(ctx context.Context, cfg agent.Config, host agent.Host) 
 		if s.cursor, err = a.r.cfg.LastRelayed(ctx, cfg.SessionID); err != nil {
 			return nil, err
 		}
-		if err := s.settleInner(ctx); err != nil {
+		if err := s.settleInner(ctx, client.ResumeSession{Env: env, MCPServers: mcpServers(cfg.MCPServers)}); err != nil {
 			return nil, err
 		}
 	}
+	if n := s.placed; n.Snapshot != "" {
+		// The session runs on the sandbox made from the snapshot: the
+		// snapshot is no longer needed.
+		snap := n.Snapshot
+		n.Snapshot = ""
+		s.placed = n
+		if err := host.SetNativeSessionID(ctx, n.String()); err != nil {
+			return nil, err
+		}
+		a.deleteSnapshot(ctx, p, snap)
+	}
 	started = true
-	pctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go s.pump(pctx)
+	s.startPump()
+	if _, ok := p.(provider.Pauser); ok {
+		return pausable{s}, nil
+	}
 	return s, nil
+}
+
+// startPump starts the pump, from the cursor. Its context is detached
+// from any request: the pump reads the inner log for the session's life
+// (until Close or Pause).
+func (s *session) startPump() {
+	pctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cancel, s.pumped = cancel, done
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer close(done)
+		s.pump(pctx)
+	}()
+}
+
+// pausable is a relayed session on a provider that pauses sandboxes
+// (provider.Pauser): it implements agent.Pauser.
+type pausable struct{ *session }
+
+// Pause implements agent.Pauser: the pump stops (nothing reads a frozen
+// daemon, whose silence is then no loss), the sandbox is paused, and its
+// egress is no longer carried. When the provider fails to pause it, the
+// pump starts again from where it stopped and the session goes on. A
+// later Start resumes the sandbox (adapter.reconnect: Pauser.Resume).
+func (s pausable) Pause(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, pumped := s.cancel, s.pumped
+	s.mu.Unlock()
+	cancel()
+	<-pumped
+	select {
+	case <-s.done:
+		return fmt.Errorf("the session in sandbox %s ended: %s", s.placed.Sandbox, s.Exit().Message)
+	default:
+	}
+	if err := s.p.(provider.Pauser).Pause(ctx, s.placed.Sandbox); err != nil {
+		s.startPump()
+		return fmt.Errorf("pause sandbox %s on %s: %w", s.placed.Sandbox, s.placed.Provider, err)
+	}
+	s.stopEgress()
+	s.a.r.cfg.Log.Info("paused a relayed session's sandbox", "session", s.hostID, "provider", s.placed.Provider, "sandbox", s.placed.Sandbox)
+	return nil
+}
+
+// spec is what a sandbox of this session is made with.
+func (a *adapter) spec(name, token, sessionID string, policy json.RawMessage) provider.Spec {
+	return provider.Spec{
+		Owner: a.r.Owner(), Binary: a.r.cfg.Binary, Token: token,
+		Options: maps.Clone(a.r.cfg.Options[name]),
+		Labels:  map[string]string{"agentbox.session": sessionID},
+		Policy:  policy,
+	}
+}
+
+// reconnect finds the sandbox of a resumed session (n names it) and
+// returns it with its token. A paused one is resumed (provider.Pauser;
+// resuming a running one connects to it), any other connected to. One
+// whose inner daemon does not answer is, on a provider with snapshots
+// (provider.Snapshotter), snapshotted as it was left (unless its loss
+// took the snapshot already: n.Snapshot), destroyed, and made again from
+// the snapshot with a fresh nonce, so a token never used before; n is
+// updated and stored at each step, so a host that dies meanwhile finds
+// the snapshot, or the new sandbox, through the session. On a provider
+// without snapshots the session cannot go on: an error says so, and
+// nothing is made.
+func (a *adapter) reconnect(ctx context.Context, p provider.Provider, n *native, sessionID string, host agent.Host) (provider.Sandbox, error) {
+	token := a.r.token(n.Provider, n.Nonce)
+	var sb provider.Sandbox
+	var err error
+	if pz, ok := p.(provider.Pauser); ok {
+		sb, err = pz.Resume(ctx, n.Sandbox, token)
+	} else {
+		sb, err = p.Connect(ctx, n.Sandbox, token)
+	}
+	if err == nil {
+		sb.Token = token
+		return sb, nil
+	}
+	lost := fmt.Errorf("reconnect to sandbox %s on %s: %w", n.Sandbox, n.Provider, err)
+	sn, ok := p.(provider.Snapshotter)
+	if !ok {
+		if errors.Is(err, provider.ErrGone) {
+			// Not wrapped: the answer is the missing ability, not the
+			// gone sandbox (which is why it is asked for).
+			return provider.Sandbox{}, fmt.Errorf("%w: %s; %s keeps no snapshots (capability snapshot), so the session cannot resume on a fresh sandbox",
+				provider.ErrUnsupported, lost.Error(), n.Provider)
+		}
+		return provider.Sandbox{}, lost
+	}
+	if n.Snapshot == "" {
+		snap, serr := sn.Snapshot(ctx, n.Sandbox)
+		if serr != nil {
+			return provider.Sandbox{}, fmt.Errorf("%w; a snapshot of it failed too: %w", lost, serr)
+		}
+		n.Snapshot = snap
+		if err := host.SetNativeSessionID(ctx, n.String()); err != nil {
+			a.deleteSnapshot(ctx, p, snap)
+			return provider.Sandbox{}, err
+		}
+	}
+	// Whatever is left of the lost sandbox goes.
+	a.destroy(ctx, p, n.Sandbox)
+	nonce, err := newNonce()
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	token = a.r.token(n.Provider, nonce)
+	// The fresh sandbox is made under the session's policy as its first
+	// was: the same checkpoint.
+	specPolicy, _, err := placement(p, a.policy)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	if sb, err = sn.CreateFrom(ctx, n.Snapshot, a.spec(n.Provider, token, sessionID, specPolicy)); err != nil {
+		// The session keeps naming the snapshot: a later resume tries
+		// again.
+		return provider.Sandbox{}, fmt.Errorf("%w; a fresh sandbox on %s from snapshot %s: %w", lost, n.Provider, n.Snapshot, err)
+	}
+	old := n.Sandbox
+	n.Nonce, n.Sandbox = nonce, sb.ID
+	if err := host.SetNativeSessionID(ctx, n.String()); err != nil {
+		a.destroy(ctx, p, sb.ID)
+		return provider.Sandbox{}, err
+	}
+	a.r.cfg.Log.Info("resumed a session on a fresh sandbox from a snapshot", "session", sessionID,
+		"provider", n.Provider, "lost", old, "sandbox", sb.ID, "snapshot", n.Snapshot)
+	sb.Token = token
+	return sb, nil
+}
+
+// deleteSnapshot deletes a snapshot no session needs, on a context of its
+// own (the caller's may be ending); a failure is logged.
+func (a *adapter) deleteSnapshot(ctx context.Context, p provider.Provider, snap string) {
+	sn, ok := p.(provider.Snapshotter)
+	if !ok {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := sn.DeleteSnapshot(dctx, snap); err != nil {
+		a.r.cfg.Log.Warn("deleting a snapshot no session needs", "provider", p.Name(), "snapshot", snap, "err", err)
+	}
 }
 
 // carryEgress starts the host side of the sandbox's network when its
@@ -227,17 +379,24 @@ type session struct {
 	host   agent.Host
 	placed native
 	hostID string
-	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	cursor int64         // the pump's alone once it runs
-	asking chan struct{} // a slot per request being asked on the host (maxAsking)
+	cursor int64 // the pump's alone once it runs
+	// skipEnd: an inner session.ended at or before this inner seq was
+	// recorded by a restart of the inner daemon that the relay resumed
+	// the session after (settleInner); it does not end the session.
+	skipEnd int64
+	asking  chan struct{} // a slot per request being asked on the host (maxAsking)
 
 	// egressStop stops the host side of the sandbox's network (nil when
 	// nothing is carried); under mu.
 	egressStop func()
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// cancel stops the running pump, pumped is closed once it returned
+	// (startPump).
+	cancel  context.CancelFunc
+	pumped  chan struct{}
 	results map[string]agent.Result      // completed inner turns nobody waited for yet
 	waiters map[string]chan agent.Result // by inner turn id
 	done    chan struct{}
@@ -247,8 +406,12 @@ type session struct {
 
 // settleInner brings a resumed inner session to rest: a turn the inner
 // daemon still runs for a host turn the host already settled (its restart
-// marked it interrupted) is interrupted, so nothing runs unobserved.
-func (s *session) settleInner(ctx context.Context) error {
+// marked it interrupted) is interrupted, so nothing runs unobserved; an
+// inner session its own daemon's restart interrupted (a sandbox made from
+// a snapshot runs a new inner daemon on the old one's store) is resumed
+// there with req, and the end that restart recorded is not the session's
+// (skipEnd).
+func (s *session) settleInner(ctx context.Context, req client.ResumeSession) error {
 	inner, err := s.c.GetSession(ctx, s.placed.Session)
 	if err != nil {
 		return fmt.Errorf("the session in sandbox %s: %w", s.placed.Sandbox, err)
@@ -258,7 +421,16 @@ func (s *session) settleInner(ctx context.Context) error {
 		if _, err := s.c.Interrupt(ctx, s.placed.Session); err != nil {
 			return fmt.Errorf("interrupt the inner turn: %w", err)
 		}
-	case client.StatusEnded, client.StatusFailed, client.StatusInterrupted:
+	case client.StatusInterrupted:
+		last, err := s.c.LastSeq(ctx, s.placed.Session)
+		if err != nil {
+			return fmt.Errorf("the log of the session in sandbox %s: %w", s.placed.Sandbox, err)
+		}
+		if _, err := s.c.Resume(ctx, s.placed.Session, req); err != nil {
+			return fmt.Errorf("resume the session in sandbox %s: %w", s.placed.Sandbox, err)
+		}
+		s.skipEnd = last
+	case client.StatusEnded, client.StatusFailed:
 		return fmt.Errorf("%w: the session in sandbox %s has %s", provider.ErrGone, s.placed.Sandbox, inner.Status)
 	}
 	return nil
@@ -330,7 +502,10 @@ func (s *session) complete(turnID string, res agent.Result) {
 // Close implements agent.Session: the pump stops; the sandbox stays (an
 // idle session resumes in it; delete removes it, see Relay.Remove).
 func (s *session) Close(ctx context.Context) error {
-	s.cancel()
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -411,10 +586,41 @@ func (s *session) pump(ctx context.Context) {
 		gone = fmt.Errorf("%w: the inner event stream of sandbox %s failed: %w", provider.ErrUnavailable, s.placed.Sandbox, st.Err())
 	}
 	s.a.r.cfg.Log.Warn("relayed session lost its sandbox", "session", s.hostID, "sandbox", s.placed.Sandbox, "err", gone)
-	s.end(event.SessionEnded{Reason: event.EndError, Message: gone.Error()})
-	// Lost for good: whatever is left of the sandbox goes (nothing stays
-	// running unobserved on the provider).
+	msg := gone.Error()
+	if snap, ok := s.keep(ctx); ok {
+		msg += fmt.Sprintf("; its state is kept in snapshot %s on %s: a resume continues the session on a fresh sandbox made from it", snap, s.placed.Provider)
+	}
+	s.end(event.SessionEnded{Reason: event.EndError, Message: msg})
+	// Lost: whatever is left of the sandbox goes (nothing stays running
+	// unobserved on the provider).
 	s.a.destroy(ctx, s.p, s.placed.Sandbox)
+}
+
+// keep snapshots a lost sandbox as it was left, on a provider with
+// snapshots (provider.Snapshotter), and stores the snapshot in the
+// session's native id, so a resume makes a fresh sandbox from it
+// (adapter.reconnect). It runs on a context of its own: the session is
+// ending.
+func (s *session) keep(ctx context.Context) (string, bool) {
+	sn, ok := s.p.(provider.Snapshotter)
+	if !ok {
+		return "", false
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	snap, err := sn.Snapshot(kctx, s.placed.Sandbox)
+	if err != nil {
+		s.a.r.cfg.Log.Warn("a snapshot of a lost sandbox", "session", s.hostID, "sandbox", s.placed.Sandbox, "err", err)
+		return "", false
+	}
+	n := s.placed
+	n.Snapshot = snap
+	if err := s.host.SetNativeSessionID(kctx, n.String()); err != nil {
+		s.a.r.cfg.Log.Warn("recording the snapshot of a lost sandbox", "session", s.hostID, "snapshot", snap, "err", err)
+		s.a.deleteSnapshot(kctx, s.p, snap)
+		return "", false
+	}
+	return snap, true
 }
 
 // handle hands one inner event to the host, as its kind says (see
@@ -441,8 +647,16 @@ func (s *session) handle(ctx context.Context, ev event.Event) *event.SessionEnde
 			go s.askQuestion(ctx, q)
 		}
 	case End:
+		if s.skipEnd > 0 && ev.Seq <= s.skipEnd {
+			return nil
+		}
 		var e event.SessionEnded
 		_ = json.Unmarshal(ev.Data, &e)
+		if e.Reason == event.EndIdle {
+			// The inner daemon stopped its idle agent: the next
+			// message the relay sends resumes it there.
+			return nil
+		}
 		e.Message = "the session in the sandbox ended: " + e.Message
 		if e.Reason != event.EndCompleted {
 			e.Reason = event.EndError

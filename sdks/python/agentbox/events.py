@@ -53,12 +53,14 @@ JSON.
 """
 
 
-EndReason = Literal["completed", "terminated", "error", "interrupted", "idle"]
+EndReason = Literal["completed", "terminated", "error", "interrupted", "idle", "paused"]
 """EndReason says why a session ended. completed: the agent or the client
 closed it normally; terminated: deleted through the API or daemon shutdown;
 error: the agent process failed; interrupted: the daemon stopped while it
 ran (crash or restart); idle: the daemon stopped the idle agent process (its
-next message resumes the session).
+next message resumes the session); paused: the session's sandbox on a
+provider was paused, through the API or after an idle time (its next message
+resumes it).
 """
 
 

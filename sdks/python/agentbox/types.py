@@ -564,9 +564,11 @@ class SendMessage(TypedDict):
 class Session(TypedDict):
     id: str
     agent: str
-    #: stopped: the idle agent process was stopped (serve --idle-timeout); the
-    #: next message resumes the session.
-    status: Literal["starting", "idle", "running", "ended", "failed", "interrupted", "stopped"]
+    #: stopped: the idle agent process was stopped (serve --idle-timeout);
+    #: paused: its sandbox on a provider is paused (POST
+    #: /v1/sessions/{id}/pause, serve --provider-idle-pause). The next message
+    #: resumes either.
+    status: Literal["starting", "idle", "running", "ended", "failed", "interrupted", "stopped", "paused"]
     created_at: str
     updated_at: str
     #: Whether the session's agent runs inside a sandbox.

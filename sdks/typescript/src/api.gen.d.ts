@@ -503,8 +503,8 @@ export interface Session {
 	sandbox?: SessionSandbox;
 	/** Whether the session's agent runs inside a sandbox. */
 	sandboxed: boolean;
-	/** stopped: the idle agent process was stopped (serve --idle-timeout); the next message resumes the session. */
-	status: "starting" | "idle" | "running" | "ended" | "failed" | "interrupted" | "stopped";
+	/** stopped: the idle agent process was stopped (serve --idle-timeout); paused: its sandbox on a provider is paused (POST /v1/sessions/{id}/pause, serve --provider-idle-pause). The next message resumes either. */
+	status: "starting" | "idle" | "running" | "ended" | "failed" | "interrupted" | "stopped" | "paused";
 	updated_at: string;
 }
 
@@ -1095,7 +1095,7 @@ export interface Operations {
 		path: "/v1/sessions";
 		params: {
 			/** Only sessions in this state. */
-			status?: "starting" | "idle" | "running" | "ended" | "failed" | "interrupted" | "stopped";
+			status?: "starting" | "idle" | "running" | "ended" | "failed" | "interrupted" | "stopped" | "paused";
 			/** Page size. */
 			limit?: number;
 			/** Only sessions created before this session ID (next_before of the previous page). */
@@ -1152,6 +1152,18 @@ export interface Operations {
 		body: MoveFile;
 		bodyRequired: true;
 		response: FileEntry;
+	};
+	/** Pause a session on a provider */
+	pauseSession: {
+		method: "POST";
+		path: "/v1/sessions/{id}/pause";
+		params: {
+			/** Session ID. */
+			id: string;
+		};
+		body: never;
+		bodyRequired: false;
+		response: Session;
 	};
 	/** Add or replace a secret */
 	putSecret: {

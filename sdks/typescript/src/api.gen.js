@@ -39,6 +39,7 @@ export const operations = Object.freeze({
 	makeProcessDir: Object.freeze({ method: "POST", path: "/v1/processes/{id}/files/mkdir", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "json" }),
 	moveFile: Object.freeze({ method: "POST", path: "/v1/sessions/{id}/files/move", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "json" }),
 	moveProcessFile: Object.freeze({ method: "POST", path: "/v1/processes/{id}/files/move", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "json", response: "json" }),
+	pauseSession: Object.freeze({ method: "POST", path: "/v1/sessions/{id}/pause", pathParams: Object.freeze(["id"]), query: Object.freeze([]), body: "none", response: "json" }),
 	putSecret: Object.freeze({ method: "PUT", path: "/v1/secrets/{name}", pathParams: Object.freeze(["name"]), query: Object.freeze([]), body: "json", response: "json" }),
 	readFile: Object.freeze({ method: "GET", path: "/v1/sessions/{id}/files/content", pathParams: Object.freeze(["id"]), query: Object.freeze(["path", "offset", "length"]), body: "none", response: "raw" }),
 	readProcessFile: Object.freeze({ method: "GET", path: "/v1/processes/{id}/files/content", pathParams: Object.freeze(["id"]), query: Object.freeze(["path", "offset", "length"]), body: "none", response: "raw" }),

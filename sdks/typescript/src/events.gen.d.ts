@@ -30,8 +30,8 @@ export type Decision = "allow" | "deny";
 /** DeltaField says which part of an item a delta extends. text: message or reasoning text; output: command or tool output; input: partial tool input JSON. */
 export type DeltaField = "text" | "output" | "input";
 
-/** EndReason says why a session ended. completed: the agent or the client closed it normally; terminated: deleted through the API or daemon shutdown; error: the agent process failed; interrupted: the daemon stopped while it ran (crash or restart); idle: the daemon stopped the idle agent process (its next message resumes the session). */
-export type EndReason = "completed" | "terminated" | "error" | "interrupted" | "idle";
+/** EndReason says why a session ended. completed: the agent or the client closed it normally; terminated: deleted through the API or daemon shutdown; error: the agent process failed; interrupted: the daemon stopped while it ran (crash or restart); idle: the daemon stopped the idle agent process (its next message resumes the session); paused: the session's sandbox on a provider was paused, through the API or after an idle time (its next message resumes it). */
+export type EndReason = "completed" | "terminated" | "error" | "interrupted" | "idle" | "paused";
 
 /** Error reports a failure that the client should see. Retryable says whether sending the same turn again may succeed (rate limits, upstream 5xx). */
 export interface Error {
