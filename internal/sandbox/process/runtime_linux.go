@@ -375,7 +375,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	ready, err := b.waitReady(ctx)
 	if err == nil && cfg.EgressPort > 0 && ready.Error == "" && ready.Missing == "" {
-		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.cmd.Process.Pid, spec.Network.HostConnectionLimit())
+		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.initPid, spec.Network.HostConnectionLimit())
 		b.egressSock = nil
 	}
 	if err != nil {
@@ -582,7 +582,7 @@ func (b *box) userUID() int { return b.uidBase + sandboxUID + b.slot }
 
 // adopt makes in the sandbox's init.
 func (b *box) adopt(in *initProc) {
-	b.cmd, b.ctl, b.cfgW, b.initFD = in.cmd, in.ctl, in.cfgW, in.pidfd
+	b.initPid, b.ctl, b.cfgW, b.initFD = in.pid, in.ctl, in.cfgW, in.pidfd
 	b.uidSlot, b.slot = in.slot, in.slot.N
 	b.initStderr, b.waitDone = in.stderr, in.waitDone
 }
@@ -607,14 +607,14 @@ func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) er
 		b.egressSock = parentEnd
 		fds = append(fds, int(childEnd.Fd()))
 	}
-	if err := checkInit(b.cmd.Process.Pid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
+	if err := checkInit(b.initPid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
 		return err
 	}
 	if err := gate(); err != nil {
 		return err
 	}
 	if b.cg != nil {
-		if err := b.cg.Add(b.cmd.Process.Pid); err != nil {
+		if err := b.cg.Add(b.initPid); err != nil {
 			return fmt.Errorf("add sandbox init to its cgroup: %w", err)
 		}
 	}
