@@ -196,16 +196,19 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	// with no policy applied until configure below.
 	newNet := spec.Network.Mode != sandbox.NetworkHost
 	in := r.spares.take(newNet)
-	defer r.spares.fill() // after this Create, failed or not (see take)
 	b.spare = in != nil
 	if in == nil {
-		slot, err := r.allocSlot()
-		if err != nil {
-			return nil, err
+		var slot *owner.Slot
+		if slot, err = r.allocSlot(); err == nil {
+			in, err = r.startInit(slot, newNet)
 		}
-		if in, err = r.startInit(slot, newNet); err != nil {
-			return nil, err
-		}
+	}
+	// The next spare starts now, failed or not (see take), while this
+	// init builds its sandbox: the launcher starts it, and its Go
+	// start-up runs beside this Create rather than after it.
+	r.spares.fill()
+	if err != nil {
+		return nil, err
 	}
 	b.adopt(in)
 	b.uidBase = r.opts.UIDBase

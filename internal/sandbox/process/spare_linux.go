@@ -181,11 +181,10 @@ type sparePool struct {
 
 // take returns a spare for a sandbox that needs a network namespace of its
 // own (newNet) or nil. A spare it returns is the caller's and is never
-// returned to the pool. The caller refills the pool (fill) once its Create
-// is done: starting a spare forks the daemon, which stalls the daemon's
-// page faults while the page tables are copied and makes its next writes
-// fault again, and the spare's own start competes for the CPU, so it is
-// kept off the Create that could use it.
+// returned to the pool. The caller refills the pool (fill) as soon as it
+// has its init: the launcher starts the next spare (the daemon does not
+// fork), so the spare's start-up runs while the caller's init builds its
+// sandbox, and is further along when the next Create comes.
 func (p *sparePool) take(newNet bool) *initProc {
 	if p == nil {
 		return nil
