@@ -311,7 +311,7 @@ func (l *launcher) spawnLocked() error {
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{child} // fdLauncher: nothing else
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := onSpawnThread(cmd.Start); err != nil {
 		c.Close()
 		return fmt.Errorf("start sandbox launcher: %w", err)
 	}
@@ -371,7 +371,7 @@ func (l *launcher) read(lp *launcherProc) {
 		}
 		l.mu.Unlock()
 	}
-	lp.conn.Close()
+	_ = lp.conn.Close()       // it is gone, or sent nonsense: nothing more to read
 	_ = lp.cmd.Process.Kill() // gone already, or a launcher that sent nonsense
 	_ = lp.cmd.Wait()
 	l.mu.Lock()
@@ -407,6 +407,34 @@ func (l *launcher) stopIfIdleLocked() {
 	})
 }
 
+// spawnThread runs the functions sent to it on one OS thread that never
+// ends. The launcher is started there: its Pdeathsig fires when the thread
+// that started it ends, and any other thread of ours could end (a
+// goroutine that exits while locked to its thread takes the thread with
+// it), which would end every sandbox at once.
+var spawnThread struct {
+	once sync.Once
+	fns  chan func()
+}
+
+// onSpawnThread runs fn on the spawn thread and returns its error.
+func onSpawnThread(fn func() error) error {
+	spawnThread.once.Do(func() {
+		spawnThread.fns = make(chan func())
+		// The process's for its whole life, on purpose: it holds the
+		// launcher's parent thread.
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for f := range spawnThread.fns {
+				f()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnThread.fns <- func() { done <- fn() }
+	return <-done
+}
+
 // watchExit closes ch once the process pid has exited (its pidfd polls
 // readable), for an init whose launcher died before reaping it.
 func watchExit(pid int, ch chan struct{}) {
@@ -415,7 +443,7 @@ func watchExit(pid int, ch chan struct{}) {
 	if err != nil {
 		return // gone already
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // a pidfd: closing it loses nothing
 	for {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
