@@ -52,7 +52,8 @@ import (
 // idmap cache, it is the process's). It dies with the daemon (Pdeathsig)
 // and its inits die with it (Pdeathsig, as before with the daemon as their
 // parent); it ends when its socket closes, which happens once it has had
-// no init for launcherIdle (a daemon with a spare always has one). A
+// no init for launcherIdle (a daemon with a spare always has one), or at
+// once when a runtime is closed and no init is left. A
 // launcher that died is started again by the next start; the inits it had
 // started are killed by its death, and the daemon sees them end through
 // their pidfds.
@@ -213,7 +214,8 @@ type launcher struct {
 type launcherProc struct {
 	conn    *net.UnixConn
 	cmd     *exec.Cmd
-	gone    chan struct{} // closed once the process is reaped
+	gone    chan struct{} // closed once the process is reaped and read is done
+	exited  chan struct{} // closed once the process is reaped
 	sendMu  sync.Mutex
 	pending map[uint64]chan launchResult // guarded by launcher.mu
 	reaped  map[int]chan struct{}        // waitDone of its live inits, by pid; guarded by launcher.mu
@@ -311,11 +313,26 @@ func (l *launcher) spawnLocked() error {
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{child} // fdLauncher: nothing else
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
-	if err := onSpawnThread(cmd.Start); err != nil {
+	// Started and reaped on a thread of its own, held for the launcher's
+	// whole life: its Pdeathsig fires when the thread that started it
+	// ends, and another thread of ours could end any time (a goroutine
+	// that exits while locked to its thread takes the thread with it),
+	// which would end every sandbox at once.
+	started, exited := make(chan error, 1), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, after the launcher
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			_ = cmd.Wait() // only reaps it: read notices it go on its socket
+		}
+		close(exited)
+	}()
+	if err := <-started; err != nil {
 		c.Close()
 		return fmt.Errorf("start sandbox launcher: %w", err)
 	}
-	lp := &launcherProc{conn: c.(*net.UnixConn), cmd: cmd, gone: make(chan struct{}),
+	lp := &launcherProc{conn: c.(*net.UnixConn), cmd: cmd, gone: make(chan struct{}), exited: exited,
 		pending: map[uint64]chan launchResult{}, reaped: map[int]chan struct{}{}}
 	l.cur = lp
 	go l.read(lp)
@@ -373,7 +390,7 @@ func (l *launcher) read(lp *launcherProc) {
 	}
 	_ = lp.conn.Close()       // it is gone, or sent nonsense: nothing more to read
 	_ = lp.cmd.Process.Kill() // gone already, or a launcher that sent nonsense
-	_ = lp.cmd.Wait()
+	<-lp.exited
 	l.mu.Lock()
 	if l.cur == lp {
 		l.cur = nil
@@ -407,32 +424,27 @@ func (l *launcher) stopIfIdleLocked() {
 	})
 }
 
-// spawnThread runs the functions sent to it on one OS thread that never
-// ends. The launcher is started there: its Pdeathsig fires when the thread
-// that started it ends, and any other thread of ours could end (a
-// goroutine that exits while locked to its thread takes the thread with
-// it), which would end every sandbox at once.
-var spawnThread struct {
-	once sync.Once
-	fns  chan func()
-}
-
-// onSpawnThread runs fn on the spawn thread and returns its error.
-func onSpawnThread(fn func() error) error {
-	spawnThread.once.Do(func() {
-		spawnThread.fns = make(chan func())
-		// The process's for its whole life, on purpose: it holds the
-		// launcher's parent thread.
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for f := range spawnThread.fns {
-				f()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnThread.fns <- func() { done <- fn() }
-	return <-done
+// stopIdle ends the launcher now if it has no init left (Runtime.Close:
+// the daemon is shutting down, or a test is done), and waits (bounded) for
+// it to be gone.
+func (l *launcher) stopIdle() {
+	l.mu.Lock()
+	lp := l.cur
+	idle := lp != nil && len(lp.reaped) == 0 && len(lp.pending) == 0
+	if idle {
+		_ = lp.conn.CloseWrite() // the launcher reads EOF and exits; read sees it go
+		l.cur = nil
+	}
+	l.mu.Unlock()
+	if !idle {
+		return
+	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-lp.gone:
+	case <-t.C:
+	}
 }
 
 // watchExit closes ch once the process pid has exited (its pidfd polls

@@ -283,8 +283,10 @@ func (r *Runtime) Spares() int {
 
 // Close ends the runtime's spare inits (Options.Spares) and starts no
 // more; sandboxes it made are not touched, and Create still works, cold.
+// The launcher ends too when no init of the process is left.
 func (r *Runtime) Close() error {
 	r.spares.close()
+	initLauncher.stopIdle()
 	return nil
 }
 
