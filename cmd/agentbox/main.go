@@ -26,6 +26,7 @@ func main() {
 	//   agentbox-deathwatch        internal/daemon (deathwatch_linux.go): reaps after a dead daemon
 	//   agentbox-sandbox-init      internal/sandbox/process (init_linux.go): PID 1 of a sandbox
 	//   agentbox-sandbox-userns    internal/sandbox/process (init_linux.go): holds a user namespace
+	//   agentbox-sandbox-launcher  internal/sandbox/process (launcher_linux.go): starts sandbox inits
 	//   agentbox-gvisor-exec       internal/sandbox/gvisor (wrapper.go): seccomp wrapper, egress forwarder
 	//   agentbox-guest-probe       internal/sandbox/microvm (guest.go): PID 1 of the probe's guest
 	//   agentbox-probe-helper      internal/sandbox/probe (helper.go): the doctor's probes

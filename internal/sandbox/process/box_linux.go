@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,7 +39,7 @@ type box struct {
 	cgRecord         *owner.Entry // the cgroup, for whoever starts after we die
 	upper, tmp, home *os.File     // detached tmpfs mounts (see host_linux.go)
 	closers          []io.Closer
-	cmd              *exec.Cmd
+	initPid          int        // the init, in our pid namespace; 0 before adopt
 	initFD           int        // pidfd of the init; guarded by fdMu once started
 	fdMu             sync.Mutex // a timeout's killAll races with destroy closing initFD
 	initStderr       *tailBuffer
@@ -207,8 +206,8 @@ func (b *box) killAll() {
 	case signalled:
 	case b.initFD >= 0:
 		signalled = unix.PidfdSendSignal(b.initFD, unix.SIGKILL, nil, 0) == nil
-	case b.cmd != nil && b.cmd.Process != nil:
-		signalled = b.cmd.Process.Kill() == nil
+	case b.initPid > 0:
+		signalled = unix.Kill(b.initPid, unix.SIGKILL) == nil // not reaped yet: the pid is still its
 	}
 	if b.cg == nil {
 		return
@@ -461,7 +460,7 @@ func (b *box) waitInit() {
 // destroy releases everything; it is also the cleanup of a failed Create.
 // It reports a cgroup it could not remove, which would otherwise leak.
 func (b *box) destroy() error {
-	if b.cmd != nil {
+	if b.initPid > 0 {
 		b.killAll()
 		b.waitInit()
 	} else if b.ctl != nil {

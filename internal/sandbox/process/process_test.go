@@ -381,7 +381,7 @@ func TestSignal(t *testing.T) {
 // supervisor's kill): PID 1 must drop them all and go on serving.
 func TestInitIgnoresSignals(t *testing.T) {
 	sb, _ := newBox(t, nil)
-	pid := sb.(*box).cmd.Process.Pid
+	pid := sb.(*box).initPid
 	for sig := syscall.Signal(1); sig <= 64; sig++ {
 		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
 			continue
@@ -577,7 +577,7 @@ func hostMounts(t testing.TB) string {
 // pidNS names the pid namespace of b's init (while it runs).
 func pidNS(t testing.TB, b *box) string {
 	t.Helper()
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b.cmd.Process.Pid))
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", b.initPid))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,16 +196,19 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	// with no policy applied until configure below.
 	newNet := spec.Network.Mode != sandbox.NetworkHost
 	in := r.spares.take(newNet)
-	defer r.spares.fill() // after this Create, failed or not (see take)
 	b.spare = in != nil
 	if in == nil {
-		slot, err := r.allocSlot()
-		if err != nil {
-			return nil, err
+		var slot *owner.Slot
+		if slot, err = r.allocSlot(); err == nil {
+			in, err = r.startInit(slot, newNet)
 		}
-		if in, err = r.startInit(slot, newNet); err != nil {
-			return nil, err
-		}
+	}
+	// The next spare starts now, failed or not (see take), while this
+	// init builds its sandbox: the launcher starts it, and its Go
+	// start-up runs beside this Create rather than after it.
+	r.spares.fill()
+	if err != nil {
+		return nil, err
 	}
 	b.adopt(in)
 	b.uidBase = r.opts.UIDBase
@@ -375,7 +378,7 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	ready, err := b.waitReady(ctx)
 	if err == nil && cfg.EgressPort > 0 && ready.Error == "" && ready.Missing == "" {
-		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.cmd.Process.Pid, spec.Network.HostConnectionLimit())
+		b.egress = newEgressListener(b.egressSock, cfg.EgressPort, b.initPid, spec.Network.HostConnectionLimit())
 		b.egressSock = nil
 	}
 	if err != nil {
@@ -582,7 +585,7 @@ func (b *box) userUID() int { return b.uidBase + sandboxUID + b.slot }
 
 // adopt makes in the sandbox's init.
 func (b *box) adopt(in *initProc) {
-	b.cmd, b.ctl, b.cfgW, b.initFD = in.cmd, in.ctl, in.cfgW, in.pidfd
+	b.initPid, b.ctl, b.cfgW, b.initFD = in.pid, in.ctl, in.cfgW, in.pidfd
 	b.uidSlot, b.slot = in.slot, in.slot.N
 	b.initStderr, b.waitDone = in.stderr, in.waitDone
 }
@@ -607,14 +610,14 @@ func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) er
 		b.egressSock = parentEnd
 		fds = append(fds, int(childEnd.Fd()))
 	}
-	if err := checkInit(b.cmd.Process.Pid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
+	if err := checkInit(b.initPid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
 		return err
 	}
 	if err := gate(); err != nil {
 		return err
 	}
 	if b.cg != nil {
-		if err := b.cg.Add(b.cmd.Process.Pid); err != nil {
+		if err := b.cg.Add(b.initPid); err != nil {
 			return fmt.Errorf("add sandbox init to its cgroup: %w", err)
 		}
 	}

@@ -1,22 +1,17 @@
 package process
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/reexec"
-	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
@@ -64,7 +59,7 @@ var initEnv = []string{"GODEBUG=containermaxprocs=0"}
 
 // initProc is a sandbox init started and waiting for its config.
 type initProc struct {
-	cmd      *exec.Cmd
+	pid      int // in the daemon's pid namespace
 	ctl      *net.UnixConn
 	cfgW     *os.File // the config pipe: the init does nothing until it is written and closed
 	pidfd    int
@@ -75,8 +70,9 @@ type initProc struct {
 }
 
 // startInit starts an init in new namespaces (a network namespace of its
-// own when newNet), as uid slot's root, parked on its config pipe. It takes
-// slot: on failure the slot is released.
+// own when newNet), as uid slot's root, parked on its config pipe. The
+// launcher (launcher_linux.go) forks it, not this process. It takes slot:
+// on failure the slot is released.
 func (r *Runtime) startInit(slot *owner.Slot, newNet bool) (_ *initProc, err error) {
 	defer func() {
 		if err != nil {
@@ -107,57 +103,32 @@ func (r *Runtime) startInit(slot *owner.Slot, newNet bool) (_ *initProc, err err
 		cfgW.Close()
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		cfgW.Close()
+		return nil, fmt.Errorf("init stderr: %w", err)
+	}
 	in := &initProc{ctl: conn.(*net.UnixConn), cfgW: cfgW, pidfd: -1, slot: slot, stderr: &tailBuffer{}}
-
-	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
-	if newNet {
-		flags |= syscall.CLONE_NEWNET
-	}
-	ids := []syscall.SysProcIDMap{
-		{ContainerID: 0, HostID: rootUID, Size: 1},
-		{ContainerID: sandboxUID, HostID: userUID, Size: 1},
-	}
-	// /proc/self/exe rather than sandbox.SelfExe(): the init starts as an
-	// unprivileged host uid, which may not search the directories on the
-	// binary's path (go test builds into a 0700 dir); the magic link
-	// skips them. It also survives the binary being replaced on disk.
-	// Detached on purpose: the init is the sandbox (or a spare) and lives
-	// until Close, not as long as the call that spawns it.
-	cmd := exec.CommandContext(context.Background(), "/proc/self/exe")
-	cmd.Args = []string{initArg0}
-	cmd.Env = initEnv // nothing from the host environment, ever
-	cmd.Dir = "/"
-	cmd.Stderr = in.stderr
-	cmd.ExtraFiles = []*os.File{cfgR, child} // fdConfig, fdControl: nothing else
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                ids,
-		GidMappings:                ids,
-		GidMappingsEnableSetgroups: true,
-		// Required with a non-identity map: without it the child's
-		// host uid 0 is unmapped inside and execve drops every
-		// capability in the new user namespace.
-		Credential: &syscall.Credential{Uid: 0, Gid: 0},
-		Pdeathsig:  syscall.SIGKILL,
-		Setsid:     true,
-		PidFD:      &in.pidfd,
-	}
-	if err := cmd.Start(); err != nil {
+	pid, pidfd, reaped, err := initLauncher.start(newNet, rootUID, userUID, cfgR, child, errW)
+	errW.Close() // the init has its own
+	if err != nil {
+		errR.Close()
 		_ = in.ctl.Close() // the start failed: that error is the one to report
 		cfgW.Close()
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
-			return nil, fmt.Errorf("%w: user namespaces: %w", sandbox.ErrUnenforceable, err)
-		}
-		return nil, fmt.Errorf("start sandbox init: %w", err)
+		return nil, err
 	}
-	in.cmd = cmd
-	in.born = time.Now()
-	in.waitDone = make(chan struct{})
+	// waitDone, as os/exec's Wait did: reaped, and its stderr read to the
+	// end, so that an error quoting it has all of it.
+	copied := make(chan struct{})
+	go copyStderr(errR, in.stderr, copied)
+	in.pid, in.pidfd, in.waitDone = pid, pidfd, make(chan struct{})
 	go func() {
-		_ = cmd.Wait() // the init reports how things ended over ctl; this only reaps it
+		<-reaped
+		<-copied
 		close(in.waitDone)
 	}()
+	in.born = time.Now()
 	return in, nil
 }
 
@@ -178,7 +149,7 @@ func (in *initProc) discard() {
 	if in.pidfd >= 0 {
 		_ = unix.PidfdSendSignal(in.pidfd, unix.SIGKILL, nil, 0)
 	} else {
-		_ = in.cmd.Process.Kill()
+		_ = unix.Kill(in.pid, unix.SIGKILL) // not reaped yet (waitDone): the pid is still its
 	}
 	t := time.NewTimer(10 * time.Second)
 	select {
@@ -210,11 +181,10 @@ type sparePool struct {
 
 // take returns a spare for a sandbox that needs a network namespace of its
 // own (newNet) or nil. A spare it returns is the caller's and is never
-// returned to the pool. The caller refills the pool (fill) once its Create
-// is done: starting a spare forks the daemon, which stalls the daemon's
-// page faults while the page tables are copied and makes its next writes
-// fault again, and the spare's own start competes for the CPU, so it is
-// kept off the Create that could use it.
+// returned to the pool. The caller refills the pool (fill) as soon as it
+// has its init: the launcher starts the next spare (the daemon does not
+// fork), so the spare's start-up runs while the caller's init builds its
+// sandbox, and is further along when the next Create comes.
 func (p *sparePool) take(newNet bool) *initProc {
 	if p == nil {
 		return nil
@@ -313,8 +283,10 @@ func (r *Runtime) Spares() int {
 
 // Close ends the runtime's spare inits (Options.Spares) and starts no
 // more; sandboxes it made are not touched, and Create still works, cold.
+// The launcher ends too when no init of the process is left.
 func (r *Runtime) Close() error {
 	r.spares.close()
+	initLauncher.stopIdle()
 	return nil
 }
 

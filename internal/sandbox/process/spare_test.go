@@ -30,7 +30,7 @@ func parked(t testing.TB, rt *Runtime, n int) []int {
 		rt.spares.mu.Lock()
 		var pids []int
 		for _, in := range rt.spares.parked {
-			pids = append(pids, in.cmd.Process.Pid)
+			pids = append(pids, in.pid)
 		}
 		rt.spares.mu.Unlock()
 		if len(pids) >= n {
@@ -157,7 +157,7 @@ func normalizer(t testing.TB, b *box) func(string) string {
 // environment, working directory, cgroup, maps and descriptors.
 func initState(t testing.TB, b *box) string {
 	t.Helper()
-	pid := b.cmd.Process.Pid
+	pid := b.initPid
 	read := func(name string) string {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
 		if err != nil {
@@ -325,8 +325,8 @@ func TestSpareNeverReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := sb.(*box)
-	if !b.spare || b.cmd.Process.Pid != first {
-		t.Fatalf("sandbox init %d (spare %v), want the parked spare %d", b.cmd.Process.Pid, b.spare, first)
+	if !b.spare || b.initPid != first {
+		t.Fatalf("sandbox init %d (spare %v), want the parked spare %d", b.initPid, b.spare, first)
 	}
 	mustRun(t, sb, "true")
 	if _, err := sb.Close(t.Context()); err != nil {
@@ -424,7 +424,7 @@ func runSpareProcess(ws string) int {
 		n := len(rt.spares.parked)
 		var pid int
 		if n > 0 {
-			pid = rt.spares.parked[0].cmd.Process.Pid
+			pid = rt.spares.parked[0].pid
 		}
 		rt.spares.mu.Unlock()
 		if n > 0 {
