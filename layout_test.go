@@ -110,7 +110,7 @@ var layers = []layer{
 		why: "agentbox as an ACP agent is an API client"},
 	{from: "internal/acpwire", only: []string{}, why: "the ACP wire format is a leaf"},
 	{from: "internal/sdkgen/python", only: []string{}, why: "the Python SDK's generator reads the documents as bytes"},
-	{from: "internal/inspector", only: []string{}, why: "the inspector is a page that reaches the daemon only through its HTTP API, as any browser client"},
+	{from: "internal/inspector", only: []string{"api"}, why: "the inspector is a page that reaches the daemon only through its HTTP API, as any browser client (api: its content coding)"},
 	{from: "internal/snapshot", only: []string{"internal/textdiff"}, why: "workspace states and their diffs know nothing of sessions"},
 	{from: "internal/provider", only: []string{"internal/errkind"}, why: "the provider contract says where a sandbox lives and knows nothing of sessions, agents or the store"},
 	{from: "internal/provider/vendorapi", only: []string{"client", "internal/provider"}, why: "the vendors' clients' shared part knows only the provider contract and reaches the inner daemon as an API client"},

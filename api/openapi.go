@@ -14,6 +14,8 @@ import (
 	"compress/gzip"
 	_ "embed"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -42,4 +44,29 @@ func Gunzip(gz []byte) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(zr)
+}
+
+// AcceptsGzip reports whether Accept-Encoding values take gzip: a "gzip"
+// (or "x-gzip") coding whose q is not zero. "*" is not taken: a client
+// that names no coding gets the identity.
+func AcceptsGzip(values []string) bool {
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			name, params, _ := strings.Cut(c, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "x-gzip" {
+				continue
+			}
+			q := "1"
+			for p := range strings.SplitSeq(params, ";") {
+				if k, val, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+					q = strings.TrimSpace(val)
+				}
+			}
+			if f, err := strconv.ParseFloat(q, 64); err == nil && f > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -78,7 +78,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) *se
 		h := w.Header()
 		h.Set("Content-Type", "application/openapi+json")
 		h.Set("Vary", "Accept-Encoding")
-		if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+		if api.AcceptsGzip(r.Header.Values("Accept-Encoding")) {
 			h.Set("Content-Encoding", "gzip")
 			_, _ = w.Write(api.OpenAPIGzip)
 			return
@@ -334,29 +334,4 @@ func isJSON(ct string) bool {
 	}
 	sub, ok := strings.CutPrefix(mt, "application/")
 	return ok && len(sub) > len("+json") && strings.HasSuffix(sub, "+json") && !strings.ContainsAny(sub, "/ ")
-}
-
-// acceptsGzip reports whether Accept-Encoding values take gzip: a "gzip"
-// (or "x-gzip") coding whose q is not zero. "*" is not taken: a client
-// that names no coding gets the identity.
-func acceptsGzip(values []string) bool {
-	for _, v := range values {
-		for c := range strings.SplitSeq(v, ",") {
-			name, params, _ := strings.Cut(c, ";")
-			name = strings.ToLower(strings.TrimSpace(name))
-			if name != "gzip" && name != "x-gzip" {
-				continue
-			}
-			q := "1"
-			for p := range strings.SplitSeq(params, ";") {
-				if k, val, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
-					q = strings.TrimSpace(val)
-				}
-			}
-			if f, err := strconv.ParseFloat(q, 64); err == nil && f > 0 {
-				return true
-			}
-		}
-	}
-	return false
 }

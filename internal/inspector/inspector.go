@@ -1,6 +1,7 @@
 // Package inspector is the daemon's web inspector: the static page at
-// GET /ui (HTML, CSS and JavaScript written by hand, embedded in the
-// binary), and the security headers it is served with. The page is a
+// GET /ui (HTML, CSS and JavaScript written by hand in web/, embedded in
+// the binary gzip-compressed from assets/, which a test keeps equal to
+// web/), and the security headers it is served with. The page is a
 // client of the public HTTP API like any other: it holds no state of the
 // daemon's and knows nothing of agentbox but the API's wire format.
 //
@@ -23,12 +24,19 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/agentbox/agentbox/api"
 )
 
 // Path is where the page is served; its assets are under Path + "/".
 const Path = "/ui"
 
-//go:embed assets
+// assets are the files of web/, each gzip-compressed as NAME.gz
+// (TestAssetsUpToDate writes them with -update): a third of the bytes in
+// the binary, and sent as they are to a browser, which takes gzip.
+//
+//go:embed assets/*.gz
 var assets embed.FS
 
 // ContentSecurityPolicy is the policy of every answer of the handler:
@@ -43,14 +51,15 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // asset is one embedded file as served.
 type asset struct {
-	body        []byte
+	body        []byte // decompressed, for a client that takes no gzip
+	gz          []byte // as embedded
 	contentType string
-	etag        string
+	etag        string // of body; the gzip form's ends in "-gz"
 }
 
 // handler serves the page and its assets.
 type handler struct {
-	files map[string]asset // by URL path
+	files func() map[string]asset // by URL path, read on first use
 }
 
 // contentTypes are the only kinds of file the page is made of.
@@ -64,34 +73,44 @@ var contentTypes = map[string]string{
 // only the embedded files, at fixed paths (index.html at /ui and /ui/);
 // anything else is a 404.
 func Handler() http.Handler {
-	h := &handler{files: map[string]asset{}}
+	return &handler{files: sync.OnceValue(readAssets)}
+}
+
+// readAssets reads the embedded files; a broken embed is a build mistake,
+// caught by the tests.
+func readAssets() map[string]asset {
+	files := map[string]asset{}
 	err := fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := assets.ReadFile(p)
+		gz, err := assets.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		ct, ok := contentTypes[path.Ext(p)]
+		b, err := api.Gunzip(gz)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "assets/"), ".gz")
+		ct, ok := contentTypes[path.Ext(name)]
 		if !ok {
-			panic("inspector: an asset of unknown type: " + p) // a build mistake, caught by the tests
+			panic("inspector: an asset of unknown type: " + p)
 		}
 		sum := sha256.Sum256(b)
-		a := asset{body: b, contentType: ct, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
-		name := strings.TrimPrefix(p, "assets/")
+		a := asset{body: b, gz: gz, contentType: ct, etag: base64.RawURLEncoding.EncodeToString(sum[:12])}
 		if name == "index.html" {
-			h.files[Path] = a
-			h.files[Path+"/"] = a
+			files[Path] = a
+			files[Path+"/"] = a
 		} else {
-			h.files[Path+"/"+name] = a
+			files[Path+"/"+name] = a
 		}
 		return nil
 	})
 	if err != nil {
 		panic("inspector: reading the embedded assets: " + err.Error())
 	}
-	return h
+	return files
 }
 
 // setSecurityHeaders sets the headers every answer of the handler carries,
@@ -117,26 +136,33 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	a, ok := h.files[r.URL.Path]
+	a, ok := h.files()[r.URL.Path]
 	if !ok {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
+	body, etag := a.body, `"`+a.etag+`"`
+	hdr.Set("Vary", "Accept-Encoding")
+	if api.AcceptsGzip(r.Header.Values("Accept-Encoding")) {
+		body, etag = a.gz, `"`+a.etag+`-gz"`
+		hdr.Set("Content-Encoding", "gzip")
+	}
 	hdr.Set("Content-Type", a.contentType)
-	hdr.Set("ETag", a.etag)
-	if inm := r.Header.Get("If-None-Match"); inm != "" && inm == a.etag {
+	hdr.Set("ETag", etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && inm == etag {
+		hdr.Del("Content-Encoding")
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	hdr.Set("Content-Length", strconv.Itoa(len(a.body)))
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	if r.Method == http.MethodHead {
 		return
 	}
-	_, _ = w.Write(a.body)
+	_, _ = w.Write(body)
 }
 
-// AssetsSize is the total size of the embedded assets: what the page adds
-// to the binary, besides this package's code.
+// AssetsSize is the total size of the embedded (compressed) assets: what
+// the page adds to the binary, besides this package's code.
 func AssetsSize() (int64, error) {
 	var n int64
 	err := fs.WalkDir(assets, "assets", func(_ string, d fs.DirEntry, err error) error {

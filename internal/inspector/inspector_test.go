@@ -1,6 +1,10 @@
 package inspector
 
 import (
+	"bytes"
+	"os"
+
+	"github.com/agentbox/agentbox/api"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +14,8 @@ import (
 )
 
 // maxAssets is the budget for what the inspector adds to the
-// binary: 400 KiB. The assets are embedded as they are (no compression),
-// so their sum is what they add; the package's code is a few KiB more
+// binary: 400 KiB. The assets are embedded gzip-compressed, and their
+// sum is what they add; the package's code is a few KiB more
 // (measured with scripts/build: docs/ARCHITECTURE.md, "The inspector").
 const maxAssets = 400 << 10
 
@@ -96,6 +100,35 @@ func TestNotModified(t *testing.T) {
 	}
 }
 
+// TestServeGzip: a browser that takes gzip gets the embedded bytes as
+// they are, with their own ETag, and they say what the identity answer
+// says; Vary tells caches the two apart.
+func TestServeGzip(t *testing.T) {
+	h := Handler()
+	plain := httptest.NewRecorder()
+	h.ServeHTTP(plain, httptest.NewRequest("GET", "/ui/app.js", nil))
+	req := httptest.NewRequest("GET", "/ui/app.js", nil)
+	req.Header.Set("Accept-Encoding", "br, gzip;q=0.8")
+	gz := httptest.NewRecorder()
+	h.ServeHTTP(gz, req)
+	if gz.Code != 200 || gz.Header().Get("Content-Encoding") != "gzip" || gz.Header().Get("Vary") != "Accept-Encoding" {
+		t.Fatalf("gzip answer: %d %v", gz.Code, gz.Header())
+	}
+	if plain.Header().Get("Content-Encoding") != "" || plain.Header().Get("ETag") == gz.Header().Get("ETag") {
+		t.Fatalf("identity answer %v, gzip ETag %q", plain.Header(), gz.Header().Get("ETag"))
+	}
+	body, err := api.Gunzip(gz.Body.Bytes())
+	if err != nil || !bytes.Equal(body, plain.Body.Bytes()) || gz.Body.Len() >= plain.Body.Len() {
+		t.Fatalf("gzip body (%d bytes, err %v) does not hold the %d-byte identity body", gz.Body.Len(), err, plain.Body.Len())
+	}
+	req.Header.Set("If-None-Match", gz.Header().Get("ETag"))
+	nm := httptest.NewRecorder()
+	h.ServeHTTP(nm, req)
+	if nm.Code != http.StatusNotModified || nm.Body.Len() != 0 {
+		t.Fatalf("revalidated gzip answer: %d with %d bytes, want 304", nm.Code, nm.Body.Len())
+	}
+}
+
 // TestPolicy checks the Content-Security-Policy directive by directive:
 // what each one closes is named in ContentSecurityPolicy's comment.
 func TestPolicy(t *testing.T) {
@@ -132,7 +165,7 @@ func TestPolicy(t *testing.T) {
 // inline script or style, no event-handler attributes, no HTML sinks in
 // the script (the Trusted Types policy makes them throw).
 func TestNoInlineCode(t *testing.T) {
-	html, err := assets.ReadFile("assets/index.html")
+	html, err := os.ReadFile("web/index.html")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +184,12 @@ func TestNoInlineCode(t *testing.T) {
 			t.Errorf("index.html: %s", m)
 		}
 	}
-	err = fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
+	web := os.DirFS("web")
+	err = fs.WalkDir(web, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !strings.HasSuffix(p, ".js") {
 			return err
 		}
-		b, err := assets.ReadFile(p)
+		b, err := fs.ReadFile(web, p)
 		if err != nil {
 			return err
 		}
