@@ -79,13 +79,18 @@ func (o *owner) fence(ctx context.Context, sessionID string) context.Context {
 	if o.ls == nil {
 		return ctx
 	}
+	// The epoch is read under the lock: renewAll replaces h.lease.
 	o.mu.Lock()
 	h := o.held[sessionID]
+	var epoch int64
+	if h != nil {
+		epoch = h.lease.Epoch
+	}
 	o.mu.Unlock()
 	if h == nil {
 		return ctx
 	}
-	return store.WithFence(ctx, sessionID, h.lease.Epoch)
+	return store.WithFence(ctx, sessionID, epoch)
 }
 
 // claim takes the session's lease for this daemon, which is about to drive
