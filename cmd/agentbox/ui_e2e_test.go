@@ -217,7 +217,9 @@ env: {pass: [TERM, COLORTERM, LANG, LC_ALL, TZ]}
 		t.Fatalf("the agent's markup became live: %+v", inert)
 	}
 
-	// A permission: approve it in the page; the write happens.
+	// A permission: approve it in the page; the write happens. Sent once
+	// the last turn has ended: a message during a turn is refused (409).
+	wait("the second turn's end", `(document.getElementById('main').innerText.match(/Turn ended/g) || []).length >= 2`)
 	send("/scenario permission-write ui-proof.txt")
 	wait("the permission request", `!!document.querySelector('.ev.permission:not(.resolved) button.allow')`)
 	run("allow", chromedp.Click(chromedp.CSS(`.ev.permission:not(.resolved) button.allow`)))
@@ -225,6 +227,7 @@ env: {pass: [TERM, COLORTERM, LANG, LC_ALL, TZ]}
 	wait("the file change", `[...document.querySelectorAll('.change')].some(c => c.dataset.path === 'ui-proof.txt')`)
 
 	// A question, answered with one of its options.
+	wait("the third turn's end", `(document.getElementById('main').innerText.match(/Turn ended/g) || []).length >= 3`)
 	send("/scenario question")
 	wait("the question", `!!document.querySelector('.ev.question:not(.resolved) button[data-option="green"]')`)
 	run("answer", chromedp.Click(chromedp.CSS(`.ev.question:not(.resolved) button[data-option="green"]`)))
