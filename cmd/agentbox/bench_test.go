@@ -149,6 +149,10 @@ func benchHealth(b *testing.B, t benchTarget) {
 		}
 		lat = append(lat, time.Since(t0))
 	}
+	// The resident set once the requests have been served: what the
+	// daemon's own work keeps mapped, beside the idle figure of
+	// BenchmarkStartToHealthy.
+	b.ReportMetric(float64(vmRSS(b, srv.cmd.Process.Pid)), "rss-after-KB")
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-us")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1000, "p99-us")

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/reexec"
+	"github.com/agentbox/agentbox/internal/residency"
 )
 
 // Every agent process started on the host (an unsandboxed Proc, codex's
@@ -220,6 +221,10 @@ func supervise(args []string) int {
 		killTree()
 		return 127
 	}
+	// The supervisor lives as long as its agent, one per session: what
+	// its start mapped of this binary (every package's init ran) goes,
+	// and what it goes on using comes back (internal/residency).
+	_, _ = residency.ReleaseImage()
 
 	cmds := make(chan byte)
 	go func() {

@@ -1066,14 +1066,14 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		// or execution that needs them.
 		d.resolver()
 		// The start is done: its garbage goes (memory.go).
-		releaseStartGarbage()
+		releaseStartGarbage(d.log)
 	}()
 	d.warm.Add(1)
 	go func() {
 		defer d.warm.Done()
 		d.logProbe(ctx)
 		// And the probe's, which runs for as long as runsc takes.
-		releaseStartGarbage()
+		releaseStartGarbage(d.log)
 	}()
 	select {
 	case err := <-watchErr:

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/reexec"
+	"github.com/agentbox/agentbox/internal/residency"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
@@ -59,6 +60,9 @@ func deathwatch(fd, id string) int {
 		return 2
 	}
 	f := os.NewFile(uintptr(n), "deathwatch")
+	// It waits for as long as the daemon lives: what its start mapped of
+	// this binary goes (internal/residency).
+	_, _ = residency.ReleaseImage()
 	buf := make([]byte, 16)
 	for {
 		k, err := f.Read(buf)
