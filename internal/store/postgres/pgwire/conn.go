@@ -9,7 +9,9 @@
 // connection.
 //
 // A Conn is used by one goroutine at a time. When a call's context ends,
-// the connection is closed under it (the server then ends the session).
+// the connection is closed under it and the server is asked (a
+// CancelRequest) to cancel the statement it runs, which would otherwise
+// run on, holding its locks, until it wrote to the closed connection.
 package pgwire
 
 import (
@@ -80,6 +82,10 @@ type Conn struct {
 	wbuf   []byte
 	tx     byte // the last ReadyForQuery's status: 'I', 'T' or 'E'
 	closed bool
+
+	// Where the connection goes and its cancel key, for a CancelRequest.
+	network, addr string
+	cancelKey     []byte // process id and secret, as BackendKeyData sent them
 }
 
 // Connect opens a connection to the first of cfg's hosts that accepts it.
@@ -142,7 +148,7 @@ func dial(ctx context.Context, cfg *Config, h Host, useTLS bool) (_ *Conn, err e
 	if err != nil {
 		return nil, fmt.Errorf("pgwire: connect to %s: %w", addr, err)
 	}
-	c := &Conn{cfg: cfg, nc: nc, rbuf: make([]byte, 0, 8192)}
+	c := &Conn{cfg: cfg, nc: nc, rbuf: make([]byte, 0, 8192), network: network, addr: addr}
 	defer func() {
 		if err != nil {
 			c.fail()
@@ -233,7 +239,12 @@ func (c *Conn) startup() error {
 			if err := c.authenticate(kind, data, &sc); err != nil {
 				return err
 			}
-		case 'K', 'v': // cancel key; protocol negotiation (we ask for nothing optional)
+		case 'K':
+			if len(body) < 8 || len(body) > 4+256 {
+				return protoErr("cancel key of %d bytes", len(body))
+			}
+			c.cancelKey = append([]byte(nil), body...)
+		case 'v': // protocol negotiation: we ask for nothing optional
 		case 'Z':
 			if !authed || len(body) != 1 {
 				return protoErr("ready before authentication")
@@ -325,7 +336,14 @@ func (c *Conn) watch(ctx context.Context) func(*error) {
 		return func(*error) {}
 	}
 	nc := c.nc // a TLS connection's deadline is its socket's
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	key := c.cancelKey
+	stop := context.AfterFunc(ctx, func() {
+		_ = nc.SetDeadline(time.Unix(1, 0))
+		// The server ends the statement running for us too, which would
+		// otherwise run (holding its locks) until it wrote to the closed
+		// connection.
+		c.sendCancel(key)
+	})
 	return func(err *error) {
 		if stop() {
 			return
@@ -335,6 +353,25 @@ func (c *Conn) watch(ctx context.Context) func(*error) {
 			*err = fmt.Errorf("%w: %w", ctx.Err(), *err)
 		}
 	}
+}
+
+// sendCancel asks the server, on a connection of its own, to cancel the
+// statement of the session whose cancel key is key (best effort, bounded
+// in time; nothing when the session has no key yet).
+func (c *Conn) sendCancel(key []byte) {
+	if key == nil {
+		return
+	}
+	nc, err := net.DialTimeout(c.network, c.addr, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	b := binary.BigEndian.AppendUint32(nil, uint32(8+len(key)))
+	b = binary.BigEndian.AppendUint32(b, 80877102) // CancelRequest
+	_, _ = nc.Write(append(b, key...))
+	_, _ = nc.Read(make([]byte, 1)) // the server closes it once done
 }
 
 // fail closes the connection after an error that leaves it unusable.

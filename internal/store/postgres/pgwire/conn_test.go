@@ -150,9 +150,27 @@ func TestCancelClosesConn(t *testing.T) {
 	c := connect(t, serverURL(t).String())
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	_, err := c.ExecParams(ctx, "SELECT pg_sleep(60)", nil, nil)
+	_, err := c.ExecParams(ctx, "SELECT pg_sleep(60) -- pgwire cancel test", nil, nil)
 	if !errors.Is(err, context.DeadlineExceeded) || !c.IsClosed() {
 		t.Fatalf("ExecParams past its deadline: %v, closed %v", err, c.IsClosed())
+	}
+	// The statement was cancelled on the server too: it does not run on
+	// for its minute (30 s is a bound on the wait, far above the few
+	// milliseconds a cancel takes and far below the minute).
+	other := connect(t, serverURL(t).String())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := other.ExecParams(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pgwire cancel test' AND pid <> pg_backend_pid()", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if binary.BigEndian.Uint64(res.Rows[0][0]) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the statement still runs on the server 30 s after its context ended")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
