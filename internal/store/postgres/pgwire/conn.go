@@ -362,12 +362,19 @@ func (c *Conn) sendCancel(key []byte) {
 	if key == nil {
 		return
 	}
-	nc, err := net.DialTimeout(c.network, c.addr, 5*time.Second)
+	// Detached from the call's context, which has just ended: the cancel
+	// has its own bound.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, c.network, c.addr)
 	if err != nil {
 		return
 	}
 	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
 	b := binary.BigEndian.AppendUint32(nil, uint32(8+len(key)))
 	b = binary.BigEndian.AppendUint32(b, 80877102) // CancelRequest
 	_, _ = nc.Write(append(b, key...))
