@@ -105,6 +105,7 @@ var layers = []layer{
 		why: "handlers go through the engine"},
 	{from: "internal/execution/...", deny: []string{"internal/engine/...", "internal/agent/...", "internal/httpapi/...", "internal/store/...", "internal/daemon/..."},
 		why: "code execution knows sandboxes and policies, not sessions"},
+	{from: "internal/store/postgres/pgwire", only: []string{}, why: "the PostgreSQL wire-protocol client knows nothing of the store above it"},
 	{from: "internal/store/...", deny: []string{"internal/engine/...", "internal/agent/...", "internal/httpapi/...", "internal/daemon/...", "internal/sandbox/..."},
 		why: "the store keeps records and events, nothing above them"},
 	{from: "internal/acpserver", only: []string{"client", "event", "internal/acpwire", "internal/version"},

@@ -30,8 +30,11 @@ import (
 // 19.03 MiB (19,951,778 bytes) with provider processes, policies mapped onto
 // Docker, pause and snapshot resume and the sandbox launcher, and the
 // inspector's assets embedded compressed: over the ceiling, so scripts/build
-// compiles agentbox's own packages without inlining: 18.32 MiB.
-const maxBinary = 19 << 20
+// compiles agentbox's own packages without inlining: 18.32 MiB (19,214,498
+// bytes). 17.625 MiB since the PostgreSQL store left pgx for a wire-protocol
+// client of its own (internal/store/postgres/pgwire; pgconn, pgproto3 and
+// x/text's PRECIS and language tables out): 18,436,258 bytes (17.58 MiB).
+const maxBinary = 17<<20 + 640<<10
 
 // TestBinarySize builds the default binary with scripts/build itself (the
 // static, stripped build users get) and fails when it is larger than
@@ -50,7 +53,7 @@ func TestBinarySize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("default build: %d bytes (%.2f MiB; ceiling %.1f MiB, goal 16 MiB)", fi.Size(), mib(fi.Size()), mib(maxBinary))
+	t.Logf("default build: %d bytes (%.2f MiB; ceiling %.3f MiB, goal 16 MiB)", fi.Size(), mib(fi.Size()), mib(maxBinary))
 	if fi.Size() <= maxBinary {
 		return
 	}
@@ -69,7 +72,7 @@ func TestBinarySize(t *testing.T) {
 	} else {
 		top += "\n" + string(out)
 	}
-	t.Fatalf("the default build is %d bytes (%.2f MiB), above the %.1f MiB ceiling; the largest modules:\n%s\n"+
+	t.Fatalf("the default build is %d bytes (%.2f MiB), above the %.3f MiB ceiling; the largest modules:\n%s\n"+
 		"(a call of reflect.Value.Method/MethodByName anywhere in the linked program, e.g. text/template, keeps every exported method: see TestNoReflectMethod)",
 		fi.Size(), mib(fi.Size()), mib(maxBinary), top)
 }

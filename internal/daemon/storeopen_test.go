@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 )
 
 // TestStoreBadDSN: a --store that is neither sqlite nor a PostgreSQL DSN,
@@ -145,12 +144,16 @@ func execSQL(t testing.TB, dsn, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := pgconn.Connect(ctx, dsn)
+	cfg, err := pgwire.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("AGENTBOX_TEST_POSTGRES: %v", err)
+	}
+	c, err := pgwire.Connect(ctx, cfg)
 	if err != nil {
 		t.Fatalf("AGENTBOX_TEST_POSTGRES is set but the server does not answer: %v", err)
 	}
 	defer c.Close(context.Background())
-	if _, err := c.Exec(ctx, sql).ReadAll(); err != nil {
+	if err := c.Exec(ctx, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/ids"
@@ -110,7 +110,7 @@ type writer struct {
 	stopped bool
 	signal  chan struct{} // something queued, or stop
 	exited  chan struct{}
-	conn    *pgconn.PgConn // the writer goroutine's own
+	conn    *pgwire.Conn // the writer goroutine's own
 }
 
 func (w *writer) init() {
@@ -269,14 +269,14 @@ func (s *Store) commit(batch []*appendOp) {
 		}
 		groups[len(groups)-1] = append(groups[len(groups)-1], op)
 	}
-	var b pgconn.Batch
+	var b pgwire.Batch
 	for _, g := range groups {
 		var evs []event.Event
 		for _, op := range g {
 			evs = append(evs, op.evs...)
 		}
-		vals, _, formats := split(appendParams(g[0].sessionID, g[0].epoch, evs))
-		b.ExecPrepared(appendStmt, vals, formats, allBinary)
+		vals, _ := split(appendParams(g[0].sessionID, g[0].epoch, evs))
+		b.QueuePrepared(appendStmt, vals)
 	}
 	results, err := s.w.exec(s.ctx, s.pool.cfg, &b)
 	if err != nil {
@@ -333,52 +333,34 @@ const appendStmt = "agentbox_append"
 
 // exec runs b on the writer's own connection, opening it (and preparing
 // appendSQL on it) when there is none or the last one failed.
-func (w *writer) exec(ctx context.Context, cfg *pgconn.Config, b *pgconn.Batch) ([]*pgconn.Result, error) {
-	if w.conn == nil || w.conn.IsClosed() || w.conn.IsBusy() || w.conn.TxStatus() != 'I' {
+func (w *writer) exec(ctx context.Context, cfg *pgwire.Config, b *pgwire.Batch) ([]*pgwire.Result, error) {
+	if w.conn == nil || w.conn.IsClosed() || w.conn.TxStatus() != 'I' {
 		if w.conn != nil {
 			closeConn(w.conn)
 			w.conn = nil
 		}
-		c, err := pgconn.ConnectConfig(ctx, cfg)
+		c, err := pgwire.Connect(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		_, oids, _ := split(appendParams("", 0, nil))
-		if _, err := c.Prepare(ctx, appendStmt, appendSQL, oids); err != nil {
+		_, oids := split(appendParams("", 0, nil))
+		if err := c.Prepare(ctx, appendStmt, appendSQL, oids); err != nil {
 			closeConn(c)
 			return nil, err
 		}
 		w.conn = c
 	}
-	results, err := w.conn.ExecBatch(ctx, b).ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			return nil, r.Err
-		}
-	}
-	return results, nil
+	return w.conn.ExecBatch(ctx, b)
 }
 
 // execBatch runs b on a pooled connection.
-func (s *Store) execBatch(ctx context.Context, b *pgconn.Batch) ([]*pgconn.Result, error) {
+func (s *Store) execBatch(ctx context.Context, b *pgwire.Batch) ([]*pgwire.Result, error) {
 	c, err := s.pool.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.pool.release(c)
-	results, err := c.ExecBatch(ctx, b).ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			return nil, r.Err
-		}
-	}
-	return results, nil
+	return c.ExecBatch(ctx, b)
 }
 
 // Events implements store.Store.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -14,19 +14,19 @@ import (
 // ones are kept for reuse, and one that failed (closed, busy, or left in a
 // transaction) is dropped rather than reused.
 type pool struct {
-	cfg *pgconn.Config
+	cfg *pgwire.Config
 	sem chan struct{} // a slot per open or opening connection
 
 	mu     sync.Mutex
-	idle   []*pgconn.PgConn
+	idle   []*pgwire.Conn
 	closed bool
 }
 
-func newPool(cfg *pgconn.Config, size int) *pool {
+func newPool(cfg *pgwire.Config, size int) *pool {
 	return &pool{cfg: cfg, sem: make(chan struct{}, size)}
 }
 
-func (p *pool) acquire(ctx context.Context) (*pgconn.PgConn, error) {
+func (p *pool) acquire(ctx context.Context) (*pgwire.Conn, error) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -45,7 +45,7 @@ func (p *pool) acquire(ctx context.Context) (*pgconn.PgConn, error) {
 		return c, nil
 	}
 	p.mu.Unlock()
-	c, err := pgconn.ConnectConfig(ctx, p.cfg)
+	c, err := pgwire.Connect(ctx, p.cfg)
 	if err != nil {
 		<-p.sem
 		return nil, err
@@ -53,9 +53,9 @@ func (p *pool) acquire(ctx context.Context) (*pgconn.PgConn, error) {
 	return c, nil
 }
 
-func (p *pool) release(c *pgconn.PgConn) {
+func (p *pool) release(c *pgwire.Conn) {
 	defer func() { <-p.sem }()
-	if c.IsClosed() || c.IsBusy() || c.TxStatus() != 'I' {
+	if c.IsClosed() || c.TxStatus() != 'I' {
 		closeConn(c)
 		return
 	}
@@ -81,20 +81,23 @@ func (p *pool) close() {
 	}
 }
 
-func closeConn(c *pgconn.PgConn) {
+func closeConn(c *pgwire.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.Close(ctx) // best effort: the server ends the session either way
 }
 
 // query runs one statement on a pooled connection and returns its rows.
-func (p *pool) query(ctx context.Context, sql string, ps ...param) ([][][]byte, pgconn.CommandTag, error) {
+func (p *pool) query(ctx context.Context, sql string, ps ...param) ([][][]byte, pgwire.CommandTag, error) {
 	c, err := p.acquire(ctx)
 	if err != nil {
-		return nil, pgconn.CommandTag{}, err
+		return nil, "", err
 	}
 	defer p.release(c)
-	vals, oids, formats := split(ps)
-	res := c.ExecParams(ctx, sql, vals, oids, formats, allBinary).Read()
-	return res.Rows, res.CommandTag, res.Err
+	vals, oids := split(ps)
+	res, err := c.ExecParams(ctx, sql, vals, oids)
+	if err != nil {
+		return nil, "", err
+	}
+	return res.Rows, res.Tag, nil
 }

@@ -19,8 +19,8 @@
 // connection is lost, the store listens again and wakes every subscriber to
 // re-read, so nothing is missed, only delayed.
 //
-// The store is built on pgconn (the wire protocol layer of pgx) with a small
-// pool of its own; parameters and results use the binary format.
+// The store is built on pgwire, a small client of the wire protocol of its
+// own, with a small pool; parameters and results use the binary format.
 package postgres
 
 import (
@@ -31,7 +31,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -54,7 +54,7 @@ type Options struct {
 // Store is a store.Store on PostgreSQL.
 type Store struct {
 	pool *pool
-	cfg  *pgconn.Config
+	cfg  *pgwire.Config
 	opts Options
 
 	mu     sync.RWMutex // closed, and calls entering
@@ -75,13 +75,13 @@ var _ store.Store = (*Store)(nil)
 // applies the migrations it lacks and starts listening for other stores'
 // appends. Errors never contain the DSN's password.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
+	cfg, err := pgwire.ParseConfig(dsn)
 	if err != nil {
-		// pgconn's message quotes the DSN; ours names it redacted.
-		return nil, fmt.Errorf("postgres: invalid DSN %s: expected postgres://user:password@host:port/database?sslmode=... or key=value pairs", Redact(dsn))
+		// The parser's errors never quote a value; ours names the DSN redacted.
+		return nil, fmt.Errorf("postgres: invalid DSN %s: %w (expected postgres://user:password@host:port/database?sslmode=... or key=value pairs)", Redact(dsn), err)
 	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "agentbox"
+	if _, ok := cfg.Params["application_name"]; !ok {
+		cfg.Params["application_name"] = "agentbox"
 	}
 	if opts.PoolSize <= 0 {
 		opts.PoolSize = 8
@@ -157,9 +157,9 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	}
 	defer s.pool.release(c)
 	current := func() (int, error) {
-		res := c.ExecParams(ctx, "SELECT COALESCE(MAX(version), 0)::int8 FROM schema_migrations", nil, nil, nil, allBinary).Read()
-		if res.Err != nil {
-			return 0, res.Err
+		res, err := c.ExecParams(ctx, "SELECT COALESCE(MAX(version), 0)::int8 FROM schema_migrations", nil, nil)
+		if err != nil {
+			return 0, err
 		}
 		n, err := getInt8(res.Rows[0][0])
 		return int(n), err
@@ -169,22 +169,22 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	if v, err := current(); err == nil && v == len(ms) {
 		return nil
 	}
-	if _, err := c.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+	if err := c.Exec(ctx, "BEGIN"); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+			_ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 			err = fmt.Errorf("migrate: %w", err)
 		}
 	}()
 	// hashtext('agentbox schema_migrations'): any fixed key will do.
-	if _, err := c.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentbox schema_migrations'));
+	if err := c.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentbox schema_migrations'));
 		CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    integer NOT NULL PRIMARY KEY,
 			name       text    NOT NULL,
 			applied_at bigint  NOT NULL
-		)`).ReadAll(); err != nil {
+		)`); err != nil {
 		return err
 	}
 	v, err := current()
@@ -195,16 +195,16 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		return fmt.Errorf("database schema version %d is newer than this program's %d", v, len(ms))
 	}
 	for _, m := range ms[v:] {
-		if _, err := c.Exec(ctx, m.SQL).ReadAll(); err != nil {
+		if err := c.Exec(ctx, m.SQL); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
-		vals, oids, formats := split([]param{int8p(int64(m.Version)), text(m.Name), int8p(time.Now().UnixNano())})
-		if res := c.ExecParams(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1::int8, $2, $3)",
-			vals, oids, formats, nil).Read(); res.Err != nil {
-			return fmt.Errorf("%s: %w", m.Name, res.Err)
+		vals, oids := split([]param{int8p(int64(m.Version)), text(m.Name), int8p(time.Now().UnixNano())})
+		if _, err := c.ExecParams(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1::int8, $2, $3)",
+			vals, oids); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}
-	if _, err := c.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+	if err := c.Exec(ctx, "COMMIT"); err != nil {
 		return err
 	}
 	return nil

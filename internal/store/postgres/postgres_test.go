@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 	"go.uber.org/goleak"
 
 	"github.com/agentbox/agentbox/internal/store"
@@ -63,14 +63,23 @@ func admin(t testing.TB, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := pgconn.Connect(ctx, serverDSN(t))
+	c, err := connectDSN(ctx, serverDSN(t))
 	if err != nil {
 		t.Fatalf("%s is set but the server does not answer: %v", envDSN, err)
 	}
 	defer closeConn(c)
-	if _, err := c.Exec(ctx, sql).ReadAll(); err != nil {
+	if err := c.Exec(ctx, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// connectDSN opens one connection to dsn.
+func connectDSN(ctx context.Context, dsn string) (*pgwire.Conn, error) {
+	cfg, err := pgwire.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgwire.Connect(ctx, cfg)
 }
 
 var created sync.Map // schema name -> true
@@ -184,14 +193,14 @@ func TestMigrateConcurrent(t *testing.T) {
 			s.Close()
 		}
 	}
-	c, err := pgconn.Connect(t.Context(), dsn)
+	c, err := connectDSN(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeConn(c)
-	res := c.ExecParams(t.Context(), "SELECT count(*)::int8, max(version)::int8 FROM schema_migrations", nil, nil, nil, allBinary).Read()
-	if res.Err != nil {
-		t.Fatal(res.Err)
+	res, err := c.ExecParams(t.Context(), "SELECT count(*)::int8, max(version)::int8 FROM schema_migrations", nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ms, err := store.LoadMigrations(migrationFS, "migrations")
 	if err != nil {
@@ -204,7 +213,7 @@ func TestMigrateConcurrent(t *testing.T) {
 	}
 
 	// A database from a newer program is refused.
-	if _, err := c.Exec(t.Context(), fmt.Sprintf("INSERT INTO schema_migrations VALUES (%d, 'future', 0)", len(ms)+1)).ReadAll(); err != nil {
+	if err := c.Exec(t.Context(), fmt.Sprintf("INSERT INTO schema_migrations VALUES (%d, 'future', 0)", len(ms)+1)); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := Open(t.Context(), dsn, Options{}); err == nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/store"
@@ -138,15 +138,15 @@ func (s *Store) resolveRequest(ctx context.Context, sessionID, id string, resolv
 		return event.Event{}, store.ErrClosed
 	}
 	defer s.leave()
-	var b pgconn.Batch
-	vals, oids, formats := split([]param{text(sessionID)})
-	b.ExecParams("SELECT lease_epoch FROM sessions WHERE id = $1 FOR UPDATE", vals, oids, formats, allBinary)
+	var b pgwire.Batch
+	vals, oids := split([]param{text(sessionID)})
+	b.Queue("SELECT lease_epoch FROM sessions WHERE id = $1 FOR UPDATE", vals, oids)
 	// $5 is unused by this statement but keeps eventParams at $6.
 	epoch := store.FenceOf(ctx, sessionID)
 	ps := append([]param{text(sessionID), text(id), bytea(ev.Data), int8p(ev.Time.UnixNano()), int8p(0)}, eventParams(ev)...)
 	ps = append(ps, int8p(epoch))
-	vals, oids, formats = split(ps)
-	b.ExecParams(resolveRequestSQL, vals, oids, formats, allBinary)
+	vals, oids = split(ps)
+	b.Queue(resolveRequestSQL, vals, oids)
 	results, err := s.execBatch(ctx, &b)
 	if err != nil {
 		return event.Event{}, err

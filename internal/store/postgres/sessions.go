@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -240,14 +240,14 @@ func (s *Store) updateSession(ctx context.Context, id string, fn func(*store.Ses
 		return store.Session{}, err
 	}
 	defer s.pool.release(c)
-	if _, err := c.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+	if err := c.Exec(ctx, "BEGIN"); err != nil {
 		return store.Session{}, err
 	}
 	defer func() {
 		if err != nil {
 			// A connection left in a transaction is dropped by
 			// release if the rollback fails.
-			_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+			_ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
 	rows, err := execRows(ctx, c, "SELECT "+sessionCols+", lease_epoch FROM sessions WHERE id = $1 FOR UPDATE", text(id))
@@ -298,17 +298,20 @@ func (s *Store) updateSession(ctx context.Context, id string, fn func(*store.Ses
 	if _, err := execRows(ctx, c, "UPDATE sessions SET "+strings.Join(sets, ", ")+" WHERE id = $1", ps...); err != nil {
 		return store.Session{}, err
 	}
-	if _, err := c.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+	if err := c.Exec(ctx, "COMMIT"); err != nil {
 		return store.Session{}, err
 	}
 	return sess, nil
 }
 
 // execRows runs one statement on c.
-func execRows(ctx context.Context, c *pgconn.PgConn, sql string, ps ...param) ([][][]byte, error) {
-	vals, oids, formats := split(ps)
-	res := c.ExecParams(ctx, sql, vals, oids, formats, allBinary).Read()
-	return res.Rows, res.Err
+func execRows(ctx context.Context, c *pgwire.Conn, sql string, ps ...param) ([][][]byte, error) {
+	vals, oids := split(ps)
+	res, err := c.ExecParams(ctx, sql, vals, oids)
+	if err != nil {
+		return nil, err
+	}
+	return res.Rows, nil
 }
 
 // DeleteSession implements store.Store. Subscriptions to the session, in

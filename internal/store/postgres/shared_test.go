@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -225,15 +223,15 @@ func TestListenerReconnects(t *testing.T) {
 	receive(t, ch, 1)
 
 	// End every listening backend of the database but the caller's.
-	c, err := pgconn.Connect(t.Context(), dsn)
+	c, err := connectDSN(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeConn(c)
-	res := c.ExecParams(t.Context(), `SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`, nil, nil, nil, allBinary).Read()
-	if res.Err != nil {
-		t.Fatal(res.Err)
+	res, err := c.ExecParams(t.Context(), `SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`, nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if n, _ := getInt8(res.Rows[0][0]); n < 2 {
 		t.Fatalf("terminated %d listening connections, want at least 2", n)

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 
 	"github.com/agentbox/agentbox/event"
 	"github.com/agentbox/agentbox/internal/store"
@@ -155,9 +155,9 @@ func (s *Store) feed(ctx context.Context, sessionID string, x *sub, out chan<- e
 }
 
 // listen opens the listening connection.
-func (s *Store) listen(ctx context.Context) (*pgconn.PgConn, error) {
+func (s *Store) listen(ctx context.Context) (*pgwire.Conn, error) {
 	cfg := s.cfg.Copy()
-	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) {
+	cfg.OnNotification = func(n *pgwire.Notification) {
 		if n.Channel != channel {
 			return
 		}
@@ -169,11 +169,11 @@ func (s *Store) listen(ctx context.Context) (*pgconn.PgConn, error) {
 			s.hub.wake(id, q)
 		}
 	}
-	c, err := pgconn.ConnectConfig(ctx, cfg)
+	c, err := pgwire.Connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Exec(ctx, "LISTEN "+channel).ReadAll(); err != nil {
+	if err := c.Exec(ctx, "LISTEN "+channel); err != nil {
 		closeConn(c)
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (s *Store) listen(ctx context.Context) (*pgconn.PgConn, error) {
 // connection is lost it listens again on a new one and wakes every
 // subscriber, which re-reads the table: what was notified meanwhile is
 // found there.
-func (s *Store) listener(c *pgconn.PgConn) {
+func (s *Store) listener(c *pgwire.Conn) {
 	backoff := 50 * time.Millisecond
 	for {
 		if c != nil {

@@ -7,13 +7,13 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/agentbox/agentbox/internal/store/postgres/pgwire"
 )
 
 // Every parameter and result travels in PostgreSQL's binary format, which
 // for the few types the store uses is simple: text and bytea are their
 // bytes, int8 eight big-endian bytes, and a one-dimensional array a short
-// header followed by its elements. This keeps the store on pgconn alone.
+// header followed by its elements. pgwire sends and reads every one in it.
 
 // Type OIDs of the parameters the store sends.
 const (
@@ -24,9 +24,6 @@ const (
 	oidByteArray = 1001
 	oidInt8Array = 1016
 )
-
-// binary is the format code list for "every column binary".
-var allBinary = []int16{1}
 
 // param is one bound parameter.
 type param struct {
@@ -57,14 +54,14 @@ func be64(n int64) []byte {
 	return b
 }
 
-// split returns the values, OIDs and formats of ps for pgconn.
-func split(ps []param) (vals [][]byte, oids []uint32, formats []int16) {
+// split returns the values and OIDs of ps for pgwire.
+func split(ps []param) (vals [][]byte, oids []uint32) {
 	vals = make([][]byte, len(ps))
 	oids = make([]uint32, len(ps))
 	for i, p := range ps {
 		vals[i], oids[i] = p.val, p.oid
 	}
-	return vals, oids, allBinary
+	return vals, oids
 }
 
 // array encodes a one-dimensional array of elements of type elem (NULL
@@ -130,13 +127,13 @@ const (
 
 // isCode reports whether err is a server error with SQLSTATE code.
 func isCode(err error, code string) bool {
-	var pe *pgconn.PgError
+	var pe *pgwire.Error
 	return errors.As(err, &pe) && pe.Code == code
 }
 
 // serverError reports whether err came from the server (the statement was
 // refused), as opposed to the connection.
 func serverError(err error) bool {
-	var pe *pgconn.PgError
+	var pe *pgwire.Error
 	return errors.As(err, &pe)
 }
