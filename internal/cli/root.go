@@ -192,6 +192,10 @@ These commands talk to a running daemon; see --url.`,
 	pf.StringVar(&a.token, "token", "", "bearer token for the daemon (env "+EnvToken+"; default: for a daemon on this machine, the one in its data directory, AGENTBOX_DATA_DIR or ~/.local/share/agentbox)")
 	pf.BoolVar(&a.json, "json", false, "print JSON (events as JSON lines) instead of text")
 	if !clients {
+		// Nor the completion command, which cobra builds (four
+		// subcommands and their help texts) on every execution: the
+		// first argument is serve.
+		root.CompletionOptions.DisableDefaultCmd = true
 		return root
 	}
 	root.AddCommand(a.runCmd(), a.sessionsCmd(), a.filesCmd(), a.agentsCmd(), a.policyCmd(), a.secretsCmd(), a.versionCmd(), a.acpCmd(), a.execCmd(), a.attachCmd(), a.doctorCmd(), a.providersCmd())
