@@ -5,7 +5,8 @@
 // on one data directory a first start made) and reports, as medians, the
 // time from exec to the first 200 of GET /v1/health, the CPU time the
 // daemon's threads ran until then (from /proc/PID/task/*/schedstat: unlike
-// the time, it hardly depends on the machine's load), and the daemon's
+// the time, it hardly depends on the machine's load) and the page faults it
+// took until then (from /proc/PID/stat), and the daemon's
 // memory 1 s after its start: VmRSS, split into RssAnon and RssFile (the
 // binary's pages), and its Pss. serve --log-level debug logs where the time
 // of a start goes ("start-up trace").
@@ -50,6 +51,7 @@ func main() {
 		}
 	}
 	var starts, cpus []time.Duration
+	var faults []int
 	var mems []memory
 	for range *n {
 		r, err := once(flag.Arg(0), dir, true)
@@ -59,6 +61,7 @@ func main() {
 		}
 		starts = append(starts, r.start)
 		cpus = append(cpus, r.cpu)
+		faults = append(faults, r.faults)
 		mems = append(mems, r.mem)
 	}
 	for _, d := range []struct {
@@ -69,6 +72,8 @@ func main() {
 		fmt.Printf("%s: median %.2f ms (min %.2f, max %.2f)\n", d.name,
 			ms(d.v[len(d.v)/2]), ms(d.v[0]), ms(d.v[len(d.v)-1]))
 	}
+	slices.Sort(faults)
+	fmt.Printf("page faults until first healthy: median %d (min %d, max %d)\n", faults[len(faults)/2], faults[0], faults[len(faults)-1])
 	for _, m := range []struct {
 		name string
 		kb   func(memory) int
@@ -90,6 +95,7 @@ func main() {
 // result is what once measures.
 type result struct {
 	start, cpu time.Duration
+	faults     int // minor and major page faults
 	mem        memory
 }
 
@@ -142,6 +148,7 @@ func once(bin, dir string, idle bool) (result, error) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	r.cpu = onCPU(cmd.Process.Pid)
+	r.faults = pageFaults(cmd.Process.Pid)
 	if !idle {
 		return r, nil
 	}
@@ -167,6 +174,25 @@ func onCPU(pid int) time.Duration {
 		}
 	}
 	return time.Duration(ns)
+}
+
+// pageFaults is the number of page faults (minor and major) process pid
+// took so far, from /proc/PID/stat.
+func pageFaults(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The fields after the command's ")": state is the first, minflt
+	// the 8th and majflt the 10th.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 10 {
+		return 0
+	}
+	minflt, _ := strconv.Atoi(f[7])
+	majflt, _ := strconv.Atoi(f[9])
+	return minflt + majflt
 }
 
 // memoryOf reads process pid's VmRSS, RssAnon and RssFile (status) and

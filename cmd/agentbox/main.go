@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/reexec"
 	"github.com/agentbox/agentbox/internal/version"
@@ -36,9 +38,17 @@ func main() {
 	// Only SIGTERM cancels the context here: SIGINT (Ctrl-C) is handled by
 	// the commands themselves (run interrupts the turn; serve shuts down).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	root := cli.NewRoot(version.String())
+	// A daemon's start builds only the root and serve: the client
+	// commands are not built for it (cli.NewDaemonRoot). Any other first
+	// argument (a global flag before serve, too) gets the whole tree.
+	var root *cobra.Command
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		root = cli.NewDaemonRoot(version.String())
+	} else {
+		root = cli.NewRoot(version.String())
+		root.AddCommand(devCommand())
+	}
 	root.AddCommand(serveCommand())
-	root.AddCommand(devCommand())
 	code := cli.Execute(ctx, root)
 	stop()
 	os.Exit(code)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agentbox/agentbox/internal/cli"
 )
 
@@ -33,14 +35,23 @@ func TestServeRefusesClientFlags(t *testing.T) {
 		{[]string{"--json", "--log-format", "text"}, "--json"},
 		{[]string{"--url", "http://127.0.0.1:1"}, "--listen"},
 	} {
-		root := cli.NewRoot("test")
-		root.AddCommand(serveCommand())
-		root.SetArgs(append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...))
-		var out strings.Builder
-		root.SetOut(&out)
-		root.SetErr(&out)
-		if code := cli.Execute(t.Context(), root); code == 0 || !strings.Contains(out.String(), tc.want) {
-			t.Errorf("serve %q: exit %d, %q; want a refusal naming %s", tc.args, code, out.String(), tc.want)
+		// The whole tree, and the one main builds for serve.
+		for name, newRoot := range map[string]func(string) *cobra.Command{"NewRoot": cli.NewRoot, "NewDaemonRoot": cli.NewDaemonRoot} {
+			t.Run(name, func(t *testing.T) { serveRefuses(t, newRoot("test"), tc.args, tc.want) })
 		}
+	}
+}
+
+// serveRefuses runs serve with args under root, and wants a refusal naming
+// want.
+func serveRefuses(t *testing.T, root *cobra.Command, args []string, want string) {
+	t.Helper()
+	root.AddCommand(serveCommand())
+	root.SetArgs(append([]string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...))
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&out)
+	if code := cli.Execute(t.Context(), root); code == 0 || !strings.Contains(out.String(), want) {
+		t.Errorf("serve %q: exit %d, %q; want a refusal naming %s", args, code, out.String(), want)
 	}
 }

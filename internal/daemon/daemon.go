@@ -313,9 +313,13 @@ type Daemon struct {
 	// resolver resolves executions' policies (execution.PolicyResolver),
 	// built on first use, or by Serve once the daemon serves.
 	resolver func() execution.Resolver
-	// warm is what Serve starts beside the first requests (the
-	// deathwatch, the resolver, the host probe); Shutdown waits for it.
+	// warm is what Serve starts after the first answer (the deathwatch,
+	// the resolver, the host probe); Shutdown waits for it.
 	warm sync.WaitGroup
+	// answered is closed once the daemon answered its first request
+	// (connState); the start's background work waits for it (settled).
+	answered     chan struct{}
+	answeredOnce sync.Once
 	// stopRecover stops the start's recovery when a full disk deferred it
 	// (see buildServices); nil otherwise.
 	stopRecover func()
@@ -388,7 +392,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	trace.step("configure")
-	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{}), trace: trace}
+	d := &Daemon{cfg: cfg, log: cfg.Log, tokenFile: tokenFile, reaped: make(chan struct{}), answered: make(chan struct{}), trace: trace}
 	var cu cleanup
 	defer cu.run() // a no-op once released
 	// The store opens on another goroutine from here, beside every step
@@ -443,9 +447,11 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	// removals of a crash's leftovers, and nothing here needs them gone
 	// first (a dead process's uid slots are free already, and every
 	// artefact has a name of its own). Detached from ctx on purpose: it
-	// is the daemon's, and Shutdown waits for it.
+	// is the daemon's, and Shutdown waits for it. It begins after the
+	// first answer (settled), or at once when the daemon shuts down first.
 	go func() {
 		defer close(d.reaped)
+		d.settled()
 		reapDead(cfg.Log)
 	}()
 	return d, nil
@@ -949,6 +955,7 @@ func (d *Daemon) listen(ctx context.Context, cu *cleanup, h http.Handler) error 
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return d.handlerCtx },
+		ConnState:         d.connState,
 	}
 	return nil
 }
@@ -1053,11 +1060,18 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	// (every sandbox is refused meanwhile). The host probe
 	// (it takes a few hundred milliseconds with runsc) only logs: each
 	// sandbox is still checked, and refused, on its own when the host
-	// cannot enforce it.
+	// cannot enforce it. All of it begins once the first request is
+	// answered (settled): on two cores, a start's first answer waited for
+	// it, for about a hundred page faults and a few milliseconds.
+	// Whatever needs one of them first starts it then (the deathwatch's
+	// guard, the resolver's sync.OnceValue).
 	watchErr := make(chan error, 1)
 	d.warm.Add(1)
 	go func() {
 		defer d.warm.Done()
+		if !d.settled() {
+			return
+		}
 		if err := d.deathwatch.start(); err != nil && !errors.Is(err, errStopped) {
 			watchErr <- err
 		}
@@ -1071,6 +1085,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	d.warm.Add(1)
 	go func() {
 		defer d.warm.Done()
+		if !d.settled() {
+			return
+		}
 		d.logProbe(ctx)
 		// And the probe's, which runs for as long as runsc takes.
 		releaseStartGarbage(d.log)
@@ -1087,6 +1104,36 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		return d.Shutdown(context.Background())
 	case <-ctx.Done():
 		return d.Shutdown(context.Background())
+	}
+}
+
+// settleAfter bounds the wait of the start's background work for the
+// daemon's first answer (settled).
+const settleAfter = 100 * time.Millisecond
+
+// settled waits until the daemon answered its first request, or for
+// settleAfter, and says whether the daemon still runs (false once it
+// shuts down, when the work it held back is not begun). What a start does
+// in the background (reaping dead daemons' leftovers, the deathwatch, the
+// policy's parse, the host probe, the collection of the start's garbage)
+// so runs after the first answer, not beside it.
+func (d *Daemon) settled() bool {
+	t := time.NewTimer(settleAfter)
+	defer t.Stop()
+	select {
+	case <-d.answered:
+	case <-t.C:
+	case <-d.handlerCtx.Done():
+		return false
+	}
+	return d.handlerCtx.Err() == nil
+}
+
+// connState is the server's ConnState: a connection that is idle after a
+// request, hijacked or closed means a first answer (settled).
+func (d *Daemon) connState(_ net.Conn, s http.ConnState) {
+	if s == http.StateIdle || s == http.StateHijacked || s == http.StateClosed {
+		d.answeredOnce.Do(func() { close(d.answered) })
 	}
 }
 

@@ -17,7 +17,7 @@ func TestContractLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range operations {
+	for _, o := range operations() {
 		sp := o.spec()
 		if _, err := c.operation(sp.Method, sp.Path); err != nil {
 			t.Error(err)

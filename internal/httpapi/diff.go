@@ -39,19 +39,21 @@ type diffInput struct {
 
 type diffOutput struct{ Body client.SessionDiff }
 
-var diffOps = []route{
-	&op[diffInput, diffOutput]{h: (*server).diff, opSpec: opSpec{
-		ID: "getSessionDiff", Method: http.MethodGet, Path: "/v1/sessions/{id}/diff", Tag: "sessions",
-		Summary: "Get what a session changed in its workspace",
-		Description: "The changed files and a unified diff of the session's workspace since the session started, or of one turn " +
-			"(turn): from the workspace before the turn to the workspace after its end (a sandboxed session's changes count once its " +
-			"turn's commit has applied them; a turn still running, or one the daemon stopped during, is compared with the workspace now). " +
-			"The states are recorded on disk at the session's start and before and after each turn, so a diff works for ended sessions " +
-			"and after a restart. Regular files and symbolic links count; .git directories do not. Binary files and files over 1 MiB are " +
-			"listed, not diffed. Bounded: 1000 files, 1 MiB of diff; truncated says a bound cut the answer. " +
-			"Paths are the agent's: show them as untrusted text.",
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
+func diffOps() []route {
+	return []route{
+		&op[diffInput, diffOutput]{h: (*server).diff, opSpec: opSpec{
+			ID: "getSessionDiff", Method: http.MethodGet, Path: "/v1/sessions/{id}/diff", Tag: "sessions",
+			Summary: "Get what a session changed in its workspace",
+			Description: "The changed files and a unified diff of the session's workspace since the session started, or of one turn " +
+				"(turn): from the workspace before the turn to the workspace after its end (a sandboxed session's changes count once its " +
+				"turn's commit has applied them; a turn still running, or one the daemon stopped during, is compared with the workspace now). " +
+				"The states are recorded on disk at the session's start and before and after each turn, so a diff works for ended sessions " +
+				"and after a restart. Regular files and symbolic links count; .git directories do not. Binary files and files over 1 MiB are " +
+				"listed, not diffed. Bounded: 1000 files, 1 MiB of diff; truncated says a bound cut the answer. " +
+				"Paths are the agent's: show them as untrusted text.",
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
+	}
 }
 
 func (s *server) diff(ctx context.Context, in *diffInput) (*diffOutput, error) {

@@ -242,109 +242,111 @@ func execErrs(more ...int) []int {
 		http.StatusTooManyRequests, http.StatusServiceUnavailable), more...)
 }
 
-var execOps = []route{
-	&op[execInput, execOutput]{h: (*server).exec, opSpec: opSpec{
-		ID: "exec", Method: http.MethodPost, Path: "/v1/exec", Tag: "exec",
-		Summary: "Run code in a sandbox",
-		Description: "Runs code (python, node or bash) or a command in a fresh sandbox under a policy and answers when it has ended. " +
-			"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, files_limit_exceeded, output_limit_exceeded); " +
-			"a policy that is invalid, refused by the operator's global policy or not enforceable here is a 422 policy problem. " +
-			"With provider, the code runs in a fresh sandbox of that provider (destroyed afterwards) through the agentbox daemon inside it; what neither can enforce is a 422 provider-unsupported, a failing provider a 502. " +
-			"Beyond the concurrency limit the answer is 429 with Retry-After. The process is killed if the client goes away.",
-		Limit:       limitMessage,
-		ReadTimeout: 30 * time.Second,
-		Errors:      execErrs(http.StatusBadGateway),
-	}},
+func execOps() []route {
+	return []route{
+		&op[execInput, execOutput]{h: (*server).exec, opSpec: opSpec{
+			ID: "exec", Method: http.MethodPost, Path: "/v1/exec", Tag: "exec",
+			Summary: "Run code in a sandbox",
+			Description: "Runs code (python, node or bash) or a command in a fresh sandbox under a policy and answers when it has ended. " +
+				"Limits the process hits are reported in error (timeout, memory_limit_exceeded, pids_limit_exceeded, disk_limit_exceeded, files_limit_exceeded, output_limit_exceeded); " +
+				"a policy that is invalid, refused by the operator's global policy or not enforceable here is a 422 policy problem. " +
+				"With provider, the code runs in a fresh sandbox of that provider (destroyed afterwards) through the agentbox daemon inside it; what neither can enforce is a 422 provider-unsupported, a failing provider a 502. " +
+				"Beyond the concurrency limit the answer is 429 with Retry-After. The process is killed if the client goes away.",
+			Limit:       limitMessage,
+			ReadTimeout: 30 * time.Second,
+			Errors:      execErrs(http.StatusBadGateway),
+		}},
 
-	&op[execInput, streamOutput]{h: (*server).execStream, opSpec: opSpec{
-		ID: "execStream", Method: http.MethodPost, Path: "/v1/exec/stream", Tag: "exec",
-		Summary: "Run code in a sandbox, streaming its output (SSE)",
-		Description: "Like POST /v1/exec, but answers with a Server-Sent Events stream once the process runs: a start event, " +
-			"stdout and stderr events as output arrives, then one result event (or an error event with a problem if the execution failed), " +
-			"after which the stream ends. Problems found before the start (policy, validation, 429) are ordinary problem answers. " +
-			"The stream carries `: ping` comment lines while idle. It cannot be resumed; the process is killed if the client goes away.",
-		Limit:       limitMessage,
-		ReadTimeout: 30 * time.Second,
-		Errors:      execErrs(http.StatusBadGateway),
-		Stream:      streamExec,
-	}},
+		&op[execInput, streamOutput]{h: (*server).execStream, opSpec: opSpec{
+			ID: "execStream", Method: http.MethodPost, Path: "/v1/exec/stream", Tag: "exec",
+			Summary: "Run code in a sandbox, streaming its output (SSE)",
+			Description: "Like POST /v1/exec, but answers with a Server-Sent Events stream once the process runs: a start event, " +
+				"stdout and stderr events as output arrives, then one result event (or an error event with a problem if the execution failed), " +
+				"after which the stream ends. Problems found before the start (policy, validation, 429) are ordinary problem answers. " +
+				"The stream carries `: ping` comment lines while idle. It cannot be resumed; the process is killed if the client goes away.",
+			Limit:       limitMessage,
+			ReadTimeout: 30 * time.Second,
+			Errors:      execErrs(http.StatusBadGateway),
+			Stream:      streamExec,
+		}},
 
-	&op[startProcessInput, processCreatedOutput]{h: (*server).startProcess, opSpec: opSpec{
-		ID: "startProcess", Method: http.MethodPost, Path: "/v1/processes", Tag: "processes",
-		Summary: "Start a process in a sandbox",
-		Description: "Starts a command in a fresh sandbox and returns at once. The process runs until it exits, hits its timeout or is signalled; " +
-			"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After. " +
-			"With provider, the process runs in a fresh sandbox of that provider through the agentbox daemon inside it, destroyed when the process ends; " +
-			"what neither can enforce is a 422 provider-unsupported, a failing provider a 502.",
-		Status:      http.StatusCreated,
-		Limit:       limitMessage,
-		ReadTimeout: 30 * time.Second,
-		Errors:      execErrs(http.StatusConflict, http.StatusBadGateway),
-	}},
+		&op[startProcessInput, processCreatedOutput]{h: (*server).startProcess, opSpec: opSpec{
+			ID: "startProcess", Method: http.MethodPost, Path: "/v1/processes", Tag: "processes",
+			Summary: "Start a process in a sandbox",
+			Description: "Starts a command in a fresh sandbox and returns at once. The process runs until it exits, hits its timeout or is signalled; " +
+				"its output is kept in a bounded buffer to stream and replay. Beyond the concurrency limit the answer is 429 with Retry-After. " +
+				"With provider, the process runs in a fresh sandbox of that provider through the agentbox daemon inside it, destroyed when the process ends; " +
+				"what neither can enforce is a 422 provider-unsupported, a failing provider a 502.",
+			Status:      http.StatusCreated,
+			Limit:       limitMessage,
+			ReadTimeout: 30 * time.Second,
+			Errors:      execErrs(http.StatusConflict, http.StatusBadGateway),
+		}},
 
-	&op[struct{}, processListOutput]{h: (*server).listProcesses, opSpec: opSpec{
-		ID: "listProcesses", Method: http.MethodGet, Path: "/v1/processes", Tag: "processes",
-		Summary: "List processes", Description: "Running processes and those that ended recently, oldest first.",
-		Errors: errs(http.StatusServiceUnavailable),
-	}},
+		&op[struct{}, processListOutput]{h: (*server).listProcesses, opSpec: opSpec{
+			ID: "listProcesses", Method: http.MethodGet, Path: "/v1/processes", Tag: "processes",
+			Summary: "List processes", Description: "Running processes and those that ended recently, oldest first.",
+			Errors: errs(http.StatusServiceUnavailable),
+		}},
 
-	&op[processPath, processOutput]{h: (*server).getProcess, opSpec: opSpec{
-		ID: "getProcess", Method: http.MethodGet, Path: "/v1/processes/{id}", Tag: "processes",
-		Summary: "Get a process", Description: "By ID or by tag.",
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
+		&op[processPath, processOutput]{h: (*server).getProcess, opSpec: opSpec{
+			ID: "getProcess", Method: http.MethodGet, Path: "/v1/processes/{id}", Tag: "processes",
+			Summary: "Get a process", Description: "By ID or by tag.",
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
 
-	&op[processPath, struct{}]{h: (*server).deleteProcess, opSpec: opSpec{
-		ID: "deleteProcess", Method: http.MethodDelete, Path: "/v1/processes/{id}", Tag: "processes",
-		Summary: "Kill and forget a process", Description: "Kills the process's whole tree if it runs, waits for the end and forgets it.",
-		Status: http.StatusNoContent,
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
+		&op[processPath, struct{}]{h: (*server).deleteProcess, opSpec: opSpec{
+			ID: "deleteProcess", Method: http.MethodDelete, Path: "/v1/processes/{id}", Tag: "processes",
+			Summary: "Kill and forget a process", Description: "Kills the process's whole tree if it runs, waits for the end and forgets it.",
+			Status: http.StatusNoContent,
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
 
-	&op[processStdinInput, struct{}]{h: (*server).processStdin, opSpec: opSpec{
-		ID: "sendProcessInput", Method: http.MethodPost, Path: "/v1/processes/{id}/stdin", Tag: "processes",
-		Summary: "Write to a process's standard input", Description: "Needs a process started with stdin true. With close, standard input is closed after data.",
-		Status: http.StatusNoContent,
-		Limit:  limitMessage,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
-			http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
+		&op[processStdinInput, struct{}]{h: (*server).processStdin, opSpec: opSpec{
+			ID: "sendProcessInput", Method: http.MethodPost, Path: "/v1/processes/{id}/stdin", Tag: "processes",
+			Summary: "Write to a process's standard input", Description: "Needs a process started with stdin true. With close, standard input is closed after data.",
+			Status: http.StatusNoContent,
+			Limit:  limitMessage,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
+				http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
 
-	&op[processSignalInput, struct{}]{h: (*server).signalProcess, opSpec: opSpec{
-		ID: "signalProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/signal", Tag: "processes",
-		Summary: "Signal a process", Description: "SIGKILL kills the process's whole tree; other signals go to the process itself.",
-		Status: http.StatusNoContent,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
+		&op[processSignalInput, struct{}]{h: (*server).signalProcess, opSpec: opSpec{
+			ID: "signalProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/signal", Tag: "processes",
+			Summary: "Signal a process", Description: "SIGKILL kills the process's whole tree; other signals go to the process itself.",
+			Status: http.StatusNoContent,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
 
-	&op[processResizeInput, struct{}]{h: (*server).resizeProcess, opSpec: opSpec{
-		ID: "resizeProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/resize", Tag: "processes",
-		Summary: "Resize a process's terminal",
-		Description: "Sets the size of the pseudo-terminal of a process started with tty; the process gets SIGWINCH. " +
-			"A process without a terminal, or one that has ended, is a 409 conflict; a size out of 1 to 1000 is a 422.",
-		Status: http.StatusNoContent,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
+		&op[processResizeInput, struct{}]{h: (*server).resizeProcess, opSpec: opSpec{
+			ID: "resizeProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/resize", Tag: "processes",
+			Summary: "Resize a process's terminal",
+			Description: "Sets the size of the pseudo-terminal of a process started with tty; the process gets SIGWINCH. " +
+				"A process without a terminal, or one that has ended, is a 409 conflict; a size out of 1 to 1000 is a 422.",
+			Status: http.StatusNoContent,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
 
-	&op[processWaitInput, processOutput]{h: (*server).waitProcess, opSpec: opSpec{
-		ID: "waitProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/wait", Tag: "processes",
-		Summary:     "Wait for a process to exit",
-		Description: "Answers when the process has exited, or after timeout_ms with the process still running (status running); call again to keep waiting.",
-		Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
+		&op[processWaitInput, processOutput]{h: (*server).waitProcess, opSpec: opSpec{
+			ID: "waitProcess", Method: http.MethodPost, Path: "/v1/processes/{id}/wait", Tag: "processes",
+			Summary:     "Wait for a process to exit",
+			Description: "Answers when the process has exited, or after timeout_ms with the process still running (status running); call again to keep waiting.",
+			Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
 
-	&op[processStreamInput, streamOutput]{h: (*server).streamProcess, opSpec: opSpec{
-		ID: "streamProcess", Method: http.MethodGet, Path: "/v1/processes/{id}/stream", Tag: "processes",
-		Summary: "Follow a process's output (SSE)",
-		Description: "A Server-Sent Events stream of the process's output: what the buffer still holds after the resume point, then new output " +
-			"as it comes, then an exit event, after which the stream ends. Each event is sent as\n\n" +
-			"    id: <seq>\n    event: stdout | stderr | dropped | exit\n    data: <JSON, on one line>\n\n" +
-			"A dropped event stands for output the bounded buffer no longer holds (the daemon keeps the last 1 MiB of each process's output by default). " +
-			"A tty process's output is one stdout stream of the terminal's bytes, so a reconnecting terminal replays the screen output the buffer holds. To resume, reconnect with Last-Event-ID " +
-			"(EventSource does this by itself) or ?after= set to the last seq received.",
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-		Stream: streamProcess,
-	}},
+		&op[processStreamInput, streamOutput]{h: (*server).streamProcess, opSpec: opSpec{
+			ID: "streamProcess", Method: http.MethodGet, Path: "/v1/processes/{id}/stream", Tag: "processes",
+			Summary: "Follow a process's output (SSE)",
+			Description: "A Server-Sent Events stream of the process's output: what the buffer still holds after the resume point, then new output " +
+				"as it comes, then an exit event, after which the stream ends. Each event is sent as\n\n" +
+				"    id: <seq>\n    event: stdout | stderr | dropped | exit\n    data: <JSON, on one line>\n\n" +
+				"A dropped event stands for output the bounded buffer no longer holds (the daemon keeps the last 1 MiB of each process's output by default). " +
+				"A tty process's output is one stdout stream of the terminal's bytes, so a reconnecting terminal replays the screen output the buffer holds. To resume, reconnect with Last-Event-ID " +
+				"(EventSource does this by itself) or ?after= set to the last seq received.",
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+			Stream: streamProcess,
+		}},
+	}
 }
 
 // execSvc returns the service or the 503 problem.

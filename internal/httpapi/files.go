@@ -206,7 +206,9 @@ func filesRoutes(sc *filesScope) []route {
 	}
 }
 
-var filesOps = slices.Concat(filesRoutes(sessionFilesScope), filesRoutes(processFilesScope))
+func filesOps() []route {
+	return slices.Concat(filesRoutes(sessionFilesScope), filesRoutes(processFilesScope))
+}
 
 // filesSvc returns the scope's service, or a 503 when the daemon has none.
 func (s *server) filesSvc(sc *filesScope) (FilesService, error) {

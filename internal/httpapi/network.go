@@ -41,47 +41,49 @@ type putSecretInput struct {
 
 type secretOutput struct{ Body client.SecretInfo }
 
-var networkOps = []route{
-	&op[sessionPath, networkOutput]{h: (*server).getNetwork, opSpec: opSpec{
-		ID: "getSessionNetwork", Method: http.MethodGet, Path: "/v1/sessions/{id}/network", Tag: "network",
-		Summary:     "Get a session's network rules",
-		Description: "The network mode, default and allow/deny rules of the session's sandbox, and whether a running egress proxy enforces them.",
-		Errors:      errs(http.StatusNotFound, http.StatusConflict),
-	}},
+func networkOps() []route {
+	return []route{
+		&op[sessionPath, networkOutput]{h: (*server).getNetwork, opSpec: opSpec{
+			ID: "getSessionNetwork", Method: http.MethodGet, Path: "/v1/sessions/{id}/network", Tag: "network",
+			Summary:     "Get a session's network rules",
+			Description: "The network mode, default and allow/deny rules of the session's sandbox, and whether a running egress proxy enforces them.",
+			Errors:      errs(http.StatusNotFound, http.StatusConflict),
+		}},
 
-	&op[setNetworkInput, networkOutput]{h: (*server).setNetwork, opSpec: opSpec{
-		ID: "setSessionNetwork", Method: http.MethodPut, Path: "/v1/sessions/{id}/network", Tag: "network",
-		Summary: "Replace a session's network allow rules",
-		Description: "Replaces the allow rules of the session's sandbox network (deny rules and the default stay). Each rule must be covered " +
-			"by the operator's global policy. A running sandbox's egress proxy decides every new connection by the new rules at once; " +
-			"connections already open stay open. The rules are stored with the session (a resumed session keeps them) and the change is audited.",
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
-			http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
+		&op[setNetworkInput, networkOutput]{h: (*server).setNetwork, opSpec: opSpec{
+			ID: "setSessionNetwork", Method: http.MethodPut, Path: "/v1/sessions/{id}/network", Tag: "network",
+			Summary: "Replace a session's network allow rules",
+			Description: "Replaces the allow rules of the session's sandbox network (deny rules and the default stay). Each rule must be covered " +
+				"by the operator's global policy. A running sandbox's egress proxy decides every new connection by the new rules at once; " +
+				"connections already open stay open. The rules are stored with the session (a resumed session keeps them) and the change is audited.",
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict,
+				http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
 
-	&op[struct{}, secretsOutput]{h: (*server).listSecrets, opSpec: opSpec{
-		ID: "listSecrets", Method: http.MethodGet, Path: "/v1/secrets", Tag: "network",
-		Summary:     "List secrets",
-		Description: "The secrets the egress proxy adds to requests for their hosts, without their values.",
-		Errors:      errs(),
-	}},
+		&op[struct{}, secretsOutput]{h: (*server).listSecrets, opSpec: opSpec{
+			ID: "listSecrets", Method: http.MethodGet, Path: "/v1/secrets", Tag: "network",
+			Summary:     "List secrets",
+			Description: "The secrets the egress proxy adds to requests for their hosts, without their values.",
+			Errors:      errs(),
+		}},
 
-	&op[putSecretInput, secretOutput]{h: (*server).putSecret, opSpec: opSpec{
-		ID: "putSecret", Method: http.MethodPut, Path: "/v1/secrets/{name}", Tag: "network",
-		Summary: "Add or replace a secret",
-		Description: "The value is kept in the daemon's memory only (lost when it stops), never returned, logged or written to disk. " +
-			"A sandbox whose policy names the secret in env.secrets holds its placeholder; the egress proxy puts the value in the " +
-			"header for the secret's host.",
-		Errors: errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
-			http.StatusServiceUnavailable),
-	}},
+		&op[putSecretInput, secretOutput]{h: (*server).putSecret, opSpec: opSpec{
+			ID: "putSecret", Method: http.MethodPut, Path: "/v1/secrets/{name}", Tag: "network",
+			Summary: "Add or replace a secret",
+			Description: "The value is kept in the daemon's memory only (lost when it stops), never returned, logged or written to disk. " +
+				"A sandbox whose policy names the secret in env.secrets holds its placeholder; the egress proxy puts the value in the " +
+				"header for the secret's host.",
+			Errors: errs(http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+				http.StatusServiceUnavailable),
+		}},
 
-	&op[secretPath, struct{}]{h: (*server).deleteSecret, opSpec: opSpec{
-		ID: "deleteSecret", Method: http.MethodDelete, Path: "/v1/secrets/{name}", Tag: "network",
-		Summary: "Delete a secret",
-		Status:  http.StatusNoContent,
-		Errors:  errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
+		&op[secretPath, struct{}]{h: (*server).deleteSecret, opSpec: opSpec{
+			ID: "deleteSecret", Method: http.MethodDelete, Path: "/v1/secrets/{name}", Tag: "network",
+			Summary: "Delete a secret",
+			Status:  http.StatusNoContent,
+			Errors:  errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
+	}
 }
 
 func toNetwork(n engine.Network) client.SessionNetwork {

@@ -198,7 +198,7 @@ func humaAPI(s *server, mux *http.ServeMux) huma.API {
 	installHumaErrors()
 	api := humago.New(mux, humaConfig())
 	api.UseMiddleware(requireJSON(api))
-	for _, o := range operations {
+	for _, o := range operations() {
 		o.(humaRoute).registerHuma(api, s)
 	}
 	registerPlainRoutes(api)

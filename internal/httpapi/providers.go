@@ -16,15 +16,17 @@ const providerHealthTimeout = 5 * time.Second
 
 type providersOutput struct{ Body client.ProviderList }
 
-var providerOps = []route{
-	&op[struct{}, providersOutput]{h: (*server).providers, opSpec: opSpec{
-		ID: "listProviders", Method: http.MethodGet, Path: "/v1/providers", Tag: "providers",
-		Summary: "List sandbox providers",
-		Description: "The sandbox providers this daemon is configured with (serve --provider-config), each with its capabilities " +
-			"and whether it answers now with its credentials (each checked at once, for at most 5 seconds). A session created " +
-			"with provider runs in a sandbox there; the default is the one sessions without provider use (none: this host).",
-		Errors: errs(),
-	}},
+func providerOps() []route {
+	return []route{
+		&op[struct{}, providersOutput]{h: (*server).providers, opSpec: opSpec{
+			ID: "listProviders", Method: http.MethodGet, Path: "/v1/providers", Tag: "providers",
+			Summary: "List sandbox providers",
+			Description: "The sandbox providers this daemon is configured with (serve --provider-config), each with its capabilities " +
+				"and whether it answers now with its credentials (each checked at once, for at most 5 seconds). A session created " +
+				"with provider runs in a sandbox there; the default is the one sessions without provider use (none: this host).",
+			Errors: errs(),
+		}},
+	}
 }
 
 func (s *server) providers(ctx context.Context, _ *struct{}) (*providersOutput, error) {

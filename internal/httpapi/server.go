@@ -68,7 +68,7 @@ func newServer(cfg Config, eng Engine, m *metrics.Metrics, log *slog.Logger) *se
 			return m.HTTPDuration.WithLabelValues(http.MethodGet, "/v1/health", "200")
 		})
 	}
-	for _, o := range operations {
+	for _, o := range operations() {
 		sp := o.spec()
 		s.mux.Handle(sp.Method+" "+sp.Path, o.handler(s))
 	}

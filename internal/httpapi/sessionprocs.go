@@ -100,74 +100,76 @@ type sessionProcStreamInput struct {
 const sessionProcDoc = " The process is found among the session's own (by id, or by tag: the session's newest with it); a process of " +
 	"another session, or one started through POST /v1/processes, is 404 here."
 
-var sessionProcOps = []route{
-	&op[sessionStartInput, processCreatedOutput]{h: (*server).startSessionProcess, opSpec: opSpec{
-		ID: "startSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes", Tag: "processes",
-		Summary: "Start a process in a session's sandbox",
-		Description: "Starts a command in the sandbox of a live sandboxed session, beside its agent, under the session's policy (the same " +
-			"namespaces, filesystem view, network rules and limits; the policy's timeout applies unless timeout_ms is shorter), and returns " +
-			"at once; the body takes no policy and no files. The process is then driven as one of POST /v1/processes (the same shapes) " +
-			"through /v1/sessions/{id}/processes/{pid}…. What it writes stays in the sandbox until the session's next commit. " +
-			"Signals go to the command's process group; SIGKILL ends that group, never the session's sandbox. With tty the command runs on a " +
-			"pseudo-terminal, in its foreground process group (a shell has job control), and SIGINT, SIGQUIT and SIGSTOP act as the terminal's " +
-			"keys on that foreground group; …/resize sizes it. When the session's sandbox " +
-			"closes (the session ends, stops when idle, or is deleted) its processes are killed, and their exit says so (error code " +
-			"sandbox_closed). A session without a sandbox is refused (409 no-sandbox), one that is not live too (409 not-live). " +
-			"Processes count in the daemon's limit of running sandboxed tasks (then 429).",
-		Status:      http.StatusCreated,
-		Limit:       limitMessage,
-		ReadTimeout: 30 * time.Second,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
-			http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
-	}},
-	&op[sessionIDPath, processListOutput]{h: (*server).listSessionProcesses, opSpec: opSpec{
-		ID: "listSessionProcesses", Method: http.MethodGet, Path: "/v1/sessions/{id}/processes", Tag: "processes",
-		Summary:     "List a session's processes",
-		Description: "The session's running processes and those that ended recently, oldest first (also after the session ended).",
-		Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcPath, processOutput]{h: (*server).getSessionProcess, opSpec: opSpec{
-		ID: "getSessionProcess", Method: http.MethodGet, Path: "/v1/sessions/{id}/processes/{pid}", Tag: "processes",
-		Summary: "Get a session's process", Description: "As GET /v1/processes/{id}." + sessionProcDoc,
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcPath, struct{}]{h: (*server).deleteSessionProcess, opSpec: opSpec{
-		ID: "deleteSessionProcess", Method: http.MethodDelete, Path: "/v1/sessions/{id}/processes/{pid}", Tag: "processes",
-		Summary: "Kill and forget a session's process", Description: "As DELETE /v1/processes/{id}: kills the process's group, not the session's sandbox." + sessionProcDoc,
-		Status: http.StatusNoContent,
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcStdinInput, struct{}]{h: (*server).sessionProcessStdin, opSpec: opSpec{
-		ID: "sendSessionProcessInput", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/stdin", Tag: "processes",
-		Summary: "Write to a session's process's standard input", Description: "As POST /v1/processes/{id}/stdin." + sessionProcDoc,
-		Status: http.StatusNoContent,
-		Limit:  limitMessage,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
-			http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcSignalInput, struct{}]{h: (*server).signalSessionProcess, opSpec: opSpec{
-		ID: "signalSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/signal", Tag: "processes",
-		Summary: "Signal a session's process", Description: "As POST /v1/processes/{id}/signal, to the command's process group; SIGKILL kills that group only." + sessionProcDoc,
-		Status: http.StatusNoContent,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcResizeInput, struct{}]{h: (*server).resizeSessionProcess, opSpec: opSpec{
-		ID: "resizeSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/resize", Tag: "processes",
-		Summary: "Resize a session's process's terminal", Description: "As POST /v1/processes/{id}/resize." + sessionProcDoc,
-		Status: http.StatusNoContent,
-		Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcWaitInput, processOutput]{h: (*server).waitSessionProcess, opSpec: opSpec{
-		ID: "waitSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/wait", Tag: "processes",
-		Summary: "Wait for a session's process to exit", Description: "As POST /v1/processes/{id}/wait." + sessionProcDoc,
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-	}},
-	&op[sessionProcStreamInput, streamOutput]{h: (*server).streamSessionProcess, opSpec: opSpec{
-		ID: "streamSessionProcess", Method: http.MethodGet, Path: "/v1/sessions/{id}/processes/{pid}/stream", Tag: "processes",
-		Summary: "Follow a session's process's output (SSE)", Description: "As GET /v1/processes/{id}/stream, with the same events and resume." + sessionProcDoc,
-		Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
-		Stream: streamProcess,
-	}},
+func sessionProcOps() []route {
+	return []route{
+		&op[sessionStartInput, processCreatedOutput]{h: (*server).startSessionProcess, opSpec: opSpec{
+			ID: "startSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes", Tag: "processes",
+			Summary: "Start a process in a session's sandbox",
+			Description: "Starts a command in the sandbox of a live sandboxed session, beside its agent, under the session's policy (the same " +
+				"namespaces, filesystem view, network rules and limits; the policy's timeout applies unless timeout_ms is shorter), and returns " +
+				"at once; the body takes no policy and no files. The process is then driven as one of POST /v1/processes (the same shapes) " +
+				"through /v1/sessions/{id}/processes/{pid}…. What it writes stays in the sandbox until the session's next commit. " +
+				"Signals go to the command's process group; SIGKILL ends that group, never the session's sandbox. With tty the command runs on a " +
+				"pseudo-terminal, in its foreground process group (a shell has job control), and SIGINT, SIGQUIT and SIGSTOP act as the terminal's " +
+				"keys on that foreground group; …/resize sizes it. When the session's sandbox " +
+				"closes (the session ends, stops when idle, or is deleted) its processes are killed, and their exit says so (error code " +
+				"sandbox_closed). A session without a sandbox is refused (409 no-sandbox), one that is not live too (409 not-live). " +
+				"Processes count in the daemon's limit of running sandboxed tasks (then 429).",
+			Status:      http.StatusCreated,
+			Limit:       limitMessage,
+			ReadTimeout: 30 * time.Second,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
+				http.StatusUnsupportedMediaType, http.StatusTooManyRequests, http.StatusServiceUnavailable),
+		}},
+		&op[sessionIDPath, processListOutput]{h: (*server).listSessionProcesses, opSpec: opSpec{
+			ID: "listSessionProcesses", Method: http.MethodGet, Path: "/v1/sessions/{id}/processes", Tag: "processes",
+			Summary:     "List a session's processes",
+			Description: "The session's running processes and those that ended recently, oldest first (also after the session ended).",
+			Errors:      errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcPath, processOutput]{h: (*server).getSessionProcess, opSpec: opSpec{
+			ID: "getSessionProcess", Method: http.MethodGet, Path: "/v1/sessions/{id}/processes/{pid}", Tag: "processes",
+			Summary: "Get a session's process", Description: "As GET /v1/processes/{id}." + sessionProcDoc,
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcPath, struct{}]{h: (*server).deleteSessionProcess, opSpec: opSpec{
+			ID: "deleteSessionProcess", Method: http.MethodDelete, Path: "/v1/sessions/{id}/processes/{pid}", Tag: "processes",
+			Summary: "Kill and forget a session's process", Description: "As DELETE /v1/processes/{id}: kills the process's group, not the session's sandbox." + sessionProcDoc,
+			Status: http.StatusNoContent,
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcStdinInput, struct{}]{h: (*server).sessionProcessStdin, opSpec: opSpec{
+			ID: "sendSessionProcessInput", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/stdin", Tag: "processes",
+			Summary: "Write to a session's process's standard input", Description: "As POST /v1/processes/{id}/stdin." + sessionProcDoc,
+			Status: http.StatusNoContent,
+			Limit:  limitMessage,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
+				http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcSignalInput, struct{}]{h: (*server).signalSessionProcess, opSpec: opSpec{
+			ID: "signalSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/signal", Tag: "processes",
+			Summary: "Signal a session's process", Description: "As POST /v1/processes/{id}/signal, to the command's process group; SIGKILL kills that group only." + sessionProcDoc,
+			Status: http.StatusNoContent,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcResizeInput, struct{}]{h: (*server).resizeSessionProcess, opSpec: opSpec{
+			ID: "resizeSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/resize", Tag: "processes",
+			Summary: "Resize a session's process's terminal", Description: "As POST /v1/processes/{id}/resize." + sessionProcDoc,
+			Status: http.StatusNoContent,
+			Errors: errs(http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnsupportedMediaType, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcWaitInput, processOutput]{h: (*server).waitSessionProcess, opSpec: opSpec{
+			ID: "waitSessionProcess", Method: http.MethodPost, Path: "/v1/sessions/{id}/processes/{pid}/wait", Tag: "processes",
+			Summary: "Wait for a session's process to exit", Description: "As POST /v1/processes/{id}/wait." + sessionProcDoc,
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+		}},
+		&op[sessionProcStreamInput, streamOutput]{h: (*server).streamSessionProcess, opSpec: opSpec{
+			ID: "streamSessionProcess", Method: http.MethodGet, Path: "/v1/sessions/{id}/processes/{pid}/stream", Tag: "processes",
+			Summary: "Follow a session's process's output (SSE)", Description: "As GET /v1/processes/{id}/stream, with the same events and resume." + sessionProcDoc,
+			Errors: errs(http.StatusNotFound, http.StatusServiceUnavailable),
+			Stream: streamProcess,
+		}},
+	}
 }
 
 // sessionScope is the execution scope of a session's processes.

@@ -367,7 +367,7 @@ func urlEscape(s string) string {
 func diffCases(t testing.TB) []diffRequest {
 	c := theContract()
 	var out []diffRequest
-	for _, o := range operations {
+	for _, o := range operations() {
 		sp := o.spec()
 		sop, err := c.operation(sp.Method, sp.Path)
 		if err != nil {
@@ -485,7 +485,7 @@ func TestValidatorMatchesHuma(t *testing.T) {
 // FuzzValidatorMatchesHuma sends arbitrary queries and bodies to an
 // operation chosen by index, both ways.
 func FuzzValidatorMatchesHuma(f *testing.F) {
-	for i, o := range operations {
+	for i, o := range operations() {
 		if o.spec().Method == http.MethodPost || o.spec().Method == http.MethodPut || o.spec().Method == http.MethodPatch {
 			f.Add(uint8(i), "", []byte(`{}`), "application/json")
 		}
@@ -494,7 +494,7 @@ func FuzzValidatorMatchesHuma(f *testing.F) {
 	f.Add(uint8(0), "status=idle&limit=1000", []byte(nil), "")
 	p := newDiffPair(f)
 	f.Fuzz(func(t *testing.T, i uint8, query string, body []byte, ct string) {
-		o := operations[int(i)%len(operations)].spec()
+		o := operations()[int(i)%len(operations())].spec()
 		var v any
 		if json.Unmarshal(body, &v) == nil && foldCollision(v) {
 			t.Skip("keys equal under case folding: huma picks one in map order")

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Target is a destination as a client named it, normalised: a host name
@@ -268,52 +269,57 @@ func mustPrefixes(specs ...string) []internalRange {
 
 // internalRanges are the addresses a sandbox reaches only when the
 // operator's global policy names them: this host, its networks, and
-// addresses that embed or translate to other addresses.
-var internalRanges = mustPrefixes(
-	"0.0.0.0/8", "this-network",
-	"10.0.0.0/8", "private",
-	"100.64.0.0/10", "carrier-grade NAT",
-	"127.0.0.0/8", "loopback",
-	"169.254.0.0/16", "link-local",
-	"172.16.0.0/12", "private",
-	"192.0.0.0/24", "IETF protocol assignments",
-	"192.0.2.0/24", "documentation",
-	"192.88.99.0/24", "6to4 relay",
-	"192.168.0.0/16", "private",
-	"198.18.0.0/15", "benchmarking",
-	"198.51.100.0/24", "documentation",
-	"203.0.113.0/24", "documentation",
-	"224.0.0.0/4", "multicast",
-	"240.0.0.0/4", "reserved",
-	"::1/128", "loopback",
-	"::/96", "IPv4-compatible or unspecified",
-	"64:ff9b::/96", "NAT64",
-	"64:ff9b:1::/48", "NAT64",
-	"100::/64", "discard",
-	"2001::/32", "Teredo",
-	"2001:db8::/32", "documentation",
-	"2002::/16", "6to4",
-	"fc00::/7", "unique local",
-	"fe80::/10", "link-local",
-	"fec0::/10", "site-local",
-	"ff00::/8", "multicast",
-)
+// addresses that embed or translate to other addresses. Parsed on first
+// use, not by the package's init (which runs at every start of the binary).
+var internalRanges = sync.OnceValue(func() []internalRange {
+	return mustPrefixes(
+		"0.0.0.0/8", "this-network",
+		"10.0.0.0/8", "private",
+		"100.64.0.0/10", "carrier-grade NAT",
+		"127.0.0.0/8", "loopback",
+		"169.254.0.0/16", "link-local",
+		"172.16.0.0/12", "private",
+		"192.0.0.0/24", "IETF protocol assignments",
+		"192.0.2.0/24", "documentation",
+		"192.88.99.0/24", "6to4 relay",
+		"192.168.0.0/16", "private",
+		"198.18.0.0/15", "benchmarking",
+		"198.51.100.0/24", "documentation",
+		"203.0.113.0/24", "documentation",
+		"224.0.0.0/4", "multicast",
+		"240.0.0.0/4", "reserved",
+		"::1/128", "loopback",
+		"::/96", "IPv4-compatible or unspecified",
+		"64:ff9b::/96", "NAT64",
+		"64:ff9b:1::/48", "NAT64",
+		"100::/64", "discard",
+		"2001::/32", "Teredo",
+		"2001:db8::/32", "documentation",
+		"2002::/16", "6to4",
+		"fc00::/7", "unique local",
+		"fe80::/10", "link-local",
+		"fec0::/10", "site-local",
+		"ff00::/8", "multicast",
+	)
+})
 
 // metadataAddrs are cloud metadata endpoints: AWS, GCP and Azure IMDS
 // (169.254.169.254), AWS's IPv6 IMDS, DNS and ECS task endpoints, Alibaba
-// Cloud, and Azure's wire server (a public address).
-var metadataAddrs = map[netip.Addr]bool{
-	netip.MustParseAddr("169.254.169.254"): true,
-	netip.MustParseAddr("169.254.169.253"): true,
-	netip.MustParseAddr("169.254.169.123"): true,
-	netip.MustParseAddr("169.254.170.2"):   true,
-	netip.MustParseAddr("169.254.170.23"):  true,
-	netip.MustParseAddr("fd00:ec2::254"):   true,
-	netip.MustParseAddr("fd00:ec2::253"):   true,
-	netip.MustParseAddr("fd00:ec2::23"):    true,
-	netip.MustParseAddr("100.100.100.200"): true,
-	netip.MustParseAddr("168.63.129.16"):   true,
-}
+// Cloud, and Azure's wire server (a public address). Built on first use.
+var metadataAddrs = sync.OnceValue(func() map[netip.Addr]bool {
+	return map[netip.Addr]bool{
+		netip.MustParseAddr("169.254.169.254"): true,
+		netip.MustParseAddr("169.254.169.253"): true,
+		netip.MustParseAddr("169.254.169.123"): true,
+		netip.MustParseAddr("169.254.170.2"):   true,
+		netip.MustParseAddr("169.254.170.23"):  true,
+		netip.MustParseAddr("fd00:ec2::254"):   true,
+		netip.MustParseAddr("fd00:ec2::253"):   true,
+		netip.MustParseAddr("fd00:ec2::23"):    true,
+		netip.MustParseAddr("100.100.100.200"): true,
+		netip.MustParseAddr("168.63.129.16"):   true,
+	}
+})
 
 // metadataNames are the host names of those services.
 var metadataNames = map[string]bool{
@@ -329,10 +335,10 @@ var metadataNames = map[string]bool{
 func classify(a netip.Addr) (addrClass, internalRange) {
 	// A zoned address never matches a prefix: classify it without.
 	a = a.Unmap().WithZone("")
-	if metadataAddrs[a] {
+	if metadataAddrs()[a] {
 		return classMetadata, internalRange{netip.PrefixFrom(a, a.BitLen()), "cloud metadata"}
 	}
-	for _, r := range internalRanges {
+	for _, r := range internalRanges() {
 		if r.prefix.Contains(a) {
 			return classInternal, r
 		}

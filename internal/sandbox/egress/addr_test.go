@@ -310,12 +310,12 @@ func TestClassify(t *testing.T) {
 	}
 	// Every metadata address is classified as such, and every range's
 	// first address as internal.
-	for a := range metadataAddrs {
+	for a := range metadataAddrs() {
 		if c, _ := classify(a); c != classMetadata {
 			t.Errorf("classify(%v) = %d, want metadata", a, c)
 		}
 	}
-	for _, r := range internalRanges {
+	for _, r := range internalRanges() {
 		if c, _ := classify(r.prefix.Addr()); c != classInternal {
 			t.Errorf("classify(%v) = %d, want internal", r.prefix.Addr(), c)
 		}

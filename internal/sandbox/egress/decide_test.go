@@ -162,12 +162,12 @@ func TestPolicyCheckAddr(t *testing.T) {
 	// With no rules at all, every internal range and metadata address is
 	// refused, and a public address passes (the name rules decided).
 	empty := mustPolicy(t, DefaultAsk, nil, nil)
-	for _, r := range internalRanges {
+	for _, r := range internalRanges() {
 		if o := empty.checkAddr(r.prefix.Addr(), 80); o.verdict != verdictDeny {
 			t.Errorf("no rules: checkAddr(%v) = %d", r.prefix.Addr(), o.verdict)
 		}
 	}
-	for a := range metadataAddrs {
+	for a := range metadataAddrs() {
 		if o := empty.checkAddr(a, 80); o.verdict != verdictDeny || o.rule != "always-deny:metadata" {
 			t.Errorf("no rules: checkAddr(%v) = %d %q", a, o.verdict, o.rule)
 		}
