@@ -340,6 +340,9 @@ func (s *Service) exec(ctx context.Context, req Request, hooks Hooks) (res Resul
 // process ended; only a process the exec left running, refused by the
 // egress proxy in the instant before the teardown kills it, can come late.
 func (s *Service) teardown(task string, b *box, release func(), answered bool) {
+	if b.refill != nil {
+		b.refill() // the pools it was taken from: the exec has answered
+	}
 	go func() {
 		defer release()
 		late := b.release(s.opts.Log)

@@ -591,6 +591,34 @@ func TestWarmPool(t *testing.T) {
 	}
 }
 
+// TestWarmPoolRefillsAfterTheAnswer: the sandbox an exec takes from the
+// pool is replaced once the exec has answered, not while it runs (the
+// refill would take the CPU the exec runs on); an exec that missed the
+// pool starts its filling at its end the same way.
+func TestWarmPoolRefillsAfterTheAnswer(t *testing.T) {
+	env := newTestService(t, func(o *Options) { o.PoolSize = 1 })
+	svc := env.svc
+	coming := func() int {
+		svc.pool.mu.Lock()
+		defer svc.pool.mu.Unlock()
+		if k := svc.pool.keys["default"]; k != nil {
+			return len(k.ready) + k.filling
+		}
+		return 0
+	}
+	for i, wantWarm := range []bool{false, true, true} {
+		during := -1
+		res, err := svc.ExecStream(t.Context(), Request{Argv: []string{"true"}}, Hooks{Started: func(SandboxInfo) { during = coming() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Sandbox.Warm != wantWarm || during != 0 {
+			t.Fatalf("exec %d: warm %v (want %v), %d sandboxes ready or being made while it ran (want 0)", i, res.Sandbox.Warm, wantWarm, during)
+		}
+		waitFor(t, "the pool to refill", func() bool { return readyIn(svc.pool, "default") == 1 })
+	}
+}
+
 func TestWarmPoolStopsOnCreateFailure(t *testing.T) {
 	env := newTestService(t, func(o *Options) { o.PoolSize = 2 })
 	for range 2 {

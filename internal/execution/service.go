@@ -345,6 +345,9 @@ type box struct {
 	provider string
 	// zyg is the interpreter waiting in a pooled sandbox for its task, or nil.
 	zyg *zygote
+	// refill (an exec's, or nil) refills the pools its sandbox was asked
+	// of; its teardown calls it, after the answer.
+	refill func()
 
 	// detach stops the sandbox's egress proxy (attached per task).
 	detach func()
@@ -540,19 +543,29 @@ func (s *Service) resolve(ref PolicyRef) (Policy, error) {
 func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][]byte, zygote string, keep bool) (*box, error) {
 	if keep {
 		if len(files) == 0 && s.pool.enabled() {
-			if w := s.pool.take(pol.Hash()+"\x00keep", func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil, true) }); w != nil {
+			if w, _ := s.pool.take(pol.Hash()+"\x00keep", func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil, true) }, false); w != nil {
 				w.warm = true
 				return w, nil
 			}
 		}
 		return s.create(ctx, pol, files, true)
 	}
+	// An exec's takes refill their pools once the exec has answered (see
+	// pool.take): b.refill, called by its teardown.
+	var refills []func()
+	refill := func() {
+		for _, r := range refills {
+			r()
+		}
+	}
 	if len(files) == 0 && s.pool.enabled() {
 		if zygote != "" {
 			key := pol.Hash() + "\x00zygote:" + zygote
-			if w := s.pool.take(key, func(ctx context.Context) (*box, error) { return s.createZygote(ctx, pol, key, zygote) }); w != nil {
+			w, r := s.pool.take(key, func(ctx context.Context) (*box, error) { return s.createZygote(ctx, pol, key, zygote) }, true)
+			refills = append(refills, r)
+			if w != nil {
 				if w.zyg == nil || w.zyg.usable() {
-					w.warm = true
+					w.warm, w.refill = true, refill
 					return w, nil
 				}
 				s.metrics.zygote.WithLabelValues("discarded").Inc()
@@ -561,12 +574,20 @@ func (s *Service) sandboxFor(ctx context.Context, pol Policy, files map[string][
 				s.report("zygote:"+w.sb.ID(), w.release(s.opts.Log))
 			}
 		}
-		if w := s.pool.take(pol.Hash(), func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil, false) }); w != nil {
-			w.warm = true
+		w, r := s.pool.take(pol.Hash(), func(ctx context.Context) (*box, error) { return s.create(ctx, pol, nil, false) }, true)
+		refills = append(refills, r)
+		if w != nil {
+			w.warm, w.refill = true, refill
 			return w, nil
 		}
 	}
-	return s.create(ctx, pol, files, false)
+	b, err := s.create(ctx, pol, files, false)
+	if err != nil {
+		refill() // no task to wait for
+		return nil, err
+	}
+	b.refill = refill
+	return b, nil
 }
 
 // create builds a sandbox with a fresh workspace holding files. Without

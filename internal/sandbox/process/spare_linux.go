@@ -54,8 +54,14 @@ const spareMaxAge = 5 * time.Minute
 // otherwise open the CPU controller files of the cgroup it starts in and
 // keep them open to adjust GOMAXPROCS: the daemon's cgroup's for a spare
 // (which joins its sandbox's cgroup only when handed out), and, by a race
-// with the cgroup join, sometimes for a cold init too.
-var initEnv = []string{"GODEBUG=containermaxprocs=0"}
+// with the cgroup join, sometimes for a cold init too. GOMAXPROCS=1: an
+// init and the launcher wait on pipes and sockets, and one P is all they
+// use; the runtime of a process started with more builds a P, an mcache
+// and worker state for each, and more threads for Landlock's and
+// seccomp's all-threads calls to visit. On a 2-CPU VM where a page fault
+// costs 12-15 us that was about a fifth of a cold exec's page faults
+// (760 -> 590 per exec, BenchmarkExecTrue/cold under perf stat).
+var initEnv = []string{"GODEBUG=containermaxprocs=0", "GOMAXPROCS=1"}
 
 // initProc is a sandbox init started and waiting for its config.
 type initProc struct {
