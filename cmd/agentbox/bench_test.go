@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,11 +114,35 @@ func benchStartToHealthy(b *testing.B, t benchTarget) {
 // BenchmarkHealth measures GET /v1/health over a kept-alive connection, for
 // each target with the same client and the same number of requests, once
 // the daemon is idle. scripts/bench runs it several times, so that the
-// targets alternate and a ratio compares figures of one run.
+// targets alternate and a ratio compares figures of one run. "gofloor" is
+// testdata/healthfloor, a plain net/http server answering the same JSON,
+// built like the daemon: ours above it is what the daemon adds; the floor
+// above the peer is Go's net/http and scheduler on this machine.
 func BenchmarkHealth(b *testing.B) {
-	for _, t := range benchTargets(b) {
+	ts := benchTargets(b)
+	ts = append(ts[:1:1], append([]benchTarget{healthFloor(b)}, ts[1:]...)...)
+	for _, t := range ts {
 		b.Run(t.name, func(b *testing.B) { benchHealth(b, t) })
 	}
+}
+
+// healthFloor builds testdata/healthfloor as scripts/build builds the
+// daemon (static, its tags, stripped).
+func healthFloor(b *testing.B) benchTarget {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "healthfloor")
+	tags, err := exec.Command("../../scripts/build", "--print-tags").Output()
+	if err != nil {
+		b.Fatalf("scripts/build --print-tags: %v", err)
+	}
+	build := exec.Command("go", "build", "-trimpath", "-tags", strings.TrimSpace(string(tags)), "-ldflags", "-s -w", "-o", bin, "./testdata/healthfloor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building testdata/healthfloor: %v\n%s", err, out)
+	}
+	return benchTarget{name: "gofloor", path: bin, args: func(port int, _ string) []string {
+		return []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port)}
+	}}
 }
 
 func benchHealth(b *testing.B, t benchTarget) {
