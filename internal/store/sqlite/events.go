@@ -89,10 +89,24 @@ func cloneJSON(b json.RawMessage) (json.RawMessage, error) {
 	return bytes.Clone(b), nil
 }
 
+// appendOne is the append of a single event, the most common: the operation
+// and the event it returns share one allocation.
+type appendOne struct {
+	op op
+	ev [1]event.Event
+}
+
 // Append implements store.Store. Events returned (and delivered to
 // subscribers) must be treated as read-only: their Data and Raw are shared.
 func (s *Store) Append(ctx context.Context, sessionID string, evs ...event.Event) ([]event.Event, error) {
-	out := make([]event.Event, len(evs))
+	var o *op
+	var out []event.Event
+	if len(evs) == 1 {
+		one := &appendOne{}
+		o, out = &one.op, one.ev[:]
+	} else {
+		o, out = &op{}, make([]event.Event, len(evs))
+	}
 	for i, ev := range evs {
 		var err error
 		if out[i], err = prepareEvent(ev); err != nil {
@@ -106,7 +120,8 @@ func (s *Store) Append(ctx context.Context, sessionID string, evs ...event.Event
 	if len(out) == 0 {
 		return out, nil
 	}
-	if err := s.do(&op{kind: opAppend, ctx: ctx, sessionID: sessionID, events: out}); err != nil {
+	*o = op{kind: opAppend, ctx: ctx, sessionID: sessionID, events: out}
+	if err := s.do(o); err != nil {
 		return nil, fmt.Errorf("append to session %q: %w", sessionID, err)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/event"
@@ -58,20 +59,29 @@ type requestOp struct {
 	created time.Time // zero: the requested event's time
 }
 
+// dones are answer channels to reuse: the writer answers each operation
+// exactly once, so a channel whose answer was received is empty and nobody
+// else holds it.
+var dones = sync.Pool{New: func() any { return make(chan error, 1) }}
+
 // do hands o to the writer and waits for its answer. The caller must be
 // inside enter/leave, which guarantees the ops channel is still open.
 func (s *Store) do(o *op) error {
-	o.done = make(chan error, 1)
+	o.done = dones.Get().(chan error)
 	o.epoch = store.FenceOf(o.ctx, o.sessionID)
 	select {
 	case s.ops <- o:
 	case <-o.ctx.Done():
+		dones.Put(o.done)
 		return o.ctx.Err()
 	}
 	select {
 	case err := <-o.done:
+		dones.Put(o.done)
 		return err
 	case <-o.ctx.Done():
+		// The writer still answers on o.done, which is therefore not
+		// reused.
 		// The write may still be committed; like any cancelled call, its
 		// outcome is unknown to the caller.
 		return o.ctx.Err()
@@ -138,6 +148,8 @@ type writer struct {
 	// zeros the zeros it writes (grow.go).
 	grownTo int64
 	zeros   []byte
+	// boxes are strings already boxed as driver values (box).
+	boxes map[string]driver.Value
 }
 
 type undoEntry struct {
@@ -168,6 +180,7 @@ func newWriter(ctx context.Context, s *Store, conn *sql.Conn, batch int64) (*wri
 		hook:  s.opts.batchHook,
 		last:  make(map[string]int64),
 		tent:  make(map[string]int64),
+		boxes: make(map[string]driver.Value),
 	}
 	st := &w.st
 	var err error
@@ -602,12 +615,31 @@ func (w *writer) queueEvents(sessionID string, last int64, evs []event.Event, no
 		w.rows = append(w.rows, driver.NamedValue{},
 			driver.NamedValue{Value: sid}, driver.NamedValue{Value: ev.Seq},
 			driver.NamedValue{Value: ev.ID}, driver.NamedValue{Value: ev.Time.UnixNano()},
-			driver.NamedValue{Value: int64(ev.Schema)}, driver.NamedValue{Value: string(ev.Type)},
-			driver.NamedValue{Value: string(ev.Source)}, driver.NamedValue{Value: ev.NativeSessionID},
-			driver.NamedValue{Value: ev.TurnID}, driver.NamedValue{Value: text(ev.Data)},
+			driver.NamedValue{Value: int64(ev.Schema)}, driver.NamedValue{Value: w.box(string(ev.Type))},
+			driver.NamedValue{Value: w.box(string(ev.Source))}, driver.NamedValue{Value: w.box(ev.NativeSessionID)},
+			driver.NamedValue{Value: w.box(ev.TurnID)}, driver.NamedValue{Value: text(ev.Data)},
 			driver.NamedValue{Value: text(ev.Raw)}, driver.NamedValue{Value: batch})
 	}
 	w.setTent(sessionID, last+int64(len(evs)))
+}
+
+// maxBoxes bounds the strings box keeps.
+const maxBoxes = 256
+
+// box returns v as a driver value. Boxing a string allocates, and an event's
+// type, source, native session and turn repeat from one event to the next,
+// so each is boxed once (until maxBoxes strings are kept: then box starts
+// over).
+func (w *writer) box(v string) driver.Value {
+	if b, ok := w.boxes[v]; ok {
+		return b
+	}
+	if len(w.boxes) >= maxBoxes {
+		clear(w.boxes)
+	}
+	b := driver.Value(v)
+	w.boxes[v] = b
+	return b
 }
 
 // flush writes the queued event rows, each session's together (groupRows).
