@@ -34,7 +34,10 @@ import (
 // bytes). 17.625 MiB since the PostgreSQL store left pgx for a wire-protocol
 // client of its own (internal/store/postgres/pgwire; pgconn, pgproto3 and
 // x/text's PRECIS and language tables out): 18,436,258 bytes (17.58 MiB).
-const maxBinary = 17<<20 + 640<<10
+// 17.75 MiB with the start's work on first use and the release of the
+// start-up pages merged beside it: 18,469,026 bytes (17.61 MiB), and a
+// ceiling 12 KiB above that would fail the next small change.
+const maxBinary = 17<<20 + 768<<10
 
 // TestBinarySize builds the default binary with scripts/build itself (the
 // static, stripped build users get) and fails when it is larger than
