@@ -119,20 +119,7 @@ func normalizer(t testing.TB, b *box) func(string) string {
 	nsRe := regexp.MustCompile(`[a-z_]+:\[[0-9]+\]`)
 	pidRe := regexp.MustCompile(`/proc/[0-9]+/`)
 	uidRe := regexp.MustCompile(`\b(` + strconv.Itoa(b.rootUID()) + `|` + strconv.Itoa(b.userUID()) + `)\b`)
-	// Mounts under another test's temporary directory are the host's,
-	// seen through a policy that reads the host: test packages running
-	// beside this one make and remove them at any moment, so the cold
-	// sandbox and the spare may see different ones. This test's own
-	// mounts (its top-level test's directories) are kept.
-	own := filepath.Join(os.TempDir(), strings.SplitN(t.Name(), "/", 2)[0])
-	othersRe := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(filepath.Join(os.TempDir(), "Test")) + `\S* .*\n`)
 	return func(s string) string {
-		s = othersRe.ReplaceAllStringFunc(s, func(line string) string {
-			if strings.HasPrefix(strings.TrimSpace(line), own) {
-				return line
-			}
-			return ""
-		})
 		s = strings.ReplaceAll(s, b.id, "ID")
 		// Pids inside differ: the threads of an init count in its pid
 		// namespace, and a spare's Go runtime made more while it waited.
@@ -236,6 +223,9 @@ func initState(t testing.TB, b *box) string {
 // from the host (its init's), for each kind of spec a spare may serve.
 func TestSpareEquivalence(t *testing.T) {
 	needRoot(t)
+	if !inPrivateMounts(t) {
+		return
+	}
 	cold := New(Options{})
 	spares := New(Options{Spares: 1})
 	t.Cleanup(func() { _ = spares.Close() })
@@ -293,11 +283,11 @@ func TestSpareEquivalence(t *testing.T) {
 			if !slices.Equal(got[0].info.Mechanisms, got[1].info.Mechanisms) || !slices.Equal(got[0].info.Degraded, got[1].info.Degraded) {
 				t.Errorf("info: cold %+v, spare %+v", got[0].info, got[1].info)
 			}
-			if got[0].inside != got[1].inside {
-				t.Errorf("inside, cold:\n%s\nspare:\n%s", got[0].inside, got[1].inside)
+			if d := lineDiff(got[0].inside, got[1].inside); d != "" {
+				t.Errorf("inside, - cold + spare:\n%s", d)
 			}
-			if got[0].at != got[1].at {
-				t.Errorf("init, cold:\n%s\nspare:\n%s", got[0].at, got[1].at)
+			if d := lineDiff(got[0].at, got[1].at); d != "" {
+				t.Errorf("init, - cold + spare:\n%s", d)
 			}
 			// The probe saw what it is meant to compare.
 			for _, want := range []string{"NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
@@ -308,6 +298,85 @@ func TestSpareEquivalence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// privateMountsEnv marks the test binary re-executed by inPrivateMounts;
+// its value is the mount namespace of the process that re-executed it.
+const privateMountsEnv = "AGENTBOX_PROCESS_TEST_PRIVATE_MOUNTS"
+
+// inPrivateMounts runs the calling top-level test in a copy of the test
+// binary in a mount namespace of its own, made private: mounts that test
+// packages running beside this one make and remove on the host reach it no
+// more. It reports true in that copy, where the test goes on, and false
+// in the caller, where it has run the copy and reported its result.
+//
+// A sandbox that reads the host (ReadOutsideWorkspace) sees the host's
+// mounts as they are when it is made: two sandboxes made a moment apart
+// on a busy host differ by whatever was mounted between them, which is
+// not a difference between a cold sandbox and a spare.
+func inPrivateMounts(t *testing.T) bool {
+	t.Helper()
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent := os.Getenv(privateMountsEnv); parent != "" {
+		// Never the host's mounts made private: only a namespace of
+		// the copy's own.
+		if parent == self {
+			t.Fatalf("%s is set but this process is in its parent's mount namespace %s", privateMountsEnv, self)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			t.Fatalf("making the test's mounts private: %v", err)
+		}
+		return true
+	}
+	cmd := exec.CommandContext(t.Context(), "/proc/self/exe", "-test.run=^"+t.Name()+"$", "-test.v")
+	cmd.Env = append(os.Environ(), privateMountsEnv+"="+self)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a mount namespace of its own: %v\n%s", t.Name(), err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%s in a mount namespace of its own did not pass:\n%s", t.Name(), out)
+	}
+	return false
+}
+
+// lineDiff lists the lines only a has ("- ") and only b has ("+ "), as
+// multisets, in their order; "" when both hold the same lines.
+func lineDiff(a, b string) string {
+	if a == b {
+		return ""
+	}
+	count := map[string]int{}
+	for _, l := range strings.Split(b, "\n") {
+		count[l]++
+	}
+	var out strings.Builder
+	for _, l := range strings.Split(a, "\n") {
+		if count[l] > 0 {
+			count[l]--
+			continue
+		}
+		fmt.Fprintf(&out, "- %s\n", l)
+	}
+	count = map[string]int{}
+	for _, l := range strings.Split(a, "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if count[l] > 0 {
+			count[l]--
+			continue
+		}
+		fmt.Fprintf(&out, "+ %s\n", l)
+	}
+	if out.Len() == 0 {
+		return "(the same lines in another order)\n"
+	}
+	return out.String()
 }
 
 // TestSpareNeverReused: each spare becomes one sandbox and goes with it;
