@@ -43,8 +43,11 @@ import (
 // left: rows from earlier runs are always visible.
 //
 // Checkpoints do not weaken this: SQLite syncs the log before it copies
-// pages into the database file, and starts the log over only once every
-// frame of it is in the synced database file.
+// pages into the database file (a checkpoint may copy frames a syncer has not
+// synced yet), and starts the log over only once every frame of it is in the
+// synced database file; checkpoint.go says how, and what the checkpointer
+// adds (it writes the database file back early, so that the sync before a
+// restart has little left to write).
 
 // syncItem is a committed batch waiting for the log to be synced.
 type syncItem struct {

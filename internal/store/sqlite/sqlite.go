@@ -67,9 +67,13 @@ type Options struct {
 	// syncHook runs before every sync of the log and fails it by
 	// returning an error; fileSyncHook sees every other sync the store
 	// makes itself (of the database file, the log, the directory) and
-	// fails it by returning an error; checkpointPages and restartPages
-	// replace the constants of checkpoint.go.
+	// fails it by returning an error; checkpointHook sees the
+	// checkpointer's steps ("written back" after each write-back of the
+	// database file, "finish" before it asks the writer to finish a
+	// restart); checkpointPages and restartPages replace the constants of
+	// checkpoint.go.
 	batchHook                     func(batch []*op)
+	checkpointHook                func(step string)
 	syncHook                      func() error
 	fileSyncHook                  func(name string) error
 	checkpointPages, restartPages int
@@ -107,6 +111,7 @@ type Store struct {
 	syncQ       chan int64 // the batch just committed, for a syncer; nil with SyncNormal
 	syncDone    chan struct{}
 	wal         *os.File     // the write-ahead log, for the writer (grow.go) and the first syncer
+	dbFile      *os.File     // the database file, for the checkpointer's write-back (checkpoint.go)
 	syncWAL     []*os.File   // the log again, one file description per further syncer
 	syncMu      sync.Mutex   // guards pending
 	pending     []syncItem   // committed batches not yet answered, in commit order
@@ -348,6 +353,10 @@ func (s *Store) open(ctx context.Context, fresh, clean bool) error {
 		return err
 	}
 	s.cdb.SetMaxOpenConns(1)
+	if s.dbFile, err = os.Open(s.path); err != nil { // read-only: sync_file_range needs no write access
+		w.close()
+		return err
+	}
 	s.w = w
 	go w.run()
 	go s.checkpointer(context.WithoutCancel(ctx))
@@ -411,6 +420,9 @@ func (s *Store) closeDBs(clean bool) error {
 	}
 	for _, f := range s.syncWAL {
 		errs = append(errs, f.Close())
+	}
+	if s.dbFile != nil {
+		errs = append(errs, s.dbFile.Close())
 	}
 	if clean && errors.Join(errs...) == nil {
 		s.putCleanMark()

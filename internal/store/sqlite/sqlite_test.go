@@ -120,6 +120,12 @@ func TestFileAndPragmas(t *testing.T) {
 			if err := w.QueryRowContext(t.Context(), "PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
 				t.Errorf("writer synchronous = %d, %v; want 1 (NORMAL)", sync, err)
 			}
+			// The checkpointer's too: its checkpoints sync the log
+			// before copying and the database file before the log may
+			// start over (checkpoint.go).
+			if err := s.cdb.QueryRowContext(t.Context(), "PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
+				t.Errorf("checkpointer synchronous = %d, %v; want 1 (NORMAL)", sync, err)
+			}
 			if (s.syncQ != nil) != tc.syncer {
 				t.Errorf("syncer running: %v, want %v", s.syncQ != nil, tc.syncer)
 			}
