@@ -17,17 +17,16 @@ func runtimeGetAuxv() []uintptr
 func rawSyscall6(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2, errno uintptr)
 
 const (
-	atPHDR  = 3 // auxv: the address of the program headers
-	atPHENT = 4 // auxv: the size of one
-	atPHNUM = 5 // auxv: how many
+	atPHDR   = 3 // auxv: the address of the program headers
+	atPHENT  = 4 // auxv: the size of one
+	atPHNUM  = 5 // auxv: how many
+	atPAGESZ = 6 // auxv: the system's page size
 
 	ptLOAD = 1
 	ptPHDR = 6
 	pfW    = 2 // a segment's flag: writable
 
 	madvPopulateRead = 22 // Linux 5.14
-
-	page = 4096 // the smallest page: ranges are rounded to it
 )
 
 // phdr is an ELF64 program header.
@@ -53,6 +52,7 @@ func madvise(addr, n, advice uintptr) uintptr {
 // through the program headers the kernel put in the auxiliary vector.
 func populateImage() Result {
 	var at, ent, num uintptr
+	page := uintptr(4096)
 	av := runtimeGetAuxv()
 	for i := 0; i+1 < len(av); i += 2 {
 		switch av[i] {
@@ -62,6 +62,10 @@ func populateImage() Result {
 			ent = av[i+1]
 		case atPHNUM:
 			num = av[i+1]
+		case atPAGESZ:
+			if p := av[i+1]; p != 0 && p&(p-1) == 0 {
+				page = p
+			}
 		}
 	}
 	if at == 0 || ent < unsafe.Sizeof(phdr{}) || num == 0 || num > 64 {
@@ -74,14 +78,15 @@ func populateImage() Result {
 	for i := range hdrs {
 		hdrs[i] = (*phdr)(unsafe.Add(base, uintptr(i)*ent))
 	}
-	return populateSegments(hdrs, at, madvise)
+	return populateSegments(hdrs, at, page, madvise)
 }
 
 // populateSegments gives madvise(MADV_POPULATE_READ) each read-only
-// loadable segment of hdrs, rounded out to pages. at is where the headers
+// loadable segment of hdrs, rounded out to pages of page bytes (a power of
+// two). at is where the headers
 // are: a position-independent executable is loaded at a bias, the
 // difference between at and the address its own header (PT_PHDR) gives.
-func populateSegments(hdrs []*phdr, at uintptr, madvise func(addr, n, advice uintptr) uintptr) Result {
+func populateSegments(hdrs []*phdr, at, page uintptr, madvise func(addr, n, advice uintptr) uintptr) Result {
 	var bias uintptr
 	for _, h := range hdrs {
 		if h.typ == ptPHDR {

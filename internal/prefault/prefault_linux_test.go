@@ -4,6 +4,7 @@ package prefault
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -133,5 +134,66 @@ func TestPopulateImage(t *testing.T) {
 		if m.rss != int64(m.hi-m.lo) {
 			t.Errorf("%#x-%#x %s: %d of %d KiB resident after populateImage", m.lo, m.hi, m.perms, m.rss>>10, (m.hi-m.lo)>>10)
 		}
+	}
+}
+
+// TestPopulateSegments: which ranges populateSegments gives madvise, for
+// the program headers of a static executable and of a position-independent
+// one (loaded at a bias, which its PT_PHDR tells), and what it reports when
+// madvise fails.
+func TestPopulateSegments(t *testing.T) {
+	type call struct{ addr, n uintptr }
+	static := []*phdr{
+		{typ: ptPHDR, flags: 4, vaddr: 0x400040},
+		{typ: ptLOAD, flags: 5, vaddr: 0x400000, filesz: 0x89e031, memsz: 0x89e031},  // text
+		{typ: ptLOAD, flags: 4, vaddr: 0xc9f000, filesz: 0x868298, memsz: 0x868298},  // rodata
+		{typ: ptLOAD, flags: 6, vaddr: 0x1508000, filesz: 0x94780, memsz: 0x20dfb80}, // data, bss
+		{typ: 0x6474e551, flags: 6},                                                  // GNU_STACK
+	}
+	pie := []*phdr{
+		{typ: ptPHDR, flags: 4, vaddr: 0x40},
+		{typ: ptLOAD, flags: 4, vaddr: 0, filesz: 0x1234},
+		{typ: ptLOAD, flags: 5, vaddr: 0x2000, filesz: 0x10},
+		{typ: ptLOAD, flags: 6, vaddr: 0x4000, filesz: 0x100},
+		{typ: ptLOAD, flags: 4, vaddr: 0x8000, filesz: 0}, // nothing from the file
+	}
+	for _, tc := range []struct {
+		name  string
+		hdrs  []*phdr
+		at    uintptr
+		page  uintptr
+		errno uintptr
+		want  []call
+		res   Result
+	}{
+		{name: "static", hdrs: static, at: 0x400040, page: 4096,
+			want: []call{{0x400000, 0x89f000}, {0xc9f000, 0x869000}},
+			res:  Result{Image: 0x89f000 + 0x869000}},
+		{name: "pie", hdrs: pie, at: 0x5555_0000_0040, page: 4096,
+			want: []call{{0x5555_0000_0000, 0x2000}, {0x5555_0000_2000, 0x1000}},
+			res:  Result{Image: 0x3000}},
+		{name: "pie 64 KiB pages", hdrs: pie, at: 0x5555_0000_0040, page: 64 << 10,
+			want: []call{{0x5555_0000_0000, 0x10000}, {0x5555_0000_0000, 0x10000}},
+			res:  Result{Image: 0x20000}},
+		{name: "old kernel", hdrs: static, at: 0x400040, page: 4096, errno: uintptr(unix.EINVAL),
+			want: []call{{0x400000, 0x89f000}, {0xc9f000, 0x869000}},
+			res:  Result{Errno: uintptr(unix.EINVAL)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []call
+			r := populateSegments(tc.hdrs, tc.at, tc.page, func(addr, n, advice uintptr) uintptr {
+				if advice != madvPopulateRead {
+					t.Errorf("advice %d, want MADV_POPULATE_READ", advice)
+				}
+				got = append(got, call{addr, n})
+				return tc.errno
+			})
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("madvise calls %#x, want %#x", got, tc.want)
+			}
+			if r != tc.res {
+				t.Errorf("result %+v, want %+v", r, tc.res)
+			}
+		})
 	}
 }
