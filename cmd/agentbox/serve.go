@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/execution"
 	"github.com/agentbox/agentbox/internal/flagfile"
 	"github.com/agentbox/agentbox/internal/logging"
+	"github.com/agentbox/agentbox/internal/prefault"
 	"github.com/agentbox/agentbox/internal/sandbox/process"
 )
 
@@ -112,6 +113,13 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 			var err error
 			if cfg.Log, err = logging.New(cmd.ErrOrStderr(), logFormat, level); err != nil {
 				return fmt.Errorf("--log-format: %w", err)
+			}
+			if r := prefault.Start(); r != (prefault.Result{}) {
+				var failed error
+				if r.Errno != 0 {
+					failed = syscall.Errno(r.Errno)
+				}
+				cfg.Log.Debug("start-up pages mapped ahead", "binary_kib", r.Image>>10, "err", failed)
 			}
 			if cors != "" {
 				cfg.CORSOrigins = strings.Split(cors, ",")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"strconv"
@@ -74,5 +75,47 @@ func TestStartUpPagesReleased(t *testing.T) {
 	}
 	if _, err := d.c.CreateSession(t.Context(), client.CreateSession{Agent: "mock"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStartUpPagesMappedAhead checks that `serve` maps its executable's
+// read-only segments from its early init (internal/prefault): the daemon
+// logs how much it mapped, which is what the binary's program headers say
+// those segments hold (rounded to pages).
+func TestStartUpPagesMappedAhead(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "--log-level", "debug")
+	d.kill9(t) // the line comes before serving; the log is read once the process is gone
+	var line string
+	for l := range strings.Lines(d.log.String()) {
+		if strings.Contains(l, `msg="start-up pages mapped ahead"`) {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no \"start-up pages mapped ahead\" line in the daemon's log:\n%s", d.log.String())
+	}
+	if strings.Contains(line, "err=\"invalid argument\"") {
+		t.Skipf("this kernel has no MADV_POPULATE_READ (Linux 5.14): %s", line)
+	}
+	var kib uint64
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "binary_kib="); ok {
+			kib, _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var want uint64
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 && p.Filesz > 0 {
+			lo := p.Vaddr &^ 4095
+			want += (p.Vaddr+p.Filesz+4095)&^4095 - lo
+		}
+	}
+	if kib != want>>10 || !strings.Contains(line, "err=<nil>") {
+		t.Fatalf("mapped %d KiB, want the read-only segments' %d KiB: %s", kib, want>>10, line)
 	}
 }
