@@ -155,6 +155,8 @@ func benchHealth(b *testing.B, t benchTarget) {
 	hc := &http.Client{}
 	ctx := context.Background()
 	var lat []time.Duration
+	pid := srv.cmd.Process.Pid
+	cpu0, cs0 := threadsCPU(pid)
 	for b.Loop() {
 		t0 := time.Now()
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.url, nil)
@@ -174,6 +176,15 @@ func benchHealth(b *testing.B, t benchTarget) {
 		}
 		lat = append(lat, time.Since(t0))
 	}
+	// What serving took the server, per request: its threads' CPU time
+	// and context switches (the client's are not counted). The mechanism
+	// behind the latency: Go's net/http starts a goroutine per request,
+	// whose wake-up of an idle P costs more than the request's own work
+	// (docs/ARCHITECTURE.md, the health figures).
+	cpu1, cs1 := threadsCPU(pid)
+	n := float64(len(lat))
+	b.ReportMetric(float64(cpu1-cpu0)/1000/n, "server-cpu-us/op")
+	b.ReportMetric(float64(cs1-cs0)/n, "server-ctxsw/op")
 	// The resident set once the requests have been served: what the
 	// daemon's own work keeps mapped, beside the idle figure of
 	// BenchmarkStartToHealthy.
@@ -184,6 +195,30 @@ func benchHealth(b *testing.B, t benchTarget) {
 }
 
 func freePortB(b *testing.B) int { return freePort(b) }
+
+// threadsCPU returns the CPU time (ns, from schedstat) and the context
+// switches (voluntary and not) of process pid's live threads so far.
+func threadsCPU(pid int) (cpuNS, switches int64) {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, t.Name())
+		if st, err := os.ReadFile(dir + "schedstat"); err == nil {
+			if f := strings.Fields(string(st)); len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				cpuNS += v
+			}
+		}
+		status, _ := os.ReadFile(dir + "status")
+		for line := range strings.Lines(string(status)) {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				x, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				switches += x
+			}
+		}
+	}
+	return cpuNS, switches
+}
 
 func vmRSS(b *testing.B, pid int) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
