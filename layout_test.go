@@ -91,6 +91,7 @@ var layers = []layer{
 	{from: "internal/reexec", only: []string{}, why: "the re-exec registry is a leaf"},
 	{from: "internal/residency", only: []string{}, why: "giving back a process's start-up pages knows nothing of what the process does"},
 	{from: "internal/prefault", only: []string{}, why: "mapping a start's pages ahead imports nothing with an init, so that its own runs first"},
+	{from: "internal/procs", only: []string{}, why: "sizing the scheduler to the load knows nothing of what the process does"},
 	{from: "internal/golden", only: []string{}, why: "the golden-file support is a leaf"},
 	{from: "internal/tracing", only: []string{"internal/version"}, why: "spans and their export know nothing of what they trace"},
 	{from: "internal/sandbox", only: []string{"internal/inert"},

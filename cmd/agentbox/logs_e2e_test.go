@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/client"
 	"github.com/agentbox/agentbox/internal/logging"
@@ -57,5 +60,25 @@ func TestServeJSONLogs(t *testing.T) {
 	}
 	if requests < 5 {
 		t.Fatalf("%d request lines, want one for each of the 5+ requests:\n%s", requests, logs)
+	}
+}
+
+// TestServeGovernsProcs: once its start is done, `serve` sizes the Go
+// scheduler to its load (internal/procs) and starts at one P; it says so
+// in its debug log. An embedding program's daemon does not (GovernProcs).
+func TestServeGovernsProcs(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: nothing to govern")
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		t.Skip("GOMAXPROCS is set: the daemon leaves it alone")
+	}
+	d := startDaemon(t, t.TempDir(), "--log-level", "debug")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(d.log.String(), "procs: one P") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"procs: one P\" line 20 s after the first answer:\n%s", d.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -188,6 +188,7 @@ cannot drive the daemon through DNS rebinding or cross-site requests.`,
 // runDaemon starts the daemon serve configured and serves until ctx ends;
 // the tests of the flags' sources replace it to see the configuration.
 var runDaemon = func(ctx context.Context, cfg daemon.Config) error {
+	cfg.GovernProcs = true // the daemon is this process's only work
 	d, err := daemon.New(ctx, cfg)
 	if err != nil {
 		return err

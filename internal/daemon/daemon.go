@@ -41,6 +41,7 @@ import (
 	"github.com/agentbox/agentbox/internal/inspector"
 	"github.com/agentbox/agentbox/internal/logging"
 	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/procs"
 	"github.com/agentbox/agentbox/internal/provider"
 	"github.com/agentbox/agentbox/internal/provider/relay"
 	"github.com/agentbox/agentbox/internal/sandbox"
@@ -140,6 +141,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Heartbeat is the SSE keep-alive interval.
 	Heartbeat time.Duration
+	// GovernProcs says the daemon is its process's only work, as in
+	// agentbox serve: once its start is done it sizes the Go scheduler's
+	// parallelism to its load (package procs: one P while the load fits
+	// in one). A program that embeds the daemon keeps its own GOMAXPROCS.
+	GovernProcs bool
 	// SyncNormal trades the durability of the last commits on power loss
 	// (never on a process crash) for throughput.
 	SyncNormal bool
@@ -1092,6 +1098,18 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		// And the probe's, which runs for as long as runsc takes.
 		releaseStartGarbage(d.log)
 	}()
+	if d.cfg.GovernProcs {
+		// From the end of the start (which runs in parallel) until the
+		// daemon stops serving; detached from requests on purpose.
+		d.warm.Add(1)
+		go func() {
+			defer d.warm.Done()
+			if !d.settled() {
+				return
+			}
+			procs.Govern(d.handlerCtx, d.log)
+		}()
+	}
 	select {
 	case err := <-watchErr:
 		_ = d.Shutdown(context.Background())
