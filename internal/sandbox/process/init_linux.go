@@ -38,6 +38,8 @@ type sandboxInit struct {
 	ctl *net.UnixConn
 	// running maps pids of started commands to their ids.
 	running map[int]uint64
+	// sigchld is notified of SIGCHLD (asked for as the init starts).
+	sigchld chan os.Signal
 }
 
 // initFail reports a setup failure to the supervisor; missing names the
@@ -69,6 +71,17 @@ func runInit() int {
 		return 1
 	}
 	in := &sandboxInit{ctl: conn.(*net.UnixConn), running: map[int]uint64{}}
+	// Asked for now, not once the sandbox is up: the runtime's first
+	// Notify starts a thread of its own, which would otherwise delay the
+	// first command. Nothing runs here that could send SIGCHLD until a
+	// command is started, and SIGCHLD's disposition stays the runtime's.
+	in.sigchld = make(chan os.Signal, 1)
+	signal.Notify(in.sigchld, syscall.SIGCHLD)
+
+	// The part of the root no policy changes is built now, before the
+	// config: a spare has it ready when a Create hands it one. A failure
+	// is reported once the config has come, as any other of the setup.
+	prepErr := prepareRoot()
 
 	// A spare waits here, with no policy applied, until a Create hands it
 	// one; a supervisor that goes away first closes the pipe empty.
@@ -97,6 +110,10 @@ func runInit() int {
 		cfg.EgressFD = fds[len(cfg.Mounts)]
 	}
 
+	if prepErr != nil {
+		in.reply(message{Op: opReady, Error: "prepare the root: " + prepErr.Error()}, -1)
+		return 1
+	}
 	mech, degraded, err := setup(&cfg)
 	if err != nil {
 		m := message{Op: opReady, Error: err.Error()}
@@ -190,8 +207,6 @@ type request struct {
 func (in *sandboxInit) serve() {
 	reqs := make(chan request)
 	go in.readRequests(reqs)
-	sigchld := make(chan os.Signal, 1)
-	signal.Notify(sigchld, syscall.SIGCHLD)
 	for {
 		select {
 		case r, ok := <-reqs:
@@ -201,7 +216,7 @@ func (in *sandboxInit) serve() {
 				return
 			}
 			in.start(r)
-		case <-sigchld:
+		case <-in.sigchld:
 			in.reap()
 		}
 	}

@@ -590,12 +590,12 @@ func (b *box) adopt(in *initProc) {
 	b.initStderr, b.waitDone = in.stderr, in.waitDone
 }
 
-// configure hands the init its policy: gate runs first (it waits for the
-// cgroup), then the init joins b.cg, if any, and only then gets its
-// config and, over the control socket, the detached mounts (and the
-// egress socket), in the order of cfg.Mounts. Until its config pipe is
-// closed the init does nothing: this is the start gate (cgroup v1 has no
-// CLONE_INTO_CGROUP).
+// configure hands the init its policy: the detached mounts (and the
+// egress socket) go over the control socket first, in the order of
+// cfg.Mounts, then gate runs (it waits for the cgroup), the init joins
+// b.cg, if any, and only then gets its config. Until its config pipe is
+// closed the init does nothing, and reads nothing from the socket: this is
+// the start gate (cgroup v1 has no CLONE_INTO_CGROUP).
 func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) error {
 	fds := make([]int, 0, len(mounts)+1)
 	for _, f := range mounts {
@@ -612,6 +612,16 @@ func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) er
 	}
 	if err := checkInit(b.initPid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
 		return err
+	}
+	// The mounts go first: they wait in the socket, unread, until the
+	// init has its config, which it then finds with them, without
+	// waiting again for a packet sent after it.
+	for len(fds) > 0 {
+		n := min(len(fds), fdBatch)
+		if err := b.send(message{Op: opFDs}, fds[:n]); err != nil {
+			return fmt.Errorf("send sandbox mounts: %w", err)
+		}
+		fds = fds[n:]
 	}
 	if err := gate(); err != nil {
 		return err
@@ -632,13 +642,6 @@ func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) er
 	b.cfgW = nil
 	if err != nil {
 		return fmt.Errorf("send sandbox config: %w", err)
-	}
-	for len(fds) > 0 {
-		n := min(len(fds), fdBatch)
-		if err := b.send(message{Op: opFDs}, fds[:n]); err != nil {
-			return fmt.Errorf("send sandbox mounts: %w", err)
-		}
-		fds = fds[n:]
 	}
 	b.dispatching = true
 	go b.dispatch()
