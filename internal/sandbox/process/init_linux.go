@@ -82,6 +82,7 @@ func runInit() int {
 	// config: a spare has it ready when a Create hands it one. A failure
 	// is reported once the config has come, as any other of the setup.
 	prepErr := prepareRoot()
+	warmDecoders()
 
 	// A spare waits here, with no policy applied, until a Create hands it
 	// one; a supervisor that goes away first closes the pipe empty.
@@ -134,6 +135,17 @@ func runInit() int {
 	in.reply(message{Op: opReady, Mechanisms: mech, Degraded: degraded}, -1)
 	in.serve()
 	return 0
+}
+
+// warmDecoders builds encoding/json's per-type state for the config and
+// the control packets (it caches it on first use), and with it faults in
+// the code that does so: done before the config, that is work the
+// sandbox's start does not wait for. It reads and writes nothing.
+func warmDecoders() {
+	var cfg initConfig
+	_ = json.Unmarshal([]byte(`{"mounts":[{}],"overlay":{},"state_overlays":[{}],"syscalls":{}}`), &cfg) // a fixed, valid document
+	_, _ = decodeMessage([]byte(`{"op":"start","args":["a"],"env":["a=b"]}`))                            // likewise
+	_, _ = json.Marshal(message{Op: opReady, Mechanisms: []string{"a"}})                                 // a plain struct: cannot fail
 }
 
 // reply sends one packet to the supervisor, with fd attached when >= 0.
