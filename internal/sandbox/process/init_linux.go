@@ -63,6 +63,9 @@ func runInit() int {
 		fmt.Fprintln(os.Stderr, "sandbox init: close inherited descriptors:", err)
 		return 1
 	}
+	// Before anything else starts a thread (see dropBoundingSet); a
+	// failure is reported once the config has come.
+	capErr := dropBoundingSet()
 	ctlFile := os.NewFile(fdControl, "control")
 	conn, err := net.FileConn(ctlFile)
 	ctlFile.Close()
@@ -111,6 +114,10 @@ func runInit() int {
 		cfg.EgressFD = fds[len(cfg.Mounts)]
 	}
 
+	if capErr != nil {
+		in.reply(message{Op: opReady, Error: capErr.Error(), Missing: "capabilities"}, -1)
+		return 1
+	}
 	if prepErr != nil {
 		in.reply(message{Op: opReady, Error: "prepare the root: " + prepErr.Error()}, -1)
 		return 1
