@@ -152,6 +152,20 @@ func (g *Group) Version() string {
 // be opened for SysProcAttr.UseCgroupFD.
 func (g *Group) Dir(c string) string { return g.dirs[c] }
 
+// SetLimits writes limits l into the group: New with no limits and then
+// SetLimits(l) is New with l, for a caller that makes the group, and puts
+// a process in it, before it knows the limits. It fails, naming the
+// controller, when a limit that is set has no controller here.
+func (g *Group) SetLimits(l Limits) error {
+	need := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Pids > 0, "cpu": l.CPUs > 0}
+	for c, needed := range need {
+		if needed && g.dirs[c] == "" {
+			return fmt.Errorf("cgroup: the %s controller is not available (cgroup %s); it is needed for the %s limit", c, g.Version(), c)
+		}
+	}
+	return g.setLimits(l)
+}
+
 func (g *Group) setLimits(l Limits) error {
 	var writes [][2]string // file path, value; in order
 	if l.MemoryBytes > 0 {

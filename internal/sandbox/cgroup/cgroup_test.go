@@ -155,6 +155,39 @@ func TestMemoryLimitOOMKills(t *testing.T) {
 	}
 }
 
+// TestSetLimitsAfterAdd: a group made with no limits, holding a process,
+// enforces the limits SetLimits writes afterwards.
+func TestSetLimitsAfterAdd(t *testing.T) {
+	needCgroups(t)
+	g := newGroup(t, Limits{})
+	cmd := self("hog")
+	gate, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetLimits(Limits{MemoryBytes: 64 << 20, Pids: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("hog ended with %v, want SIGKILL by the OOM killer", err)
+	}
+	if st, err := g.Stats(); err != nil || st.OOMKills != 1 {
+		t.Errorf("stats %+v, %v: want 1 OOM kill", st, err)
+	}
+}
+
 func TestPidsLimit(t *testing.T) {
 	needCgroups(t)
 	g := newGroup(t, Limits{Pids: 16})

@@ -13,6 +13,7 @@ import (
 // cgroupGroup is the part of *cgroup.Group the runtime uses.
 type cgroupGroup interface {
 	Add(pid int) error
+	SetLimits(l cgroup.Limits) error
 	Kill() error
 	Pids() ([]int, error)
 	Stats() (cgroup.Stats, error)

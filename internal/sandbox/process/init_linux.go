@@ -38,6 +38,8 @@ type sandboxInit struct {
 	ctl *net.UnixConn
 	// running maps pids of started commands to their ids.
 	running map[int]uint64
+	// sigchld is notified of SIGCHLD (asked for as the init starts).
+	sigchld chan os.Signal
 }
 
 // initFail reports a setup failure to the supervisor; missing names the
@@ -61,6 +63,9 @@ func runInit() int {
 		fmt.Fprintln(os.Stderr, "sandbox init: close inherited descriptors:", err)
 		return 1
 	}
+	// Before anything else starts a thread (see dropBoundingSet); a
+	// failure is reported once the config has come.
+	capErr := dropBoundingSet()
 	ctlFile := os.NewFile(fdControl, "control")
 	conn, err := net.FileConn(ctlFile)
 	ctlFile.Close()
@@ -69,6 +74,18 @@ func runInit() int {
 		return 1
 	}
 	in := &sandboxInit{ctl: conn.(*net.UnixConn), running: map[int]uint64{}}
+	// Asked for now, not once the sandbox is up: the runtime's first
+	// Notify starts a thread of its own, which would otherwise delay the
+	// first command. Nothing runs here that could send SIGCHLD until a
+	// command is started, and SIGCHLD's disposition stays the runtime's.
+	in.sigchld = make(chan os.Signal, 1)
+	signal.Notify(in.sigchld, syscall.SIGCHLD)
+
+	// The part of the root no policy changes is built now, before the
+	// config: a spare has it ready when a Create hands it one. A failure
+	// is reported once the config has come, as any other of the setup.
+	prepErr := prepareRoot()
+	warmDecoders()
 
 	// A spare waits here, with no policy applied, until a Create hands it
 	// one; a supervisor that goes away first closes the pipe empty.
@@ -97,6 +114,14 @@ func runInit() int {
 		cfg.EgressFD = fds[len(cfg.Mounts)]
 	}
 
+	if capErr != nil {
+		in.reply(message{Op: opReady, Error: capErr.Error(), Missing: "capabilities"}, -1)
+		return 1
+	}
+	if prepErr != nil {
+		in.reply(message{Op: opReady, Error: "prepare the root: " + prepErr.Error()}, -1)
+		return 1
+	}
 	mech, degraded, err := setup(&cfg)
 	if err != nil {
 		m := message{Op: opReady, Error: err.Error()}
@@ -117,6 +142,17 @@ func runInit() int {
 	in.reply(message{Op: opReady, Mechanisms: mech, Degraded: degraded}, -1)
 	in.serve()
 	return 0
+}
+
+// warmDecoders builds encoding/json's per-type state for the config and
+// the control packets (it caches it on first use), and with it faults in
+// the code that does so: done before the config, that is work the
+// sandbox's start does not wait for. It reads and writes nothing.
+func warmDecoders() {
+	var cfg initConfig
+	_ = json.Unmarshal([]byte(`{"mounts":[{}],"overlay":{},"state_overlays":[{}],"syscalls":{}}`), &cfg) // a fixed, valid document
+	_, _ = decodeMessage([]byte(`{"op":"start","args":["a"],"env":["a=b"]}`))                            // likewise
+	_, _ = json.Marshal(message{Op: opReady, Mechanisms: []string{"a"}})                                 // a plain struct: cannot fail
 }
 
 // reply sends one packet to the supervisor, with fd attached when >= 0.
@@ -190,8 +226,6 @@ type request struct {
 func (in *sandboxInit) serve() {
 	reqs := make(chan request)
 	go in.readRequests(reqs)
-	sigchld := make(chan os.Signal, 1)
-	signal.Notify(sigchld, syscall.SIGCHLD)
 	for {
 		select {
 		case r, ok := <-reqs:
@@ -201,7 +235,7 @@ func (in *sandboxInit) serve() {
 				return
 			}
 			in.start(r)
-		case <-sigchld:
+		case <-in.sigchld:
 			in.reap()
 		}
 	}

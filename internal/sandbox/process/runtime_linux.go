@@ -170,11 +170,11 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		slot:   -1,
 		initFD: -1,
 	}
-	var cgroupReady func() error // joins the cgroup creation started below
+	var cgroupReady func() (soft, hard error) // joins the cgroup creation started with the init
 	defer func() {
 		if err != nil {
 			if cgroupReady != nil {
-				_ = cgroupReady() // its group, if any, goes with destroy
+				_, _ = cgroupReady() // its group, if any, goes with destroy
 			}
 			if derr := b.destroy(); derr != nil {
 				err = errors.Join(err, derr) // a leaked cgroup: say so
@@ -212,54 +212,44 @@ func (r *Runtime) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	b.adopt(in)
 	b.uidBase = r.opts.UIDBase
-	b.id = fmt.Sprintf("p%d-%d", b.slot, time.Now().UnixNano())
 	rootUID, userUID := b.rootUID(), b.userUID()
 
-	// The cgroup is created while the mounts are made and the init
-	// starts (a few hundred microseconds of mkdir and writes on cgroup
-	// v1); the init joins it before it reads its config (configure's gate).
+	// The cgroup was made as the init started, and the init put in it
+	// (initProc.makeCgroup): long before for a spare, beside the
+	// host-side mounts below for a cold init. It has no limits yet: the
+	// gate below writes the policy's, before the config.
 	limited := spec.Limits.MemoryBytes > 0 || spec.Limits.CPUs > 0 || spec.Limits.Pids > 0
-	if newCgroup == nil {
+	if in.cgDone == nil {
 		if limited {
 			if err := degrade("cgroup", errors.New("no cgroup support in this build")); err != nil {
 				return nil, err
 			}
 		}
 	} else {
-		type result struct {
-			cg  cgroupGroup
-			err error
-		}
-		done := make(chan result, 1)
-		name := "agentbox-" + b.id
-		// Written down before it exists: if this process dies, the
-		// next agentbox to start removes the group and what runs in it.
-		if b.cgRecord, err = owner.Default().Record(owner.Record{Kind: cgroup.KindCgroup, Name: name}); err != nil {
-			return nil, fmt.Errorf("process sandbox: %w", err)
-		}
-		go func() {
-			cg, err := newCgroup(name, spec.Limits)
-			done <- result{cg, err}
-		}()
 		var once sync.Once
-		var cerr error
-		cgroupReady = func() error {
+		cgroupReady = func() (soft, hard error) {
 			once.Do(func() {
-				r := <-done
-				cerr = r.err
-				if r.err == nil {
-					b.cg = r.cg
-				}
+				<-in.cgDone
+				// The sandbox's from now on: destroy removes them.
+				b.cg, b.cgRecord = in.cg, in.cgRecord
 			})
-			return cerr
+			return in.cgErr, in.cgHardErr
 		}
 	}
-	// joinCgroup waits for the cgroup and applies the degradation rules.
+	// joinCgroup waits for the cgroup, writes the limits and applies the
+	// degradation rules.
 	joinCgroup := func() error {
 		if cgroupReady == nil {
 			return nil
 		}
-		if cerr := cgroupReady(); cerr != nil {
+		cerr, hard := cgroupReady()
+		if hard != nil {
+			return hard
+		}
+		if cerr == nil {
+			cerr = b.cg.SetLimits(cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, CPUs: spec.Limits.CPUs, Pids: spec.Limits.Pids})
+		}
+		if cerr != nil {
 			if limited {
 				return degrade("cgroup", cerr)
 			}
@@ -585,16 +575,18 @@ func (b *box) userUID() int { return b.uidBase + sandboxUID + b.slot }
 
 // adopt makes in the sandbox's init.
 func (b *box) adopt(in *initProc) {
+	b.id = in.id
 	b.initPid, b.ctl, b.cfgW, b.initFD = in.pid, in.ctl, in.cfgW, in.pidfd
 	b.uidSlot, b.slot = in.slot, in.slot.N
 	b.initStderr, b.waitDone = in.stderr, in.waitDone
 }
 
-// configure hands the init its policy: gate runs first (it waits for the
-// cgroup), then the init joins b.cg, if any, and only then gets its
-// config and, over the control socket, the detached mounts (and the
-// egress socket), in the order of cfg.Mounts. Until its config pipe is
-// closed the init does nothing: this is the start gate (cgroup v1 has no
+// configure hands the init its policy: the detached mounts (and the
+// egress socket) go over the control socket first, in the order of
+// cfg.Mounts, then gate runs (it waits for the cgroup the init was put in
+// as it started, and writes its limits), and only then does the init get
+// its config. Until its config pipe is closed the init does nothing, and
+// reads nothing from the socket: this is the start gate (cgroup v1 has no
 // CLONE_INTO_CGROUP).
 func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) error {
 	fds := make([]int, 0, len(mounts)+1)
@@ -613,13 +605,18 @@ func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) er
 	if err := checkInit(b.initPid, cfg.NetNone, b.rootUID(), b.userUID()); err != nil {
 		return err
 	}
+	// The mounts go first: they wait in the socket, unread, until the
+	// init has its config, which it then finds with them, without
+	// waiting again for a packet sent after it.
+	for len(fds) > 0 {
+		n := min(len(fds), fdBatch)
+		if err := b.send(message{Op: opFDs}, fds[:n]); err != nil {
+			return fmt.Errorf("send sandbox mounts: %w", err)
+		}
+		fds = fds[n:]
+	}
 	if err := gate(); err != nil {
 		return err
-	}
-	if b.cg != nil {
-		if err := b.cg.Add(b.initPid); err != nil {
-			return fmt.Errorf("add sandbox init to its cgroup: %w", err)
-		}
 	}
 	data, err := json.Marshal(cfg)
 	if err != nil {
@@ -632,13 +629,6 @@ func (b *box) configure(cfg initConfig, mounts []*os.File, gate func() error) er
 	b.cfgW = nil
 	if err != nil {
 		return fmt.Errorf("send sandbox config: %w", err)
-	}
-	for len(fds) > 0 {
-		n := min(len(fds), fdBatch)
-		if err := b.send(message{Op: opFDs}, fds[:n]); err != nil {
-			return fmt.Errorf("send sandbox mounts: %w", err)
-		}
-		fds = fds[n:]
 	}
 	b.dispatching = true
 	go b.dispatch()

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/reexec"
+	"github.com/agentbox/agentbox/internal/sandbox"
+	"github.com/agentbox/agentbox/internal/sandbox/cgroup"
 	"github.com/agentbox/agentbox/internal/sandbox/owner"
 )
 
@@ -73,6 +75,64 @@ type initProc struct {
 	stderr   *tailBuffer
 	waitDone chan struct{} // closed when the init is reaped
 	born     time.Time
+	id       string // the sandbox's id; its cgroup is named after it
+
+	// The sandbox's cgroup, made as the init starts, with the init in it
+	// and no limits (makeCgroup). cgDone is nil without cgroup support,
+	// and closed once the rest is set: cg and cgRecord (nil if none was
+	// made), cgErr when the group could not be made (the policy decides
+	// whether that may be degraded), cgHardErr when the sandbox cannot be
+	// made at all (the group could not be recorded, or the init not put
+	// in it).
+	cgDone    chan struct{}
+	cg        cgroupGroup
+	cgRecord  *owner.Entry
+	cgErr     error
+	cgHardErr error
+}
+
+// makeCgroup makes the sandbox's cgroup, with no limits, and puts the
+// init in it; it closes in.cgDone when done. The init runs nothing until
+// its config, and configure writes the policy's limits before that, so
+// the group is the one a Create made and joined before the config; made
+// with the init, it is ready when a Create takes a spare (on cgroup v1 a
+// group is a directory in each of five hierarchies, and each move of a
+// process waits for an RCU grace period).
+func (in *initProc) makeCgroup(mk func(string, sandbox.Limits) (cgroupGroup, error)) {
+	defer close(in.cgDone)
+	name := "agentbox-" + in.id
+	// Written down before it exists: if this process dies, the next
+	// agentbox to start removes the group and what runs in it.
+	rec, err := owner.Default().Record(owner.Record{Kind: cgroup.KindCgroup, Name: name})
+	if err != nil {
+		in.cgHardErr = fmt.Errorf("process sandbox: %w", err)
+		return
+	}
+	in.cgRecord = rec
+	cg, err := mk(name, sandbox.Limits{})
+	if err != nil {
+		in.cgErr = err
+		return
+	}
+	in.cg = cg
+	if err := cg.Add(in.pid); err != nil {
+		in.cgHardErr = fmt.Errorf("add sandbox init to its cgroup: %w", err)
+	}
+}
+
+// releaseCgroup removes the cgroup of an init no sandbox took (its init
+// is gone), and its record once it is gone.
+func (in *initProc) releaseCgroup() {
+	if in.cgDone == nil {
+		return
+	}
+	<-in.cgDone
+	if in.cg != nil {
+		if err := in.cg.Delete(); err != nil {
+			return // the record stays: the next agentbox to start removes it
+		}
+	}
+	in.cgRecord.Release()
 }
 
 // startInit starts an init in new namespaces (a network namespace of its
@@ -129,6 +189,11 @@ func (r *Runtime) startInit(slot *owner.Slot, newNet bool) (_ *initProc, err err
 	copied := make(chan struct{})
 	go copyStderr(errR, in.stderr, copied)
 	in.pid, in.pidfd, in.waitDone = pid, pidfd, make(chan struct{})
+	in.id = fmt.Sprintf("p%d-%d", slot.N, time.Now().UnixNano())
+	if mk := newCgroup; mk != nil {
+		in.cgDone = make(chan struct{})
+		go in.makeCgroup(mk)
+	}
 	go func() {
 		<-reaped
 		<-copied
@@ -168,6 +233,7 @@ func (in *initProc) discard() {
 	if in.pidfd >= 0 {
 		_ = unix.Close(in.pidfd) // a pidfd: closing it loses nothing
 	}
+	in.releaseCgroup()
 	in.slot.Release()
 }
 
