@@ -88,9 +88,10 @@ func waitGone(t testing.TB, pids ...int) {
 // rlimits, descriptors, environment, cgroup, namespaces, mounts, the
 // Landlock domain (a write to /proc/self/comm, which only Landlock
 // refuses) and the rest of the process's setting. The mounts are listed
-// by mount point (a stable sort: mounts stacked on one point keep their
-// order): the kernel lists them in the order they were made, and an init
-// prepares its root (prepareRoot) while the daemon makes the detached
+// by mount point, each with the mount point of the mount it is on (which
+// of two mounts stacked on one point is on top, and what a mount hides,
+// are in that): the kernel lists them in the order they were made, and an
+// init prepares its root (prepareRoot) while the daemon makes the detached
 // mounts it sends, before them for a spare, at the same time for a cold
 // one.
 const probeScript = `
@@ -103,7 +104,7 @@ echo fds; ls -l /proc/self/fd/ | awk 'NR > 1 {print $9, $11}'
 echo env; env | sort
 echo cgroup; cat /proc/self/cgroup
 echo ns; for n in user mnt pid net ipc uts cgroup time; do echo "$n $(readlink /proc/self/ns/$n)"; done
-echo mounts; awk '{print $5, $6, $9, $11}' /proc/self/mountinfo | sort -s -k1,1
+echo mounts; awk '{mp[$1] = $5; par[$1] = $2; line[$1] = $5 " " $6 " " $9 " " $11; id[NR] = $1} END {for (i = 1; i <= NR; i++) print line[id[i]], "on", (par[id[i]] in mp ? mp[par[id[i]]] : "-")}' /proc/self/mountinfo | sort -s -k1,1
 echo landlock; (printf x > /proc/self/comm) 2>&1 && echo comm written
 echo rest; hostname; id; umask; pwd; ls -la /dev /tmp ~ | awk '{print $1, $3, $4, $NF}'
 ip -o link 2>/dev/null | awk '{print $2}'
