@@ -47,8 +47,8 @@ const (
 	lowerAfter = 2 * time.Second
 )
 
-// governor is Govern's state; its clock, CPU meter and setter are fields
-// so that the tests can drive decide with windows of their own.
+// governor is Govern's state; its CPU meter and setters are fields so
+// that the tests can drive it.
 type governor struct {
 	one     bool          // at one P
 	lowFor  time.Duration // how long the use has stayed under lowerBelow at the default
@@ -56,22 +56,28 @@ type governor struct {
 	setOne  func()
 	setDflt func()
 	cpuTime func() time.Duration
-	now     func() time.Time
 }
 
 // decide takes one window's CPU use (in CPUs, averaged over the window)
-// and its length, and says whether the governor moves to one P (lower) or
-// back to the default (raise).
-func (g *governor) decide(use float64, window time.Duration) (lower, raise bool) {
-	if g.one {
-		return false, use >= raiseAt
-	}
-	if use >= lowerBelow {
+// and its length, moves the governor to one P or back to the default as
+// they say (g.one), and reports whether it moved.
+func (g *governor) decide(use float64, window time.Duration) (moved bool) {
+	switch {
+	case g.one:
+		if use < raiseAt {
+			return false
+		}
+		g.one, g.lowFor = false, 0
+	case use >= lowerBelow:
 		g.lowFor = 0
-		return false, false
+		return false
+	default:
+		if g.lowFor += window; g.lowFor < lowerAfter {
+			return false
+		}
+		g.one = true
 	}
-	g.lowFor += window
-	return g.lowFor >= lowerAfter, false
+	return true
 }
 
 // Govern sizes GOMAXPROCS until ctx ends, then restores the runtime's
@@ -87,7 +93,6 @@ func Govern(ctx context.Context, log *slog.Logger) {
 		setOne:  func() { runtime.GOMAXPROCS(1) },
 		setDflt: runtime.SetDefaultGOMAXPROCS,
 		cpuTime: cpuTime,
-		now:     time.Now,
 	}
 	g.run(ctx)
 }
@@ -101,7 +106,7 @@ func (g *governor) run(ctx context.Context) {
 	g.setOne()
 	g.one = true
 	g.log.Debug("procs: one P while the load fits in one")
-	lastCPU, lastAt := g.cpuTime(), g.now()
+	lastCPU, lastAt := g.cpuTime(), time.Now()
 	wait := interval
 	for {
 		t := time.NewTimer(wait)
@@ -111,23 +116,21 @@ func (g *governor) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cpu, at := g.cpuTime(), g.now()
+		cpu, at := g.cpuTime(), time.Now()
 		window := at.Sub(lastAt)
 		if window <= 0 {
 			continue
 		}
 		use := float64(cpu-lastCPU) / float64(window)
 		lastCPU, lastAt = cpu, at
-		switch lower, raise := g.decide(use, window); {
-		case raise:
-			g.setDflt()
-			g.one = false
-			g.lowFor = 0
-			g.log.Debug("procs: the default again", "cpu_use", use, "procs", runtime.GOMAXPROCS(0))
-		case lower:
-			g.setOne()
-			g.one = true
-			g.log.Debug("procs: one P", "cpu_use", use)
+		if g.decide(use, window) {
+			if g.one {
+				g.setOne()
+				g.log.Debug("procs: one P", "cpu_use", use)
+			} else {
+				g.setDflt()
+				g.log.Debug("procs: the default again", "cpu_use", use, "procs", runtime.GOMAXPROCS(0))
+			}
 		}
 		wait = interval
 		if g.one && use < idleBelow {

@@ -43,16 +43,9 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &governor{one: tc.one}
 			for i, use := range tc.uses {
-				lower, raise := g.decide(use, w)
 				got := ""
-				switch {
-				case lower:
-					got = "lower"
-					g.one = true
-				case raise:
-					got = "raise"
-					g.one = false
-					g.lowFor = 0
+				if g.decide(use, w) {
+					got = map[bool]string{true: "lower", false: "raise"}[g.one]
 				}
 				if got != tc.want[i] {
 					t.Fatalf("window %d (use %.2f): %q, want %q", i, use, got, tc.want[i])
@@ -104,7 +97,6 @@ func TestGovern(t *testing.T) {
 		setOne:  func() { runtime.GOMAXPROCS(1) },
 		setDflt: func() { runtime.GOMAXPROCS(dflt) },
 		cpuTime: m.read,
-		now:     time.Now,
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandbox"
 	"github.com/agentbox/agentbox/internal/sandbox/sandboxtest"
+	"github.com/agentbox/agentbox/internal/textdiff"
 )
 
 // parked returns the pids of rt's parked spares once there are n, failing
@@ -289,11 +290,11 @@ func TestSpareEquivalence(t *testing.T) {
 			if !slices.Equal(got[0].info.Mechanisms, got[1].info.Mechanisms) || !slices.Equal(got[0].info.Degraded, got[1].info.Degraded) {
 				t.Errorf("info: cold %+v, spare %+v", got[0].info, got[1].info)
 			}
-			if d := lineDiff(got[0].inside, got[1].inside); d != "" {
-				t.Errorf("inside, - cold + spare:\n%s", d)
+			if d := textdiff.Unified("inside", got[0].inside, got[1].inside, false); d != "" {
+				t.Errorf("what a command sees, cold (-) and from a spare (+):\n%s", d)
 			}
-			if d := lineDiff(got[0].at, got[1].at); d != "" {
-				t.Errorf("init, - cold + spare:\n%s", d)
+			if d := textdiff.Unified("init", got[0].at, got[1].at, false); d != "" {
+				t.Errorf("what the host sees of the init, cold (-) and a spare (+):\n%s", d)
 			}
 			// The probe saw what it is meant to compare.
 			for _, want := range []string{"NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
@@ -348,41 +349,6 @@ func inPrivateMounts(t *testing.T) bool {
 		t.Fatalf("%s in a mount namespace of its own did not pass:\n%s", t.Name(), out)
 	}
 	return false
-}
-
-// lineDiff lists the lines only a has ("- ") and only b has ("+ "), as
-// multisets, in their order; "" when both hold the same lines.
-func lineDiff(a, b string) string {
-	if a == b {
-		return ""
-	}
-	count := map[string]int{}
-	for _, l := range strings.Split(b, "\n") {
-		count[l]++
-	}
-	var out strings.Builder
-	for _, l := range strings.Split(a, "\n") {
-		if count[l] > 0 {
-			count[l]--
-			continue
-		}
-		fmt.Fprintf(&out, "- %s\n", l)
-	}
-	count = map[string]int{}
-	for _, l := range strings.Split(a, "\n") {
-		count[l]++
-	}
-	for _, l := range strings.Split(b, "\n") {
-		if count[l] > 0 {
-			count[l]--
-			continue
-		}
-		fmt.Fprintf(&out, "+ %s\n", l)
-	}
-	if out.Len() == 0 {
-		return "(the same lines in another order)\n"
-	}
-	return out.String()
 }
 
 // TestSpareNeverReused: each spare becomes one sandbox and goes with it;
